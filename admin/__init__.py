@@ -1,0 +1,1 @@
+"""The reviewers' web app and JSON API."""

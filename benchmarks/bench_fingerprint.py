@@ -1,0 +1,101 @@
+"""Fingerprinting speed on the shared corpus, next to pypinyin baselines in the same run.
+
+    .venv/bin/python -m benchmarks.bench_fingerprint [--baseline-chars 300000]
+
+Measures chars/s of text → initials, of ``fingerprint`` (index side) and of
+``query_fingerprints`` (every offset), against
+  * ``pypinyin.lazy_pinyin(text, style=Style.FIRST_LETTER)`` on the same text (the naive
+    baseline; it is slow, so it runs on a prefix of ``--baseline-chars`` per language), and
+  * a per-character Python dict lookup built from pypinyin's data (the obvious speed-up).
+Prints a markdown table and writes it to benchmarks/results/fingerprint.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pypinyin import Style, lazy_pinyin
+from pypinyin.pinyin_dict import pinyin_dict
+
+from benchmarks.shared_corpus import iter_documents
+from fingerprinter import index_array, query_array, to_letters
+
+RESULTS = Path(__file__).resolve().parent / "results" / "fingerprint.md"
+
+
+def chars_per_second(func: Callable[[str], object], text: str, repeat: int = 3) -> float:
+    """Best of ``repeat`` runs (the first run also pays for building tables)."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        func(text)
+        best = min(best, time.perf_counter() - started)
+    return len(text) / best
+
+
+def dict_lookup_initials() -> Callable[[str], str]:
+    """Per-character dict lookup: the first reading's first letter, no vectorization."""
+    table = {chr(cp): readings[0] for cp, readings in pinyin_dict.items()}
+
+    def convert(text: str) -> str:
+        get = table.get
+        return "".join(get(ch, ch) for ch in text)
+
+    return convert
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-chars", type=int, default=300_000)
+    args = parser.parse_args()
+
+    corpora = {
+        "zh": "".join(d["text"] for d in iter_documents("zh_news", "zh_novel")),
+        "en": "".join(d["text"] for d in iter_documents("en_news", "en_novel")),
+    }
+    to_letters("warm up the lookup table")
+    lookup = dict_lookup_initials()
+    rows = []
+    for lang, text in corpora.items():
+        prefix = text[: args.baseline_chars]
+        naive = chars_per_second(
+            lambda t: lazy_pinyin(t, style=Style.FIRST_LETTER), prefix, repeat=1
+        )
+        per_char = chars_per_second(lookup, prefix)
+        for name, func in (
+            ("text → initials", to_letters),
+            ("fingerprint (index, stride n/2)", index_array),
+            ("query_fingerprints (every offset)", query_array),
+        ):
+            speed = chars_per_second(func, text)
+            rows.append((lang, name, len(text), speed, speed / naive, speed / per_char))
+        rows.append(
+            (lang, "baseline: lazy_pinyin FIRST_LETTER", len(prefix), naive, 1.0, naive / per_char)
+        )
+        rows.append(
+            (lang, "baseline: per-char dict lookup", len(prefix), per_char, per_char / naive, 1.0)
+        )
+
+    lines = [
+        f"Fingerprinting speed, one core ({platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}), {time.strftime('%Y-%m-%d')}",
+        "",
+        "| lang | step | chars | M chars/s | × lazy_pinyin | × dict lookup |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {lang} | {name} | {n:,} | {speed / 1e6:.2f} | {vs_naive:.0f}× | {vs_dict:.1f}× |"
+        for lang, name, n, speed, vs_naive, vs_dict in rows
+    ]
+    report = "\n".join(lines) + "\n"
+    print(report)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(report, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

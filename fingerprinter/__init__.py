@@ -1,0 +1,36 @@
+"""Pure fingerprinting functions: text → pinyin-initial granule fingerprints, and alignment.
+
+No I/O, no storage: the tracker package stores and queries what this package computes.
+"""
+
+from .align import Alignment, Span, align
+from .fingerprint import (
+    Fingerprint,
+    FingerprintArray,
+    fingerprint,
+    index_array,
+    query_array,
+    query_fingerprints,
+)
+from .initials import Letters, to_letters
+from .params import DEFAULT_PARAMS, FingerprintParams
+from .reference import ReferenceFrame, fit_reference, load_reference
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "Alignment",
+    "Fingerprint",
+    "FingerprintArray",
+    "FingerprintParams",
+    "Letters",
+    "ReferenceFrame",
+    "Span",
+    "align",
+    "fingerprint",
+    "fit_reference",
+    "index_array",
+    "load_reference",
+    "query_array",
+    "query_fingerprints",
+    "to_letters",
+]

@@ -1,0 +1,166 @@
+"""Second-round comparison: which passages of a suspect copy which passages of a master.
+
+Both texts are reduced to letter streams; every k-gram of letters is encoded exactly as
+an integer (base 26, so two k-grams match only when equal). Suspect k-grams are looked up
+among the master's, matches on the same diagonal (master position − suspect position)
+form runs, and runs are chained across small gaps, so a passage with scattered edits
+(inserted or deleted characters, an ad line) stays one span. Spans shorter than
+``params.align_min_span`` letters are dropped as chance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .initials import Letters, to_letters
+from .params import DEFAULT_PARAMS, FingerprintParams
+
+_MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
+
+
+class Span(NamedTuple):
+    """A matched passage, as character offsets in the original master and suspect texts."""
+
+    master_start: int
+    master_end: int
+    suspect_start: int
+    suspect_end: int
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The matched passages and how much of each text they cover (fractions of letters)."""
+
+    spans: tuple[Span, ...]
+    master_coverage: float
+    suspect_coverage: float
+    matched_letters: int
+
+
+def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
+    """Every k-gram of a letter stream as an integer; exact (collision-free) for k ≤ 13."""
+    n = len(letters) - k + 1
+    if n <= 0:
+        return np.empty(0, dtype=np.uint64)
+    codes = np.zeros(n, dtype=np.uint64)
+    base = np.uint64(26)
+    for i in range(k):
+        codes = codes * base + letters[i : i + n].astype(np.uint64)
+    return codes
+
+
+def _matching_pairs(
+    master: np.ndarray, suspect: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(master position, suspect position) of every shared k-gram, common k-grams excluded."""
+    m_codes, s_codes = kgram_codes(master, k), kgram_codes(suspect, k)
+    order = np.argsort(m_codes, kind="stable")
+    sorted_codes = m_codes[order]
+    left = np.searchsorted(sorted_codes, s_codes, side="left")
+    right = np.searchsorted(sorted_codes, s_codes, side="right")
+    hits = right - left
+    usable = (hits > 0) & (hits <= _MAX_OCCURRENCES)
+    suspect_pos = np.repeat(np.flatnonzero(usable), hits[usable])
+    # Position of each pair inside its master range: 0, 1, … per suspect k-gram.
+    firsts = np.repeat(left[usable], hits[usable])
+    offsets = np.arange(len(suspect_pos)) - np.repeat(
+        np.cumsum(hits[usable]) - hits[usable], hits[usable]
+    )
+    master_pos = order[firsts + offsets]
+    return master_pos.astype(np.int64), suspect_pos.astype(np.int64)
+
+
+def _diagonal_runs(master_pos: np.ndarray, suspect_pos: np.ndarray, k: int) -> np.ndarray:
+    """Maximal runs of consecutive matches on one diagonal: rows (m0, m1, s0, s1), end-exclusive."""
+    if len(master_pos) == 0:
+        return np.empty((0, 4), dtype=np.int64)
+    diagonal = master_pos - suspect_pos
+    order = np.lexsort((suspect_pos, diagonal))
+    d, s = diagonal[order], suspect_pos[order]
+    breaks = np.flatnonzero((np.diff(d) != 0) | (np.diff(s) != 1)) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(s)])) - 1
+    s0, s1 = s[starts], s[ends] + k
+    runs = np.stack([s0 + d[starts], s1 + d[starts], s0, s1], axis=1)
+    return runs[np.argsort(runs[:, 2], kind="stable")]
+
+
+def _chain(runs: np.ndarray, k: int, gap: int) -> list[list[int]]:
+    """Chain runs that follow each other within ``gap`` letters on both texts."""
+    chains: list[list[int]] = []
+    open_chains: list[list[int]] = []
+    for m0, m1, s0, s1 in runs.tolist():
+        open_chains = [c for c in open_chains if s0 - c[3] <= gap]
+        best = None
+        for chain in open_chains:
+            ds, dm = s0 - chain[3], m0 - chain[1]
+            if -k < ds and -k < dm <= gap and s1 > chain[3] and m1 > chain[1]:
+                skew = abs(ds - dm)
+                if best is None or skew < best[0]:
+                    best = (skew, chain)
+        if best is not None:
+            chain = best[1]
+            chain[1], chain[3] = m1, s1
+        else:
+            chain = [m0, m1, s0, s1]
+            chains.append(chain)
+            open_chains.append(chain)
+    return chains
+
+
+def _union_length(intervals: list[tuple[int, int]]) -> int:
+    total, reach = 0, -1
+    for lo, hi in sorted(intervals):
+        if hi > reach:
+            total += hi - max(lo, reach)
+            reach = hi
+    return total
+
+
+def align_letters(
+    master: Letters, suspect: Letters, params: FingerprintParams | None = None
+) -> Alignment:
+    """``align`` on letter streams that the caller already computed."""
+    params = params or DEFAULT_PARAMS
+    k = params.align_k
+    master_pos, suspect_pos = _matching_pairs(master.letters, suspect.letters, k)
+    runs = _diagonal_runs(master_pos, suspect_pos, k)
+    chains = [
+        c
+        for c in _chain(runs, k, params.align_gap)
+        if c[1] - c[0] >= params.align_min_span and c[3] - c[2] >= params.align_min_span
+    ]
+    chains.sort(key=lambda c: (c[2], c[0]))
+    mo, so = master.offsets, suspect.offsets
+    spans = tuple(
+        Span(int(mo[m0]), int(mo[m1 - 1]) + 1, int(so[s0]), int(so[s1 - 1]) + 1)
+        for m0, m1, s0, s1 in chains
+    )
+    master_letters = _union_length([(c[0], c[1]) for c in chains])
+    suspect_letters = _union_length([(c[2], c[3]) for c in chains])
+    return Alignment(
+        spans=spans,
+        master_coverage=master_letters / len(master) if len(master) else 0.0,
+        suspect_coverage=suspect_letters / len(suspect) if len(suspect) else 0.0,
+        matched_letters=master_letters,
+    )
+
+
+def align(
+    master_text: str, suspect_text: str, params: FingerprintParams | None = None
+) -> Alignment:
+    """Matched passages between a master and a suspect, with coverage of each.
+
+    Spans are in original character offsets; coverages are the fractions of each text's
+    letters inside a span. Homophones, traditional characters and punctuation changes do
+    not break a span; scattered character edits shorten it by at most a few letters.
+    """
+    params = params or DEFAULT_PARAMS
+    return align_letters(
+        to_letters(master_text, params.latin_mode),
+        to_letters(suspect_text, params.latin_mode),
+        params,
+    )

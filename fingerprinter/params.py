@@ -1,0 +1,80 @@
+"""Every parameter of the fingerprint, in one frozen object with a stable version string."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from functools import cached_property
+
+ALPHABET_SIZE = 26  # a..z: pinyin initials and Latin letters share one alphabet
+SCRIPT_BIT = 2 * ALPHABET_SIZE + 1  # above the widest packed vector (26 letters × 2 bits)
+
+
+@dataclass(frozen=True)
+class FingerprintParams:
+    """Parameters of the Daguan granule fingerprint and of the second-round alignment.
+
+    granule:      letters per granule (window) *n*.
+    overlap:      overlap rate of indexed granules; 0.5 means windows ``[0,n) [n/2,3n/2) …``.
+    levels:       quantization levels per letter (2 → 1 bit, 3 or 4 → 2 bits per letter).
+    width:        quantization step in standard deviations of the letter's count.
+    latin_mode:   ``"letters"`` (every Latin letter) or ``"initials"`` (first letter of words).
+    reference:    id of the reference frame (expected letter frequencies) to subtract.
+    align_k:      letters per k-gram in the second-round alignment.
+    align_gap:    largest gap, in letters, bridged when chaining k-gram matches into a span.
+    align_min_span: shortest span, in letters, that the alignment reports.
+    """
+
+    granule: int = 40
+    overlap: float = 0.5
+    levels: int = 4
+    width: float = 1.0
+    latin_mode: str = "letters"
+    reference: str = "default-2026-11"
+    align_k: int = 8
+    align_gap: int = 24
+    align_min_span: int = 24
+
+    def __post_init__(self) -> None:
+        if not 8 <= self.granule <= 4096:
+            raise ValueError(f"granule must be between 8 and 4096 letters, not {self.granule}")
+        if not 0.0 <= self.overlap < 1.0:
+            raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
+        if self.levels not in (2, 3, 4):
+            raise ValueError(f"levels must be 2, 3 or 4, not {self.levels}")
+        if self.width <= 0:
+            raise ValueError(f"width must be positive, not {self.width}")
+        if self.latin_mode not in ("letters", "initials"):
+            raise ValueError(f"latin_mode must be 'letters' or 'initials', not {self.latin_mode!r}")
+        if not 3 <= self.align_k <= 32:
+            raise ValueError(f"align_k must be between 3 and 32, not {self.align_k}")
+        if self.align_gap < 0 or self.align_min_span < self.align_k:
+            raise ValueError("align_gap must be ≥ 0 and align_min_span ≥ align_k")
+
+    @property
+    def stride(self) -> int:
+        """Distance in letters between the starts of two indexed granules."""
+        return max(1, round(self.granule * (1.0 - self.overlap)))
+
+    @property
+    def bits_per_letter(self) -> int:
+        return 1 if self.levels == 2 else 2
+
+    @property
+    def guaranteed_span(self) -> int:
+        """Letters of exact copy that are always found, wherever they sit in the suspect.
+
+        Any run of ``granule + stride - 1`` letters contains a whole indexed granule, and
+        the query side computes a granule at every offset.
+        """
+        return self.granule + self.stride - 1
+
+    @cached_property
+    def version(self) -> str:
+        """Stable id of these parameters (an index built with another version is refused)."""
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return "fp1-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+DEFAULT_PARAMS = FingerprintParams()

@@ -1,0 +1,51 @@
+"""Granule letter counts → quantized deviations from the reference frame → one integer.
+
+For letter ``a`` with expected frequency ``p`` in a granule of ``n`` letters, the count
+``c`` becomes ``z = (c − n·p) / sd`` (sd of a binomial count), then a level
+``floor(z / width + levels / 2)`` clipped to ``[0, levels)``. Levels are concatenated in
+alphabet order (``a`` most significant), 1 or 2 bits per letter, and bit ``SCRIPT_BIT``
+says which script's frame was used. Because counts are small integers, the whole mapping
+is a precomputed table ``(script, letter, count) → shifted level``: a fingerprint is 26
+table lookups and a sum.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .params import ALPHABET_SIZE, SCRIPT_BIT, FingerprintParams
+from .reference import ReferenceFrame
+
+_MIN_SD = 0.5  # letters a script never uses (i, u, v in pinyin) get a constant level
+
+
+@lru_cache(maxsize=32)
+def level_table(params: FingerprintParams, frame: ReferenceFrame) -> np.ndarray:
+    """Flat uint64 table indexed by ``(script·26 + letter)·(n+1) + count``."""
+    n = params.granule
+    p = frame.as_array()[:, :, None]  # (script, letter, 1)
+    count = np.arange(n + 1, dtype=np.float64)[None, None, :]
+    sd = np.maximum(np.sqrt(n * p * (1.0 - p)), _MIN_SD)
+    z = (count - n * p) / sd
+    level = np.clip(np.floor(z / params.width + params.levels / 2), 0, params.levels - 1)
+    bits = params.bits_per_letter
+    shift = (bits * (ALPHABET_SIZE - 1 - np.arange(ALPHABET_SIZE)))[None, :, None]
+    table = level.astype(np.uint64) << shift.astype(np.uint64)
+    table[1] |= np.uint64(1) << np.uint64(SCRIPT_BIT)
+    table = np.ascontiguousarray(table.reshape(-1))
+    table.setflags(write=False)
+    return table
+
+
+def pack(
+    counts: np.ndarray, cjk: np.ndarray, params: FingerprintParams, frame: ReferenceFrame
+) -> np.ndarray:
+    """Fingerprint values (uint64) of granules with these letter counts."""
+    n = params.granule
+    script = (2 * cjk.astype(np.int64) >= n).astype(np.int64)  # the majority script's frame
+    row = (script[:, None] * ALPHABET_SIZE + np.arange(ALPHABET_SIZE)[None, :]) * (n + 1)
+    levels = level_table(params, frame)[row + counts]
+    # Each letter owns its own bit field, so the sum is their concatenation.
+    return levels.sum(axis=1, dtype=np.uint64)

@@ -1,0 +1,296 @@
+"""The fingerprinter: letters, fingerprints, shift robustness, invariances, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import subprocess
+import sys
+import unicodedata
+
+import numpy as np
+import opencc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pypinyin import Style, lazy_pinyin
+
+from fingerprinter import (
+    DEFAULT_PARAMS,
+    FingerprintParams,
+    fingerprint,
+    fit_reference,
+    index_array,
+    query_array,
+    query_fingerprints,
+    to_letters,
+)
+from fingerprinter.fingerprint import granule_fingerprints
+from fingerprinter.initials import DROP, initial_table
+from fingerprinter.reference import load_reference
+from fingerprinter.sliding import sliding_values
+from tests.corpus import texts
+
+ZH = texts("zh_news", 60)
+EN = texts("en_news", 60)
+
+
+def values(fps) -> list[int]:
+    return [fp.value for fp in fps]
+
+
+# --- text → letters -------------------------------------------------------------------
+
+
+def test_letters_agree_with_pypinyin_per_character():
+    sample = "".join(ZH[:5])
+    letters = to_letters(sample)
+    agree = total = 0
+    for code, offset in zip(letters.letters.tolist(), letters.offsets.tolist(), strict=True):
+        char = sample[offset]
+        if "\u4e00" <= char <= "\u9fff":
+            total += 1
+            reference = lazy_pinyin(char, style=Style.FIRST_LETTER)[0]
+            agree += reference[:1] == chr(ord("a") + code)
+    assert total > 1000
+    # The few that differ are characters that are also traditional forms (乾 → 干).
+    assert agree / total > 0.995
+
+
+def test_table_covers_cjk_blocks_compatibility_forms_and_full_width():
+    table = initial_table()
+
+    def coverage(lo: int, hi: int) -> float:
+        return float(np.mean(table[lo:hi] != DROP))
+
+    assert coverage(0x4E00, 0x9FA6) > 0.99  # CJK Unified Ideographs
+    assert coverage(0x3400, 0x4DB6) > 0.85  # Extension A
+    assert coverage(0xF900, 0xFA2E) > 0.95  # compatibility ideographs
+    assert to_letters("ＡＢｃ").as_string() == "abc"
+    assert to_letters("\uf900").as_string() == to_letters("豈").as_string()
+    assert to_letters("Café naïve").as_string() == "cafenaive"
+
+
+def test_traditional_characters_give_the_letters_of_simplified_ones():
+    to_traditional = opencc.OpenCC("s2t")
+    for text in ZH[:10]:
+        assert to_letters(to_traditional.convert(text)).as_string() == to_letters(text).as_string()
+
+
+def test_offsets_point_at_the_characters_that_made_the_letters():
+    text = "《红楼梦》第一回：甄士隐 dreams, 1792年。"
+    letters = to_letters(text)
+    chars = [text[i] for i in letters.offsets]
+    assert "".join(chars) == "红楼梦第一回甄士隐dreams年"
+    assert letters.as_string()[:3] == "hlm"
+
+
+def test_latin_modes():
+    assert to_letters("The quick brown fox", "letters").as_string() == "thequickbrownfox"
+    assert to_letters("The quick brown fox", "initials").as_string() == "tqbf"
+    with pytest.raises(ValueError, match="latin_mode"):
+        to_letters("x", "words")
+
+
+# --- fingerprints ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [ZH[0], EN[0]])
+def test_fingerprints_carry_original_offsets_and_fit_64_bits(text):
+    fps = fingerprint(text)
+    assert fps, "a news article yields fingerprints"
+    letters = to_letters(text)
+    for fp in fps:
+        assert 0 <= fp.value < 2**64
+        assert 0 <= fp.start < fp.end <= len(text)
+        inside = (letters.offsets >= fp.start) & (letters.offsets < fp.end)
+        assert inside.sum() == DEFAULT_PARAMS.granule
+    strides = np.diff([int(np.searchsorted(letters.offsets, fp.start)) for fp in fps])
+    assert set(strides.tolist()) == {DEFAULT_PARAMS.stride}
+
+
+def test_every_offset_computation_equals_direct_counting():
+    frame = load_reference(DEFAULT_PARAMS.reference)
+    mixed = EN[1][:400] + ZH[1] + EN[2][:700]
+    for params in (
+        DEFAULT_PARAMS,
+        FingerprintParams(granule=24, levels=3),
+        FingerprintParams(granule=64, levels=2),
+    ):
+        for text in (ZH[0], EN[0], mixed):
+            letters = to_letters(text, params.latin_mode)
+            direct = granule_fingerprints(letters, params, 1, frame).values
+            assert np.array_equal(sliding_values(letters, params, frame), direct)
+
+
+def test_query_fingerprints_are_distinct_and_include_the_indexed_ones():
+    text = ZH[3]
+    query = query_fingerprints(text)
+    assert len({fp.value for fp in query}) == len(query)
+    assert set(values(fingerprint(text))) <= {fp.value for fp in query}
+
+
+def test_fingerprints_are_identical_across_processes_and_hash_seeds():
+    script = (
+        "import hashlib, sys; from fingerprinter import index_array, query_array; "
+        "t = sys.stdin.read(); "
+        "print(hashlib.sha256(index_array(t).values.tobytes() + "
+        "query_array(t).values.tobytes()).hexdigest())"
+    )
+    text = ZH[4] + EN[4]
+    digests = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            input=text,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        digests.add(out.stdout.strip())
+    here = hashlib.sha256(
+        index_array(text).values.tobytes() + query_array(text).values.tobytes()
+    ).hexdigest()
+    assert digests == {here}
+
+
+def test_params_version_is_stable_and_follows_content():
+    assert FingerprintParams().version == DEFAULT_PARAMS.version
+    assert FingerprintParams(granule=48).version != DEFAULT_PARAMS.version
+    with pytest.raises(ValueError, match="granule"):
+        FingerprintParams(granule=2)
+    with pytest.raises(ValueError, match="levels"):
+        FingerprintParams(levels=7)
+
+
+def test_fit_reference_learns_letter_frequencies():
+    frame = fit_reference(["aaab", "中中中国"], frame_id="t")
+    latin, cjk = frame.as_array()
+    assert latin[0] == pytest.approx(0.75) and latin[1] == pytest.approx(0.25)
+    assert cjk[ord("z") - ord("a")] == pytest.approx(0.75)
+    assert cjk[ord("g") - ord("a")] == pytest.approx(0.25)
+
+
+# --- shift robustness -----------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    doc=st.integers(0, len(ZH) - 1),
+    where=st.floats(0, 1),
+    prefix=st.integers(0, 300),
+    suffix=st.integers(0, 300),
+)
+def test_any_copied_stretch_of_the_guaranteed_length_is_found_anywhere(doc, where, prefix, suffix):
+    master = ZH[doc]
+    letters = to_letters(master)
+    span = DEFAULT_PARAMS.guaranteed_span
+    if len(letters) < span:
+        return
+    first = int(where * (len(letters) - span))
+    start, end = letters.offsets[first], letters.offsets[first + span - 1] + 1
+    filler = ZH[(doc + 1) % len(ZH)] + ZH[(doc + 2) % len(ZH)]
+    suspect = (
+        filler[:prefix] + master[start:end] + filler[-suffix:]
+        if suffix
+        else filler[:prefix] + master[start:end]
+    )
+    assert set(index_array(master).values.tolist()) & set(query_array(suspect).values.tolist())
+
+
+def test_unrelated_texts_share_almost_no_fingerprints():
+    indexed = [set(index_array(t).values.tolist()) for t in ZH[:30]]
+    shared = sum(
+        len(indexed[i] & set(query_array(ZH[j]).values.tolist()))
+        for i in range(30)
+        for j in range(30, 40)
+        if i != j
+    )
+    assert shared <= 3
+
+
+# --- invariances ----------------------------------------------------------------------
+
+
+def _homophone_substitute(text: str, rate: float, rng: random.Random) -> str:
+    """Replace characters by others with the same pinyin initial letter."""
+    table = initial_table()
+    by_letter: dict[int, list[str]] = {}
+    for char in sorted(set("".join(ZH))):
+        by_letter.setdefault(int(table[ord(char)]), []).append(char)
+    out = []
+    for char in text:
+        code = int(table[ord(char)])
+        if code != DROP and code & 0x80 and rng.random() < rate:
+            char = rng.choice(by_letter[code])
+        out.append(char)
+    return "".join(out)
+
+
+def _full_width(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def _punctuation_noise(text: str, rng: random.Random) -> str:
+    return "".join(c + (rng.choice(" ,。、\n\t！…") if rng.random() < 0.1 else "") for c in text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(doc=st.integers(0, 29), seed=st.integers(0, 10_000), rate=st.floats(0.05, 0.6))
+def test_homophones_do_not_change_fingerprints(doc, seed, rate):
+    text = ZH[doc]
+    edited = _homophone_substitute(text, rate, random.Random(seed))
+    assert values(fingerprint(edited)) == values(fingerprint(text))
+
+
+@settings(max_examples=30, deadline=None)
+@given(doc=st.integers(0, 29), seed=st.integers(0, 10_000))
+def test_width_whitespace_and_punctuation_do_not_change_fingerprints(doc, seed):
+    for text in (ZH[doc], EN[doc]):
+        rng = random.Random(seed)
+        edited = _punctuation_noise(_full_width(text), rng)
+        assert values(fingerprint(edited)) == values(fingerprint(text))
+        nfkc = unicodedata.normalize("NFKC", text)
+        assert values(fingerprint(nfkc)) == values(fingerprint(text))
+
+
+def test_traditional_conversion_does_not_change_fingerprints():
+    to_traditional = opencc.OpenCC("s2t")
+    for text in ZH[:10]:
+        assert values(fingerprint(to_traditional.convert(text))) == values(fingerprint(text))
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text", ["", "   \n\t", "1234567890 ！？。…———", "\x00\x01\x02\x7f\u200b\ufeff" * 50, "短文本"]
+)
+def test_texts_without_enough_letters_have_no_fingerprints(text):
+    assert fingerprint(text) == []
+    assert query_fingerprints(text) == []
+
+
+def test_lone_surrogates_and_control_characters_are_ignored():
+    text = ZH[0]
+    dirty = "\ud800" + text[:200] + "\x00\x07\udfff" + text[200:] + "\x1b"
+    assert values(fingerprint(dirty)) == values(fingerprint(text))
+
+
+def test_wrong_type_is_a_clear_error():
+    with pytest.raises(TypeError, match="expected text as str"):
+        fingerprint(b"bytes")  # type: ignore[arg-type]
+
+
+def test_huge_text_is_fingerprinted_in_bounded_time():
+    huge = ("".join(ZH) + "".join(EN)) * 1
+    huge = (huge * (50_000_000 // len(huge) + 1))[:50_000_000]
+    indexed = index_array(huge)
+    assert len(indexed) > 1_000_000
+    assert indexed.ends[-1] <= len(huge)
+    # Repeated text repeats its fingerprints: the distinct query set stays small.
+    queried = query_array(huge[:5_000_000])
+    assert 0 < len(queried) < 5_000_000

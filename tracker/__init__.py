@@ -1,0 +1,1 @@
+"""The copytrack domain: master library, inverted index, matcher, findings, campaigns."""
