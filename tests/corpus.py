@@ -15,7 +15,7 @@ def documents(name: str, limit: int = 200) -> tuple[dict, ...]:
     try:
         return tuple(first_documents(name, limit))
     except FileNotFoundError as missing:
-        pytest.skip(str(missing))
+        pytest.skip(str(missing), allow_module_level=True)
 
 
 def texts(name: str, limit: int = 200) -> list[str]:
