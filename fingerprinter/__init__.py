@@ -3,7 +3,7 @@
 No I/O, no storage: the tracker package stores and queries what this package computes.
 """
 
-from .align import Alignment, Span, align
+from .align import Alignment, Span, align, align_letters
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -26,6 +26,7 @@ __all__ = [
     "ReferenceFrame",
     "Span",
     "align",
+    "align_letters",
     "fingerprint",
     "fit_reference",
     "index_array",

@@ -1,7 +1,8 @@
 """The Daguan granule fingerprint, made shift-robust.
 
-Indexing a master (``fingerprint``) takes granules of ``n`` letters every ``stride``
-letters. Querying a suspect (``query_fingerprints``) takes a granule at *every* letter
+Indexing a master (``fingerprint``) takes granules of ``n`` letters starting at
+content-defined anchors (winnowing over letter k-grams: one in every window of ``stride``
+positions). Querying a suspect (``query_fingerprints``) takes a granule at *every* letter
 offset, so whatever was cut, inserted or moved around a copied stretch, the suspect
 contains the very granule that was indexed as long as the stretch holds one whole
 indexed granule.
@@ -29,6 +30,7 @@ from .params import DEFAULT_PARAMS, FingerprintParams
 from .quantize import pack
 from .reference import ReferenceFrame, load_reference
 from .sliding import sliding_values
+from .winnowing import anchors
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +76,26 @@ def _located(
     )
 
 
-def granule_fingerprints(
-    letters: Letters, params: FingerprintParams, stride: int, frame: ReferenceFrame | None = None
-) -> FingerprintArray:
-    """Fingerprints of the granules starting every ``stride`` letters of a letter stream."""
+def index_starts(letters: Letters, params: FingerprintParams) -> np.ndarray:
+    """First letters of the indexed granules (those that fit in the text)."""
+    last = len(letters) - params.granule
+    if last < 0:
+        return np.empty(0, dtype=np.int64)
+    if params.anchoring == "fixed":
+        return np.arange(0, last + 1, params.stride, dtype=np.int64)
+    starts = anchors(letters.letters, params.stride, params.anchor_k)
+    return starts[starts <= last]
+
+
+def granule_fingerprints(letters: Letters, params: FingerprintParams, starts: np.ndarray,
+                         frame: ReferenceFrame | None = None) -> FingerprintArray:
+    """Fingerprints of the granules starting at the (sorted) letter positions ``starts``."""
     frame = frame if frame is not None else load_reference(params.reference)
-    chunks = list(iter_granule_counts(letters, params.granule, stride))
-    values = [pack(chunk.counts, chunk.cjk, params, frame) for chunk in chunks]
-    first = [chunk.first for chunk in chunks]
+    chunks = list(iter_granule_counts(letters, starts, params.granule))
     if not chunks:
-        return _located(letters, np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64), params)
-    return _located(letters, np.concatenate(values), np.concatenate(first), params)
+        return _located(letters, np.empty(0, dtype=np.uint64), starts, params)
+    values = np.concatenate([pack(c.counts, c.cjk, params, frame) for c in chunks])
+    return _located(letters, values, starts, params)
 
 
 def every_offset_fingerprints(
@@ -105,7 +116,8 @@ def index_array(
 ) -> FingerprintArray:
     """``fingerprint`` as arrays."""
     params = params or DEFAULT_PARAMS
-    return granule_fingerprints(to_letters(text, params.latin_mode), params, params.stride, frame)
+    letters = to_letters(text, params.latin_mode)
+    return granule_fingerprints(letters, params, index_starts(letters, params), frame)
 
 
 def query_array(
@@ -117,7 +129,7 @@ def query_array(
 
 
 def fingerprint(text: str, params: FingerprintParams | None = None) -> list[Fingerprint]:
-    """Fingerprints of a master text: one per granule, granules every ``params.stride`` letters.
+    """Fingerprints of a master text: one per indexed granule (see the module docstring).
 
     Returns ``[]`` for a text with fewer than ``params.granule`` letters.
     """

@@ -16,7 +16,12 @@ class FingerprintParams:
     """Parameters of the Daguan granule fingerprint and of the second-round alignment.
 
     granule:      letters per granule (window) *n*.
-    overlap:      overlap rate of indexed granules; 0.5 means windows ``[0,n) [n/2,3n/2) …``.
+    overlap:      overlap rate of indexed granules; 0.5 means a granule every n/2 letters
+                  (fixed anchoring) or one in every window of n/2 letters (content anchoring).
+    anchoring:    ``"content"``: indexed granules start at winnowing anchors, so a passage
+                  shared by masters gets the same fingerprints in each; ``"fixed"``: every
+                  ``stride`` letters from the start (the seed's scheme).
+    anchor_k:     letters hashed to choose content anchors.
     levels:       quantization levels per letter (2 → 1 bit, 3 or 4 → 2 bits per letter).
     width:        quantization step in standard deviations of the letter's count.
     latin_mode:   ``"letters"`` (every Latin letter) or ``"initials"`` (first letter of words).
@@ -28,6 +33,8 @@ class FingerprintParams:
 
     granule: int = 40
     overlap: float = 0.5
+    anchoring: str = "content"
+    anchor_k: int = 5
     levels: int = 4
     width: float = 1.0
     latin_mode: str = "letters"
@@ -41,6 +48,10 @@ class FingerprintParams:
             raise ValueError(f"granule must be between 8 and 4096 letters, not {self.granule}")
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
+        if self.anchoring not in ("content", "fixed"):
+            raise ValueError(f"anchoring must be 'content' or 'fixed', not {self.anchoring!r}")
+        if not 1 <= self.anchor_k <= self.granule:
+            raise ValueError(f"anchor_k must be between 1 and the granule, not {self.anchor_k}")
         if self.levels not in (2, 3, 4):
             raise ValueError(f"levels must be 2, 3 or 4, not {self.levels}")
         if self.width <= 0:
@@ -54,7 +65,7 @@ class FingerprintParams:
 
     @property
     def stride(self) -> int:
-        """Distance in letters between the starts of two indexed granules."""
+        """Largest distance in letters between the starts of two indexed granules."""
         return max(1, round(self.granule * (1.0 - self.overlap)))
 
     @property
@@ -62,11 +73,18 @@ class FingerprintParams:
         return 1 if self.levels == 2 else 2
 
     @property
+    def value_bits(self) -> int:
+        """Every fingerprint value is below ``2**value_bits``."""
+        return SCRIPT_BIT + 1
+
+    @property
     def guaranteed_span(self) -> int:
         """Letters of exact copy that are always found, wherever they sit in the suspect.
 
-        Any run of ``granule + stride - 1`` letters contains a whole indexed granule, and
-        the query side computes a granule at every offset.
+        Any run of ``granule + stride - 1`` letters contains a whole indexed granule (fixed
+        anchoring: one starts every ``stride`` letters; content anchoring: every window of
+        ``stride`` anchor positions holds an anchor), and the query side computes a granule
+        at every offset.
         """
         return self.granule + self.stride - 1
 

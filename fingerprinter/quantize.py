@@ -33,7 +33,8 @@ def level_table(params: FingerprintParams, frame: ReferenceFrame) -> np.ndarray:
     bits = params.bits_per_letter
     shift = (bits * (ALPHABET_SIZE - 1 - np.arange(ALPHABET_SIZE)))[None, :, None]
     table = level.astype(np.uint64) << shift.astype(np.uint64)
-    table[1] |= np.uint64(1) << np.uint64(SCRIPT_BIT)
+    # The script bit goes on one letter's entries only: the 26 entries are summed.
+    table[1, 0] |= np.uint64(1) << np.uint64(SCRIPT_BIT)
     table = np.ascontiguousarray(table.reshape(-1))
     table.setflags(write=False)
     return table

@@ -1,0 +1,73 @@
+"""Winnowing (Schleimer, Wilkerson & Aiken 2003): content-defined anchor positions.
+
+In every window of ``w`` consecutive hashes the minimum is selected (the rightmost one on
+ties), so every window holds a selected position and the same text selects the same
+positions wherever it sits. copytrack starts its indexed granules at these anchors: a
+passage shared by several masters (a site footer) then gets identical fingerprints in
+each of them, which the index sees as boilerplate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .align import kgram_codes
+
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def mix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer: a fixed, well-spread permutation of uint64 values."""
+    z = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * _MIX_1
+    z = (z ^ (z >> np.uint64(27))) * _MIX_2
+    return z ^ (z >> np.uint64(31))
+
+
+_POSITION_BITS = 24
+_CHUNK = (1 << _POSITION_BITS) - (1 << 16)  # positions per chunk; leaves room for the overlap
+HASH_BITS = 64 - _POSITION_BITS
+
+
+def _sliding_min(keys: np.ndarray, w: int) -> np.ndarray:
+    """Minimum of every window of ``w`` keys (van Herk / Gil-Werman: O(n), vectorized)."""
+    windows = len(keys) - w + 1
+    blocks = -(-len(keys) // w)
+    padded = np.full(blocks * w, np.iinfo(np.uint64).max, dtype=np.uint64)
+    padded[: len(keys)] = keys
+    grid = padded.reshape(blocks, w)
+    prefix = np.minimum.accumulate(grid, axis=1).reshape(-1)
+    suffix = np.minimum.accumulate(grid[:, ::-1], axis=1)[:, ::-1].reshape(-1)
+    return np.minimum(suffix[:windows], prefix[w - 1 : w - 1 + windows])
+
+
+def winnow(hashes: np.ndarray, w: int) -> np.ndarray:
+    """Positions selected by winnowing with window ``w`` (sorted, distinct).
+
+    ``hashes`` must be below ``2**HASH_BITS``. Ties go to the rightmost position; a
+    sequence shorter than one window selects its rightmost minimum.
+    """
+    hashes = np.asarray(hashes, dtype=np.uint64)
+    if len(hashes) == 0:
+        return np.empty(0, dtype=np.int64)
+    if int(hashes.max()) >> HASH_BITS:
+        raise ValueError(f"winnow needs hashes below 2**{HASH_BITS}")
+    w = min(w, len(hashes))
+    selected = []
+    mask = np.uint64((1 << _POSITION_BITS) - 1)
+    for first in range(0, len(hashes) - w + 1, _CHUNK):
+        chunk = hashes[first : first + _CHUNK + w - 1]
+        # Key = hash, then the position counted from the right: the minimum key is the
+        # minimal hash at its rightmost position.
+        inverse = mask - np.arange(len(chunk), dtype=np.uint64)
+        minima = _sliding_min((chunk << np.uint64(_POSITION_BITS)) | inverse, w)
+        selected.append(first + (mask - (minima & mask)).astype(np.int64))
+    positions = np.concatenate(selected)
+    # Window minima move only rightwards: dropping repeats leaves distinct sorted positions.
+    return positions[np.concatenate(([True], positions[1:] != positions[:-1]))]
+
+
+def anchors(letters: np.ndarray, w: int, k: int) -> np.ndarray:
+    """Content-defined anchor positions of a letter stream: winnowed hashes of letter k-grams."""
+    return winnow(mix64(kgram_codes(letters, k)) >> np.uint64(64 - HASH_BITS), w)
