@@ -5,11 +5,14 @@ an integer (base 26, so two k-grams match only when equal). Suspect k-grams are 
 among the master's, matches on the same diagonal (master position − suspect position)
 form runs, and runs are chained across small gaps, so a passage with scattered edits
 (inserted or deleted characters, an ad line) stays one span. Spans shorter than
-``params.align_min_span`` letters are dropped as chance.
+``params.align_min_span`` letters are dropped as chance; Latin letters count at
+``params.latin_weight`` there, since a run of English letters says less than a run of
+pinyin initials (common phrases repeat across unrelated English texts).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -38,6 +41,7 @@ class Alignment:
     master_coverage: float
     suspect_coverage: float
     matched_letters: int
+    matched_weight: float  # matched letters, Latin ones counted at params.latin_weight
 
 
 def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
@@ -111,41 +115,63 @@ def _chain(runs: np.ndarray, k: int, gap: int) -> list[list[int]]:
     return chains
 
 
-def _union_length(intervals: list[tuple[int, int]]) -> int:
-    total, reach = 0, -1
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Disjoint, sorted intervals covering the same letters."""
+    merged: list[tuple[int, int]] = []
     for lo, hi in sorted(intervals):
-        if hi > reach:
-            total += hi - max(lo, reach)
-            reach = hi
-    return total
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _weights(letters: Letters, latin_weight: float) -> np.ndarray:
+    """Cumulative information weight: 1 per pinyin initial, ``latin_weight`` per Latin letter."""
+    weight = np.where(letters.is_cjk, 1.0, latin_weight)
+    return np.concatenate(([0.0], np.cumsum(weight)))
 
 
 def align_letters(
-    master: Letters, suspect: Letters, params: FingerprintParams | None = None
+    master: Letters,
+    suspect: Letters,
+    params: FingerprintParams | None = None,
+    keep: Callable[[Span], bool] | None = None,
 ) -> Alignment:
-    """``align`` on letter streams that the caller already computed."""
+    """``align`` on letter streams that the caller already computed.
+
+    ``keep`` may veto spans (e.g. boilerplate) before coverage is computed.
+    """
     params = params or DEFAULT_PARAMS
     k = params.align_k
     master_pos, suspect_pos = _matching_pairs(master.letters, suspect.letters, k)
     runs = _diagonal_runs(master_pos, suspect_pos, k)
+    weight = _weights(master, params.latin_weight)
     chains = [
         c
         for c in _chain(runs, k, params.align_gap)
-        if c[1] - c[0] >= params.align_min_span and c[3] - c[2] >= params.align_min_span
+        if weight[c[1]] - weight[c[0]] >= params.align_min_span
     ]
     chains.sort(key=lambda c: (c[2], c[0]))
     mo, so = master.offsets, suspect.offsets
-    spans = tuple(
-        Span(int(mo[m0]), int(mo[m1 - 1]) + 1, int(so[s0]), int(so[s1 - 1]) + 1)
-        for m0, m1, s0, s1 in chains
-    )
-    master_letters = _union_length([(c[0], c[1]) for c in chains])
-    suspect_letters = _union_length([(c[2], c[3]) for c in chains])
+    located = [
+        (Span(int(mo[m0]), int(mo[m1 - 1]) + 1, int(so[s0]), int(so[s1 - 1]) + 1), chain)
+        for chain in chains
+        for m0, m1, s0, s1 in [chain]
+    ]
+    if keep is not None:
+        located = [(span, chain) for span, chain in located if keep(span)]
+    spans = tuple(span for span, _ in located)
+    chains = [chain for _, chain in located]
+    master_union = _union([(c[0], c[1]) for c in chains])
+    master_letters = sum(hi - lo for lo, hi in master_union)
+    suspect_letters = sum(hi - lo for lo, hi in _union([(c[2], c[3]) for c in chains]))
     return Alignment(
         spans=spans,
         master_coverage=master_letters / len(master) if len(master) else 0.0,
         suspect_coverage=suspect_letters / len(suspect) if len(suspect) else 0.0,
         matched_letters=master_letters,
+        matched_weight=round(float(sum(weight[hi] - weight[lo] for lo, hi in master_union)), 2),
     )
 
 

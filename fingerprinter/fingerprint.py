@@ -87,8 +87,12 @@ def index_starts(letters: Letters, params: FingerprintParams) -> np.ndarray:
     return starts[starts <= last]
 
 
-def granule_fingerprints(letters: Letters, params: FingerprintParams, starts: np.ndarray,
-                         frame: ReferenceFrame | None = None) -> FingerprintArray:
+def granule_fingerprints(
+    letters: Letters,
+    params: FingerprintParams,
+    starts: np.ndarray,
+    frame: ReferenceFrame | None = None,
+) -> FingerprintArray:
     """Fingerprints of the granules starting at the (sorted) letter positions ``starts``."""
     frame = frame if frame is not None else load_reference(params.reference)
     chunks = list(iter_granule_counts(letters, starts, params.granule))

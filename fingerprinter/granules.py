@@ -58,8 +58,9 @@ def _counts_at(letters: Letters, first: np.ndarray, granule: int) -> GranuleCoun
     )
 
 
-def iter_granule_counts(letters: Letters, starts: np.ndarray, granule: int
-                        ) -> Iterator[GranuleCounts]:
+def iter_granule_counts(
+    letters: Letters, starts: np.ndarray, granule: int
+) -> Iterator[GranuleCounts]:
     """Yield the letter counts of granules ``[s, s+granule)`` for sorted ``starts``."""
     for lo in range(0, len(starts), CHUNK_GRANULES):
         yield _counts_at(letters, starts[lo : lo + CHUNK_GRANULES], granule)

@@ -29,9 +29,11 @@ class FingerprintParams:
     align_k:      letters per k-gram in the second-round alignment.
     align_gap:    largest gap, in letters, bridged when chaining k-gram matches into a span.
     align_min_span: shortest span, in letters, that the alignment reports.
+    latin_weight: what a Latin letter counts for against ``align_min_span`` (a pinyin
+                  initial counts 1): English letters are more predictable than initials.
     """
 
-    granule: int = 40
+    granule: int = 20
     overlap: float = 0.5
     anchoring: str = "content"
     anchor_k: int = 5
@@ -42,6 +44,7 @@ class FingerprintParams:
     align_k: int = 8
     align_gap: int = 24
     align_min_span: int = 24
+    latin_weight: float = 0.5
 
     def __post_init__(self) -> None:
         if not 8 <= self.granule <= 4096:
@@ -60,6 +63,8 @@ class FingerprintParams:
             raise ValueError(f"latin_mode must be 'letters' or 'initials', not {self.latin_mode!r}")
         if not 3 <= self.align_k <= 32:
             raise ValueError(f"align_k must be between 3 and 32, not {self.align_k}")
+        if not 0 < self.latin_weight <= 1:
+            raise ValueError(f"latin_weight must be in (0, 1], not {self.latin_weight}")
         if self.align_gap < 0 or self.align_min_span < self.align_k:
             raise ValueError("align_gap must be ≥ 0 and align_min_span ≥ align_k")
 

@@ -1,24 +1,52 @@
-"""The `copytrack` command line."""
+"""The `copytrack` command line: a click group whose subcommands live in tracker/commands/."""
 
 from __future__ import annotations
 
+import logging
+import sys
+from importlib import import_module
+
 import click
 
+from .config import ConfigError, Settings
+from .index import IndexVersionMismatch
+from .servers import ServerStartError
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Subcommands, by dotted path (module:attribute), in the order `--help` lists them.
+COMMANDS = (
+    "tracker.commands.demo:demo",
+    "tracker.commands.library:library",
+    "tracker.commands.library:reindex",
+    "tracker.commands.check:check",
+)
+
+
+class CopytrackGroup(click.Group):
+    """Turns expected failures (bad configuration, servers down) into one clear line."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, IndexVersionMismatch, ServerStartError) as err:
+            click.echo(f"copytrack: {err}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=CopytrackGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="copytrack")
 def main() -> None:
     """copytrack: find pirated copies of your texts on the web.
 
     Register works as a master library, fingerprint suspect pages, and see
-    which pages copy which work.
+    which pages copy which work. Configuration comes from COPYTRACK_* environment
+    variables; with none set, copytrack starts its own servers in ./.copytrack.
     """
+    level = Settings.from_env().log_level
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
-def _register() -> None:
-    from .demo import demo
-
-    main.add_command(demo)
-
-
-_register()
+for _path in COMMANDS:
+    _module, _, _name = _path.partition(":")
+    main.add_command(getattr(import_module(_module), _name))

@@ -10,7 +10,7 @@ import click
 
 from fingerprinter import align, index_array, query_array
 
-from .jsonl import BadLine, read_jsonl
+from ..jsonl import BadLine, read_jsonl
 
 
 def pirate(text: str, rng: random.Random) -> str:

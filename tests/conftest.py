@@ -1,0 +1,92 @@
+"""Shared fixtures: one set of real embedded servers per test session.
+
+Tests always use embedded servers in a temporary data dir, never the
+COPYTRACK_*_URL of the environment: fixtures flush and drop data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import pytest
+import redis
+from pymongo.database import Database
+
+from tracker.config import Settings
+from tracker.context import Context, open_context
+from tracker.servers import Endpoints, ensure_servers, stop_servers
+
+
+@pytest.fixture(scope="session")
+def embedded_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Data dir of the session's embedded servers."""
+    return tmp_path_factory.mktemp("copytrack-data")
+
+
+@pytest.fixture(scope="session")
+def endpoints(embedded_data_dir: Path) -> Iterator[Endpoints]:
+    """Embedded Valkey + SecantusDB on 127.0.0.1, started once, stopped at session end."""
+    # Only COPYTRACK_DATA_DIR: configured URLs in the environment are ignored on purpose.
+    settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(embedded_data_dir)})
+    try:
+        yield ensure_servers(settings)
+    finally:
+        stop_servers(embedded_data_dir)
+
+
+@pytest.fixture
+def redis_client(endpoints: Endpoints) -> Iterator[redis.Redis]:
+    """A redis.Redis (bytes responses) on the embedded Valkey, database flushed first."""
+    client = redis.Redis.from_url(endpoints.redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def _session_mongo_client(endpoints: Endpoints) -> Iterator[pymongo.MongoClient[Any]]:
+    client: pymongo.MongoClient[Any] = pymongo.MongoClient(endpoints.mongo_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def mongo_db(_session_mongo_client: pymongo.MongoClient[Any]) -> Iterator[Database[Any]]:
+    """A fresh, uniquely named database on the embedded SecantusDB, dropped afterwards."""
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    yield _session_mongo_client[name]
+    _session_mongo_client.drop_database(name)
+
+
+@pytest.fixture
+def tracker_env(
+    endpoints: Endpoints, redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, str]]:
+    """COPYTRACK_* variables for a fresh installation on the session's servers.
+
+    Set in os.environ too, so CLI commands and subprocesses use the same installation.
+    """
+    env = {
+        "COPYTRACK_MONGO_URL": endpoints.mongo_url,
+        "COPYTRACK_REDIS_URL": endpoints.redis_url,
+        "COPYTRACK_MONGO_DB": f"test_{uuid.uuid4().hex[:16]}",
+        "COPYTRACK_DATA_DIR": str(tmp_path / "data"),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    yield env
+    client: pymongo.MongoClient[Any] = pymongo.MongoClient(endpoints.mongo_url)
+    client.drop_database(env["COPYTRACK_MONGO_DB"])
+    client.close()
+
+
+@pytest.fixture
+def ctx(tracker_env: dict[str, str]) -> Iterator[Context]:
+    """An open tracker Context on an empty library and index."""
+    context = open_context(Settings.from_env(tracker_env))
+    yield context
+    context.close()

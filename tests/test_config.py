@@ -1,0 +1,91 @@
+"""Settings.from_env: defaults, parsing, and clear errors for bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracker.config import Settings
+
+
+def test_defaults() -> None:
+    s = Settings.from_env({})
+    assert s.mongo_url is None and s.redis_url is None
+    assert s.embedded_mongo and s.embedded_redis
+    assert s.data_dir == Path("./.copytrack").resolve()
+    assert s.data_dir.is_absolute()
+    assert s.mongo_db == "copytrack"
+    assert s.allow_private_networks is False
+    assert s.log_level == "INFO"
+
+
+def test_all_values(tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {
+            "COPYTRACK_MONGO_URL": "mongodb://db.example:27017/",
+            "COPYTRACK_REDIS_URL": " redis://cache.example:6379/2 ",
+            "COPYTRACK_DATA_DIR": str(tmp_path / "d"),
+            "COPYTRACK_MONGO_DB": "ct_prod",
+            "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "yes",
+            "COPYTRACK_LOG_LEVEL": "debug",
+        }
+    )
+    assert s.mongo_url == "mongodb://db.example:27017/"
+    assert s.redis_url == "redis://cache.example:6379/2"
+    assert s.data_dir == tmp_path / "d"
+    assert s.mongo_db == "ct_prod"
+    assert s.allow_private_networks is True
+    assert s.log_level == "DEBUG"
+    assert not s.embedded_mongo and not s.embedded_redis
+
+
+def test_empty_url_means_embedded() -> None:
+    s = Settings.from_env({"COPYTRACK_MONGO_URL": "", "COPYTRACK_REDIS_URL": "  "})
+    assert s.mongo_url is None and s.redis_url is None
+
+
+def test_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPYTRACK_MONGO_DB", "from_env")
+    assert Settings.from_env().mongo_db == "from_env"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("1", True), ("true", True), ("YES", True), ("on", True),
+     ("0", False), ("false", False), ("No", False), ("", False)],
+)  # fmt: skip
+def test_bool_values(raw: str, expected: bool) -> None:
+    env = {"COPYTRACK_ALLOW_PRIVATE_NETWORKS": raw}
+    assert Settings.from_env(env).allow_private_networks is expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "hint"),
+    [
+        ("COPYTRACK_MONGO_URL", "localhost:27017", "mongodb://"),
+        ("COPYTRACK_REDIS_URL", "http://x", "redis://"),
+        ("COPYTRACK_MONGO_DB", "a.b", "database name"),
+        ("COPYTRACK_MONGO_DB", "x" * 64, "database name"),
+        ("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "maybe", "1/true/yes/on"),
+        ("COPYTRACK_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
+    ],
+)
+def test_rejects_bad_values(name: str, value: str, hint: str) -> None:
+    with pytest.raises(ValueError, match=name) as err:
+        Settings.from_env({name: value})
+    assert hint in str(err.value)
+    assert "set it to" in str(err.value)
+
+
+def test_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="COPYTRACK_DATA_DIR"):
+        Settings.from_env({"COPYTRACK_DATA_DIR": str(f)})
+
+
+def test_url_password_not_echoed() -> None:
+    with pytest.raises(ValueError) as err:
+        Settings.from_env({"COPYTRACK_REDIS_URL": "http://user:s3cret@host/"})
+    assert "s3cret" not in str(err.value)

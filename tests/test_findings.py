@@ -1,0 +1,62 @@
+"""Pages and findings on real servers: one finding per (page, master), re-scans update."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+from tests.corpus import texts
+from tracker.library import Work, add_work
+from tracker.pages import PageInput, scan_page, store_page
+
+ZH = texts("zh_news", 30)
+
+
+def test_a_scanned_copy_becomes_one_finding_that_rescans_update(ctx):
+    add_work(ctx, Work(text=ZH[0], external_id="w0", title="Work zero"))
+    add_work(ctx, Work(text=ZH[1], external_id="w1"))
+    page = PageInput(
+        url="http://pirate.example/a/1",
+        text="转载：" + ZH[0] + ZH[20][:200],
+        raw=b"<html>...</html>",
+        campaign="c1",
+    )
+    page_id, changed = store_page(ctx, page)
+    assert changed
+    result = scan_page(ctx, page_id)
+    assert result.scanned and result.matches == 1 and result.record.new == 1
+    finding = ctx.db.findings.find_one({"page_id": page_id})
+    assert finding["master_external_id"] == "w0" and finding["status"] == "new"
+    assert finding["domain"] == "pirate.example" and finding["campaign"] == "c1"
+    assert finding["master_coverage"] > 0.95 and finding["spans"]
+
+    # The same text again: not rescanned; forced: updated, never duplicated.
+    assert store_page(ctx, page) == (page_id, False)
+    assert not scan_page(ctx, page_id).scanned
+    again = scan_page(ctx, page_id, force=True)
+    assert again.record.new == 0 and again.record.updated == 1
+    assert ctx.db.findings.count_documents({}) == 1
+    refreshed = ctx.db.findings.find_one({"page_id": page_id})
+    assert refreshed["first_seen"] == finding["first_seen"]
+    assert refreshed["last_seen"] >= finding["last_seen"]
+
+
+def test_a_page_that_no_longer_copies_is_marked_removed(ctx):
+    add_work(ctx, Work(text=ZH[2], external_id="w2"))
+    url = "http://pirate.example/b"
+    page_id, _ = store_page(ctx, PageInput(url=url, text=ZH[2]))
+    scan_page(ctx, page_id)
+    ctx.db.findings.update_one({"page_id": page_id}, {"$set": {"status": "confirmed"}})
+    store_page(ctx, PageInput(url=url, text=ZH[25]))
+    assert scan_page(ctx, page_id).record.removed == 1
+    finding = ctx.db.findings.find_one({"page_id": page_id})
+    assert finding["status"] == "removed"
+    assert finding["history"][-1]["note"] == "the page no longer copies this work"
+
+
+def test_the_raw_page_is_kept_with_its_hash(ctx):
+    raw = "<html><body>正文</body></html>".encode("gbk")
+    page_id, _ = store_page(ctx, PageInput(url="http://x.example/", text="正文", raw=raw))
+    stored = ctx.db.pages.find_one({"_id": page_id})
+    assert zlib.decompress(stored["raw_zlib"]) == raw
+    assert stored["raw_sha256"] == hashlib.sha256(raw).hexdigest()

@@ -1,0 +1,109 @@
+"""The master library on real servers: add, idempotence, updates, removal, reindex."""
+
+from __future__ import annotations
+
+import pytest
+
+from fingerprinter import FingerprintParams
+from tests.corpus import texts
+from tracker.config import Settings
+from tracker.context import open_context
+from tracker.index import IndexVersionMismatch
+from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, reindex, remove_work
+from tracker.matcher import match_text
+
+ZH = texts("zh_news", 40)
+NOVEL = texts("zh_novel", 80)
+
+
+def found(ctx, text: str) -> list[str]:
+    return [m.master.external_id for m in match_text(ctx, text)]
+
+
+def test_added_works_are_found_and_listed(ctx):
+    results = [
+        add_work(ctx, Work(text=t, external_id=f"news-{i}", title=f"t{i}"))[0]
+        for i, t in enumerate(ZH[:10])
+    ]
+    assert [r.status for r in results] == ["added"] * 10
+    assert len({r.master_id for r in results}) == 10
+    assert found(ctx, ZH[3]) == ["news-3"]
+    master = ctx.db.masters.find_one({"external_id": "news-3"})
+    assert master["sha256"] and master["params_version"] == ctx.params.version
+    assert master["state"] == "indexed" and master["title"] == "t3"
+
+
+def test_adding_the_same_text_again_changes_nothing(ctx):
+    first = add_work(ctx, Work(text=ZH[0], external_id="a"))[0]
+    postings = ctx.index.stats().postings
+    again = add_work(ctx, Work(text=ZH[0], external_id="a"))[0]
+    twin = add_work(ctx, Work(text=ZH[0], external_id="b"))[0]
+    assert again.status == "unchanged" and again.master_id == first.master_id
+    assert twin.status == "duplicate" and "a" in twin.detail
+    assert ctx.index.stats().postings == postings
+    assert ctx.db.masters.count_documents({}) == 1
+
+
+def test_new_text_under_an_existing_id_replaces_the_old_one(ctx):
+    add_work(ctx, Work(text=ZH[0], external_id="a"))
+    result = add_work(ctx, Work(text=ZH[1], external_id="a"))[0]
+    assert result.status == "updated"
+    assert found(ctx, ZH[1]) == ["a"]
+    assert found(ctx, ZH[0]) == []
+
+
+def test_removing_a_work_removes_its_postings(ctx):
+    add_work(ctx, Work(text=ZH[0], external_id="keep"))
+    postings = ctx.index.stats().postings
+    add_work(ctx, Work(text=ZH[1], external_id="drop"))
+    assert remove_work(ctx, "drop") == ["drop"]
+    assert ctx.index.stats().postings == postings
+    assert found(ctx, ZH[1]) == []
+    assert found(ctx, ZH[0]) == ["keep"]
+    assert remove_work(ctx, "drop") == []
+
+
+def test_reindex_after_losing_redis_gives_identical_results(ctx):
+    for i, text in enumerate(ZH[:15]):
+        add_work(ctx, Work(text=text, external_id=f"n{i}"))
+    queries = [ZH[2][50:400], ZH[7], ZH[20], ZH[11][:200] + ZH[12][200:500]]
+    before = [match_text(ctx, q) for q in queries]
+    stats = ctx.index.stats()
+    ctx.redis.flushdb()
+    assert [match_text(ctx, q) for q in queries] != before
+    assert reindex(ctx) == 15
+    assert [match_text(ctx, q) for q in queries] == before
+    assert ctx.index.stats().postings == stats.postings
+
+
+def test_long_works_are_split_into_linked_chapters(ctx):
+    book = "\n".join(NOVEL)
+    assert len(book) > MAX_MASTER_CHARS
+    results = add_work(ctx, Work(text=book, external_id="book", title="三国"))
+    assert len(results) >= len(book) // CHAPTER_CHARS
+    chapters = list(ctx.db.masters.find({"work_id": "book"}))
+    assert len(chapters) == len(results) and "".join(c["text"] for c in chapters) == book
+    assert found(ctx, NOVEL[-1][:600])[0].startswith("book#")
+    assert sorted(remove_work(ctx, "book")) == sorted(r.external_id for r in results)
+    assert ctx.index.stats().postings == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty text"),
+        ("   \n", "empty text"),
+        ("太短了", "too short"),
+        ("1234 567", "too short"),
+    ],
+)
+def test_unusable_texts_are_refused_with_the_reason(ctx, text, message):
+    with pytest.raises(ValueError, match=message):
+        add_work(ctx, Work(text=text, external_id="x"))
+    assert ctx.db.masters.count_documents({}) == 0
+
+
+def test_an_index_built_with_other_parameters_is_refused(ctx, tracker_env):
+    add_work(ctx, Work(text=ZH[0], external_id="a"))
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        open_context(Settings.from_env(tracker_env), params=FingerprintParams(granule=48))

@@ -1,0 +1,120 @@
+"""The matcher on real servers: edited copies found, negatives and boilerplate clean."""
+
+from __future__ import annotations
+
+import random
+from difflib import SequenceMatcher
+
+import opencc
+import pytest
+
+from fingerprinter import to_letters
+from fingerprinter.initials import DROP, initial_table
+from tests.corpus import texts
+from tracker.library import Work, add_work
+from tracker.matcher import match_text
+
+ZH = texts("zh_news", 120)
+EN = texts("en_news", 60)
+MASTERS = ZH[:60] + EN[:30]
+UNRELATED = ZH[80:120] + EN[40:60]  # never added to the library
+FOOTER = (
+    "\n特别声明：本站所有文章均转载自网络，版权归原作者所有，如有侵权请联系我们删除。"
+    "更多精彩内容请关注本站微信公众号，每日为您推送最新资讯。"
+)
+
+
+@pytest.fixture
+def library(ctx):
+    for i, text in enumerate(MASTERS):
+        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    return ctx
+
+
+def drop_chars(text: str, rate: float, rng: random.Random) -> str:
+    return "".join(c for c in text if rng.random() >= rate)
+
+
+def homophones(text: str, rate: float, rng: random.Random) -> str:
+    table = initial_table()
+    by_letter: dict[int, list[str]] = {}
+    for char in sorted(set("".join(ZH))):
+        by_letter.setdefault(int(table[ord(char)]), []).append(char)
+    return "".join(
+        rng.choice(by_letter[int(table[ord(c)])])
+        if table[ord(c)] != DROP and rng.random() < rate
+        else c
+        for c in text
+    )
+
+
+def with_ads(text: str) -> str:
+    return "\n".join(p + "\n【广告】扫码领取新人红包，立即下载APP" for p in text.split("\n"))
+
+
+def shuffle_sentences(text: str, rng: random.Random) -> str:
+    parts = text.replace("。", "。\n").split("\n")
+    rng.shuffle(parts)
+    return "".join(parts)
+
+
+ATTACKS = {
+    "exact": lambda t, rng: t,
+    "drop 5%": lambda t, rng: drop_chars(t, 0.05, rng),
+    "homophones 30%": lambda t, rng: homophones(t, 0.3, rng),
+    "traditional": lambda t, rng: opencc.OpenCC("s2t").convert(t),
+    "ads": lambda t, rng: with_ads(t),
+    "sentence shuffle": shuffle_sentences,
+    "30% excerpt in other text": lambda t, rng: (
+        UNRELATED[0][:300] + t[: len(t) * 3 // 10] + UNRELATED[1][:300]
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_pirated_copies_are_attributed_to_their_master(library, attack):
+    rng = random.Random(attack)
+    # Articles, not briefs: a 30% excerpt of a 100-character brief is one sentence.
+    targets = [i for i in range(60) if len(ZH[i]) >= 400][:10]
+    top = [match_text(library, ATTACKS[attack](ZH[i], rng)) for i in targets]
+    correct = sum(
+        bool(m) and m[0].master.external_id == f"m{i}" for i, m in zip(targets, top, strict=True)
+    )
+    assert correct >= len(targets) - 1, attack
+
+
+def test_english_copies_are_found(library):
+    rng = random.Random(3)
+    for i in range(0, 30, 5):
+        edited = drop_chars(EN[i], 0.03, rng)
+        assert match_text(library, edited)[0].master.external_id == f"m{60 + i}"
+
+
+def test_unrelated_texts_match_nothing(library):
+    assert [t for t in UNRELATED if match_text(library, t)] == []
+
+
+def test_boilerplate_shared_by_masters_does_not_match_on_its_own(ctx):
+    for i, text in enumerate(ZH[:40]):
+        add_work(ctx, Work(text=text + (FOOTER if i % 4 == 0 else ""), external_id=f"m{i}"))
+    assert match_text(ctx, UNRELATED[3] + FOOTER) == []
+    # A real copy of a master with the footer is still found.
+    assert match_text(ctx, ZH[8] + FOOTER)[0].master.external_id == "m8"
+
+
+def test_merged_masters_are_both_reported_with_passages(library):
+    merged = ZH[10] + "\n" + ZH[20]
+    matches = match_text(library, merged)
+    assert {m.master.external_id for m in matches} == {"m10", "m20"}
+    for match in matches:
+        master = ZH[int(match.master.external_id[1:])]
+        assert match.master_coverage > 0.95
+        for span in match.spans:
+            copied = to_letters(master[span.master_start : span.master_end]).as_string()
+            shown = to_letters(merged[span.suspect_start : span.suspect_end]).as_string()
+            assert SequenceMatcher(None, copied, shown, autojunk=False).ratio() > 0.9
+
+
+def test_results_are_deterministic(library):
+    query = ZH[5][:300] + ZH[6][100:500] + ZH[7]
+    assert match_text(library, query) == match_text(library, query)

@@ -1,0 +1,1 @@
+"""Subcommands of the `copytrack` command line, one module per area."""

@@ -1,0 +1,124 @@
+"""`copytrack check`: which works does a text, file, URL or batch of suspects copy?"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from ..context import Context, open_context
+from ..jsonl import BadLine, read_jsonl
+from ..loaders import DEFAULT_HTML_TO_TEXT, HTML_SUFFIXES, decode_text_file, load_object
+from ..matcher import Match, match_text
+
+#: Dotted path of the function that fetches a URL and returns its article text; tracker
+#: speaks no HTTP, the crawler package does.
+DEFAULT_URL_TO_TEXT = "crawler.fetch:fetch_text"
+PASSAGES_SHOWN = 3
+
+
+def _snippet(text: str, start: int, end: int, width: int = 60) -> str:
+    piece = " ".join(text[start:end].split())
+    return piece if len(piece) <= width else piece[: width - 1] + "…"
+
+
+def _read_source(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    if source.startswith(("http://", "https://")):
+        return load_object(DEFAULT_URL_TO_TEXT)(source)
+    path = Path(source)
+    if not path.is_file():
+        raise click.BadParameter(f"{source}: no such file (give a file, a URL or -)")
+    data = path.read_bytes()
+    try:
+        if path.suffix.lower() in HTML_SUFFIXES:
+            return load_object(DEFAULT_HTML_TO_TEXT)(data)
+        return decode_text_file(data)
+    except ValueError as err:
+        raise click.BadParameter(f"{source}: {err}") from None
+
+
+def _print_matches(ctx: Context, text: str, matches: list[Match]) -> None:
+    if not matches:
+        click.echo("no match: this text copies no work of the library")
+        return
+    masters = {
+        m["_id"]: m
+        for m in ctx.db.masters.find({"_id": {"$in": [m.master.id for m in matches]}}, {"text": 1})
+    }
+    for match in matches:
+        title = f" — {match.master.title}" if match.master.title else ""
+        click.echo(
+            f"{match.master.external_id}{title}\n"
+            f"  score {match.score:.2f} · {match.master_coverage:.0%} of the work · "
+            f"{match.suspect_coverage:.0%} of this text · {match.hits} fingerprint hits · "
+            f"{len(match.spans)} passages"
+        )
+        master_text = masters.get(match.master.id, {}).get("text", "")
+        longest = sorted(match.spans, key=lambda s: s.suspect_start - s.suspect_end)
+        for span in longest[:PASSAGES_SHOWN]:
+            click.echo(
+                f"    work [{span.master_start}:{span.master_end}] "
+                f"{_snippet(master_text, span.master_start, span.master_end)}"
+            )
+            click.echo(
+                f"    text [{span.suspect_start}:{span.suspect_end}] "
+                f"{_snippet(text, span.suspect_start, span.suspect_end)}"
+            )
+
+
+def _check_jsonl(ctx: Context, path: Path) -> int:
+    """One JSON line per (suspect, master) pair found; returns the number of bad lines."""
+    bad = 0
+    for item in read_jsonl(path):
+        if isinstance(item, BadLine):
+            bad += 1
+            click.echo(f"error: {item}", err=True)
+            continue
+        line_no, obj = item
+        text = obj.get("text")
+        if not isinstance(text, str):
+            bad += 1
+            click.echo(f'error: {path}:{line_no}: no "text" string', err=True)
+            continue
+        started = time.perf_counter()
+        matches = match_text(ctx, text)
+        latency_ms = round((time.perf_counter() - started) * 1000, 2)
+        for match in matches:
+            click.echo(
+                json.dumps(
+                    {
+                        "suspect_id": obj.get("id", line_no),
+                        "master_id": match.master.external_id,
+                        "score": match.score,
+                        "master_coverage": match.master_coverage,
+                        "suspect_coverage": match.suspect_coverage,
+                        "latency_ms": latency_ms,
+                    },
+                    ensure_ascii=False,
+                )
+            )
+    return bad
+
+
+@click.command()
+@click.argument("source", required=False)
+@click.option(
+    "--jsonl",
+    "jsonl_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='Check every line {"id", "text"} of a JSONL file; one JSON line per match.',
+)
+def check(source: str | None, jsonl_path: Path | None) -> None:
+    """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
+    if (source is None) == (jsonl_path is None):
+        raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
+    ctx = open_context()
+    if jsonl_path is not None:
+        sys.exit(1 if _check_jsonl(ctx, jsonl_path) else 0)
+    text = _read_source(source)
+    _print_matches(ctx, text, match_text(ctx, text))

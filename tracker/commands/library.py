@@ -1,0 +1,124 @@
+"""`copytrack library add|list|rm` and `copytrack reindex`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from ..context import open_context
+from ..library import add_work, list_masters, remove_work
+from ..library import reindex as rebuild_index
+from ..loaders import LoadError, load_works
+
+
+@click.group()
+def library() -> None:
+    """Manage the master library: the works copytrack protects."""
+
+
+@library.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress bar on stderr (default: when stderr is a terminal).",
+)
+def add(paths: tuple[Path, ...], progress: bool | None) -> None:
+    """Register works from PATHS: .txt, .md, .html files, JSONL, or directories (recursive).
+
+    JSONL lines need "text"; "id", "title", "author", "lang", "kind" are kept. Re-adding the
+    same text changes nothing. Each result goes to stdout as
+    `STATUS<TAB>ID<TAB>TITLE`; problems go to stderr with file and line, and the rest still
+    goes in. Exit status 1 if anything failed.
+    """
+    ctx = open_context()
+    counts: Counter[str] = Counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    with tqdm(desc="adding works", unit="work", disable=not show, file=sys.stderr) as bar:
+        for item in load_works(paths):
+            bar.update(1)
+            if isinstance(item, LoadError):
+                counts["failed"] += 1
+                tqdm.write(f"error: {item}", file=sys.stderr)
+                continue
+            try:
+                results = add_work(ctx, item)
+            except ValueError as err:
+                counts["failed"] += 1
+                where = item.source or item.external_id or "(work)"
+                tqdm.write(f"error: {where}: {err}", file=sys.stderr)
+                continue
+            for result in results:
+                counts[result.status] += 1
+                detail = f"\t{result.detail}" if result.detail else ""
+                click.echo(f"{result.status}\t{result.external_id}\t{item.title or ''}{detail}")
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing"
+    click.echo(f"library add: {summary}", err=True)
+    sys.exit(1 if counts["failed"] else 0)
+
+
+@library.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def list_(as_json: bool) -> None:
+    """List the masters, one line each: id, external id, chars, fingerprints, title."""
+    ctx = open_context()
+    for master in list_masters(ctx):
+        if as_json:
+            fields = (
+                "_id",
+                "external_id",
+                "title",
+                "author",
+                "lang",
+                "kind",
+                "work_id",
+                "chars",
+                "fingerprints",
+                "state",
+            )
+            click.echo(json.dumps({k: master.get(k) for k in fields}, ensure_ascii=False))
+        else:
+            click.echo(
+                f"{master['_id']}\t{master['external_id']}\t{master.get('chars', 0)}\t"
+                f"{master.get('fingerprints', 0)}\t{master.get('title') or ''}"
+            )
+
+
+@library.command()
+@click.argument("work_id")
+def rm(work_id: str) -> None:
+    """Remove a work (by external id, integer id or work id) and its index postings."""
+    removed = remove_work(open_context(), work_id)
+    if not removed:
+        click.echo(
+            f"copytrack: no work {work_id!r} in the library (see `copytrack library list`)",
+            err=True,
+        )
+        sys.exit(1)
+    for external_id in removed:
+        click.echo(f"removed\t{external_id}")
+
+
+@click.command()
+def reindex() -> None:
+    """Rebuild the Redis index from the library in MongoDB (after a Redis loss or upgrade)."""
+    ctx = open_context(check_index=False)
+    total = ctx.db.masters.estimated_document_count()
+    with tqdm(
+        total=total,
+        desc="reindexing",
+        unit="work",
+        file=sys.stderr,
+        disable=not sys.stderr.isatty(),
+    ) as bar:
+        count = rebuild_index(ctx, progress=bar.update)
+    stats = ctx.index.stats()
+    click.echo(
+        f"reindexed {count} masters: {stats.postings} postings, "
+        f"{stats.bytes_per_posting:.1f} bytes/posting"
+    )

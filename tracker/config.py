@@ -1,0 +1,171 @@
+"""copytrack configuration, read from environment variables.
+
+Every setting has a documented default, so a fresh checkout runs with no
+configuration at all (embedded servers, data in ``./.copytrack``).
+
+=================================  ===============  ==========================================
+variable                           default          meaning
+=================================  ===============  ==========================================
+COPYTRACK_MONGO_URL                (unset)          MongoDB URL (``mongodb://`` or
+                                                    ``mongodb+srv://``). Unset or empty: start
+                                                    an embedded SecantusDB on loopback.
+COPYTRACK_REDIS_URL                (unset)          Redis URL (``redis://``, ``rediss://`` or
+                                                    ``unix://``). Unset or empty: start an
+                                                    embedded Valkey on loopback.
+COPYTRACK_DATA_DIR                 ./.copytrack     Where embedded servers keep data, logs and
+                                                    their state file (made absolute at load).
+COPYTRACK_MONGO_DB                 copytrack        MongoDB database name.
+COPYTRACK_ALLOW_PRIVATE_NETWORKS   false            Let the crawler fetch private / loopback
+                                                    addresses (1/true/yes/on or
+                                                    0/false/no/off). Off protects against SSRF.
+COPYTRACK_LOG_LEVEL                INFO             DEBUG, INFO, WARNING, ERROR or CRITICAL.
+COPYTRACK_VISIBILITY_TIMEOUT       3600             Seconds before Redis hands a task whose
+                                                    worker died (unacknowledged) to another
+                                                    worker. Keep it above the longest task,
+                                                    or that task runs twice.
+=================================  ===============  ==========================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: name -> (default shown to users, one-line help); the single source for docs and errors.
+ENV_VARS: dict[str, tuple[str, str]] = {
+    "COPYTRACK_MONGO_URL": ("(unset: embedded SecantusDB)", "MongoDB URL"),
+    "COPYTRACK_REDIS_URL": ("(unset: embedded Valkey)", "Redis URL"),
+    "COPYTRACK_DATA_DIR": ("./.copytrack", "data directory of the embedded servers"),
+    "COPYTRACK_MONGO_DB": ("copytrack", "MongoDB database name"),
+    "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ("false", "allow crawling private/loopback addresses"),
+    "COPYTRACK_LOG_LEVEL": ("INFO", "logging level"),
+    "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
+}
+
+DEFAULT_DATA_DIR = "./.copytrack"
+DEFAULT_MONGO_DB = "copytrack"
+DEFAULT_LOG_LEVEL = "INFO"
+DEFAULT_VISIBILITY_TIMEOUT = 3600
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+_MONGO_SCHEMES = ("mongodb://", "mongodb+srv://")
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# MongoDB refuses these characters in database names (on any platform).
+_BAD_DB_CHARS = frozenset('/\\. "$\0')
+
+
+class ConfigError(ValueError):
+    """A COPYTRACK_* variable has a value copytrack cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved copytrack settings; build with :meth:`Settings.from_env`."""
+
+    mongo_url: str | None = None
+    redis_url: str | None = None
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
+    mongo_db: str = DEFAULT_MONGO_DB
+    allow_private_networks: bool = False
+    log_level: str = DEFAULT_LOG_LEVEL
+    visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
+
+    @property
+    def embedded_mongo(self) -> bool:
+        """True when no MongoDB URL is configured and an embedded server is used."""
+        return self.mongo_url is None
+
+    @property
+    def embedded_redis(self) -> bool:
+        """True when no Redis URL is configured and an embedded server is used."""
+        return self.redis_url is None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read settings from ``environ`` (default ``os.environ``).
+
+        Raises ValueError naming the variable and the accepted values when one is invalid.
+        """
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str:
+            return env.get(name, "").strip()
+
+        mongo_url = get("COPYTRACK_MONGO_URL") or None
+        if mongo_url is not None and not mongo_url.startswith(_MONGO_SCHEMES):
+            raise _invalid(
+                "COPYTRACK_MONGO_URL",
+                mongo_url,
+                "a URL starting with mongodb:// or mongodb+srv://, "
+                "or leave it unset for the embedded server",
+            )
+        redis_url = get("COPYTRACK_REDIS_URL") or None
+        if redis_url is not None and not redis_url.startswith(_REDIS_SCHEMES):
+            raise _invalid(
+                "COPYTRACK_REDIS_URL",
+                redis_url,
+                "a URL starting with redis://, rediss:// or unix://, "
+                "or leave it unset for the embedded server",
+            )
+
+        raw_dir = get("COPYTRACK_DATA_DIR") or DEFAULT_DATA_DIR
+        if "\0" in raw_dir:
+            raise _invalid("COPYTRACK_DATA_DIR", raw_dir, "a directory path")
+        # Absolute, so the state file and child processes don't depend on the cwd.
+        data_dir = Path(raw_dir).expanduser().resolve()
+        if data_dir.exists() and not data_dir.is_dir():
+            raise _invalid(
+                "COPYTRACK_DATA_DIR", raw_dir, "a directory (this path exists and is a file)"
+            )
+
+        mongo_db = get("COPYTRACK_MONGO_DB") or DEFAULT_MONGO_DB
+        if any(c in _BAD_DB_CHARS for c in mongo_db) or len(mongo_db.encode()) >= 64:
+            raise _invalid(
+                "COPYTRACK_MONGO_DB",
+                mongo_db,
+                'a database name under 64 bytes without / \\ . " $ or spaces',
+            )
+
+        raw_bool = get("COPYTRACK_ALLOW_PRIVATE_NETWORKS").lower()
+        if raw_bool in _TRUE:
+            allow_private = True
+        elif raw_bool in _FALSE:
+            allow_private = False
+        else:
+            raise _invalid(
+                "COPYTRACK_ALLOW_PRIVATE_NETWORKS",
+                raw_bool,
+                "one of 1/true/yes/on or 0/false/no/off",
+            )
+
+        log_level = (get("COPYTRACK_LOG_LEVEL") or DEFAULT_LOG_LEVEL).upper()
+        if log_level not in _LOG_LEVELS:
+            raise _invalid("COPYTRACK_LOG_LEVEL", log_level, "one of " + ", ".join(_LOG_LEVELS))
+
+        raw_timeout = get("COPYTRACK_VISIBILITY_TIMEOUT") or str(DEFAULT_VISIBILITY_TIMEOUT)
+        if not (raw_timeout.isascii() and raw_timeout.isdigit()) or int(raw_timeout) < 1:
+            raise _invalid(
+                "COPYTRACK_VISIBILITY_TIMEOUT", raw_timeout, "a whole number of seconds, at least 1"
+            )
+
+        return cls(
+            mongo_url=mongo_url,
+            redis_url=redis_url,
+            data_dir=data_dir,
+            mongo_db=mongo_db,
+            allow_private_networks=allow_private,
+            log_level=log_level,
+            visibility_timeout=int(raw_timeout),
+        )
+
+
+def _invalid(name: str, value: str, expected: str) -> ConfigError:
+    default, _ = ENV_VARS[name]
+    # Never echo a password from a URL into logs or terminals.
+    value = re.sub(r"//[^/@]*@", "//***@", value)
+    return ConfigError(f"invalid {name}={value!r}: set it to {expected} (default: {default})")

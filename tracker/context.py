@@ -1,0 +1,68 @@
+"""Everything a tracker operation needs: settings, MongoDB, Redis, the index, parameters.
+
+CLI commands, Celery tasks and the admin open one ``Context`` per process; pure domain
+functions take it as their first argument, so tests can build one on their own servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pymongo
+import redis
+from pymongo.database import Database
+
+from fingerprinter import DEFAULT_PARAMS, FingerprintParams
+
+from .config import Settings
+from .index import InvertedIndex, RedisIndex
+from .servers import Endpoints, ensure_servers
+from .store import ensure_indexes
+
+
+@dataclass
+class Context:
+    """Open connections and parameters of one copytrack installation."""
+
+    settings: Settings
+    endpoints: Endpoints
+    db: Database[Any]
+    redis: redis.Redis
+    index: InvertedIndex
+    params: FingerprintParams = DEFAULT_PARAMS
+
+    def close(self) -> None:
+        self.db.client.close()
+        self.redis.close()
+
+
+def open_context(
+    settings: Settings | None = None,
+    params: FingerprintParams = DEFAULT_PARAMS,
+    check_index: bool = True,
+) -> Context:
+    """Connect (starting embedded servers when no URLs are configured) and check the index.
+
+    Raises ``IndexVersionMismatch`` when the index was built with other parameters
+    (``check_index=False`` is for ``reindex``, which rebuilds it).
+    """
+    settings = settings or Settings.from_env()
+    endpoints = ensure_servers(settings)
+    client: pymongo.MongoClient[Any] = pymongo.MongoClient(
+        endpoints.mongo_url, retryWrites=True, serverSelectionTimeoutMS=10_000
+    )
+    db = client[settings.mongo_db]
+    ensure_indexes(db)
+    redis_client = redis.Redis.from_url(endpoints.redis_url, health_check_interval=30)
+    index = RedisIndex(redis_client, fingerprint_bits=params.value_bits)
+    if check_index:
+        index.ensure_version(params.version)
+    return Context(settings, endpoints, db, redis_client, index, params)
+
+
+@lru_cache(maxsize=1)
+def process_context() -> Context:
+    """The context of this process (Celery workers, the admin), opened on first use."""
+    return open_context()

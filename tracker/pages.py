@@ -1,0 +1,103 @@
+"""Fetched pages (the evidence) and scanning them against the library."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from bson import Binary, ObjectId
+
+from .context import Context
+from .findings import RecordResult, record_findings
+from .matcher import match_text
+
+
+@dataclass(frozen=True)
+class PageInput:
+    """A page as the crawler hands it over: where it came from, its bytes and its text."""
+
+    url: str
+    text: str
+    raw: bytes = b""
+    final_url: str | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    title: str | None = None
+    author: str | None = None
+    published: str | None = None
+    encoding: str | None = None
+    extractor: str | None = None
+    campaign: str | None = None
+    run_id: Any = None
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    page_id: ObjectId
+    scanned: bool  # False when the text was already scanned with these parameters
+    matches: int
+    record: RecordResult | None = None
+
+
+def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
+    """Store or refresh a page keyed by URL; returns (id, whether its text changed).
+
+    The raw bytes are kept zlib-compressed with their SHA-256, so the evidence can be
+    shown and verified later.
+    """
+    now = datetime.now(UTC)
+    content_sha = hashlib.sha256(page.text.encode("utf-8", "surrogatepass")).hexdigest()
+    fields = {
+        "final_url": page.final_url or page.url,
+        "status": page.status,
+        "headers": page.headers,
+        "title": page.title,
+        "author": page.author,
+        "published": page.published,
+        "encoding": page.encoding,
+        "extractor": page.extractor,
+        "text": page.text,
+        "content_sha256": content_sha,
+        "raw_sha256": hashlib.sha256(page.raw).hexdigest(),
+        "raw_zlib": Binary(zlib.compress(page.raw, 6)),
+        "raw_bytes": len(page.raw),
+        "fetched_at": now,
+        "campaign": page.campaign,
+        "run_id": page.run_id,
+    }
+    before = ctx.db.pages.find_one_and_update(
+        {"url": page.url},
+        {"$set": fields, "$setOnInsert": {"first_fetched_at": now}},
+        upsert=True,
+        projection={"content_sha256": 1},
+    )
+    if before is None:
+        page_id = ctx.db.pages.find_one({"url": page.url}, {"_id": 1})["_id"]
+        return page_id, True
+    return before["_id"], before.get("content_sha256") != content_sha
+
+
+def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResult:
+    """Match a stored page against the library and record its findings (idempotent)."""
+    page = ctx.db.pages.find_one({"_id": page_id})
+    if page is None:
+        raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
+    scanned_as = (page.get("content_sha256"), ctx.params.version)
+    if not force and page.get("scanned_as") == list(scanned_as):
+        return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
+    matches = match_text(ctx, page.get("text") or "")
+    record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
+    ctx.db.pages.update_one(
+        {"_id": page_id},
+        {
+            "$set": {
+                "scanned_as": list(scanned_as),
+                "scanned_at": datetime.now(UTC),
+                "matches": len(matches),
+            }
+        },
+    )
+    return ScanResult(page_id, scanned=True, matches=len(matches), record=record)

