@@ -29,10 +29,10 @@ from itertools import cycle
 from pathlib import Path
 from typing import Any
 
+from tracker.attacks import ATTACKS, copied_fraction, reflow, traditional
 from tracker.jsonl import BadLine, read_jsonl
 
 from . import pages
-from .attacks import ATTACKS, copied_fraction, reflow, traditional
 from .pages import Link, ListItem, SiteStyle
 
 SHARED_DIR = Path(__file__).resolve().parents[2].parent / "shared"
