@@ -25,8 +25,8 @@ Redis needs that setting; the embedded server is started with both). Buckets hol
 hundred fields when ``bucket_bits`` suits the index size (`suggest_bucket_bits`), and then a
 posting costs about 10–14 bytes of server memory.
 
-Standalone or replicated Redis only, not Redis Cluster: the scripts derive spill key names
-(and take buckets of many hash slots in one call).
+Standalone or replicated Redis only, not Redis Cluster: the scripts derive the bucket and
+spill key names from their arguments, and one call spans many hash slots.
 """
 
 from __future__ import annotations
@@ -172,9 +172,9 @@ local id_s = ARGV[5]
 local id = tonumber(id_s)
 local added, keys = 0, 0
 for key, field in records() do
-  local v = redis.call('HGET', key, field)
+  -- Most fields are new at ingest: HSETNX settles those in one call.
+  local v = redis.call('HSETNX', key, field, id_s) == 0 and redis.call('HGET', key, field)
   if not v then
-    redis.call('HSET', key, field, id_s)
     if redis.call('HLEN', key) == 1 then keys = keys + 1 end
     added = added + 1
   elseif v == '' then
