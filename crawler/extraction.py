@@ -1,0 +1,260 @@
+"""Decoded HTML → article text and metadata.
+
+trafilatura runs first (text, title, author, date); readability-lxml gives a second
+opinion, and a rule measured on the shared pages (see ``_combine``) decides per page
+which text to keep. Pages without main text return ``text=""`` and a ``reason``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import lxml.html
+import trafilatura
+from lxml import etree
+from readability import Document as ReadabilityDocument
+from trafilatura.settings import Document as TrafilaturaDocument
+from trafilatura.xml import xmltotxt
+
+__all__ = ["Extracted", "ExtractionOptions", "extract"]
+
+
+@dataclass(frozen=True)
+class ExtractionOptions:
+    """Every knob of the extraction pipeline, in one place."""
+
+    # Non-space characters; less is no main text ("Loading", "Access denied").
+    min_text_chars: int = 20
+    include_comments: bool = False  # append reader comments to the text
+    include_tables: bool = True
+    fallback: bool = True  # run readability-lxml as a second extractor
+    max_html_chars: int = 4_000_000  # longer pages are cut before parsing (CPU guard)
+    # Table cells whose text is mostly link text are navigation, ads or "related" boxes.
+    max_cell_link_density: float = 0.3
+    # Readability's text replaces trafilatura's (token counts, see _combine) when
+    # trafilatura has fewer than short_tokens and readability short_ratio times more,
+    short_tokens: int = 100
+    short_ratio: float = 1.5
+    # ... when it holds superset_share of trafilatura's tokens and superset_ratio times
+    # as many (trafilatura stopped early),
+    superset_share: float = 0.9
+    superset_ratio: float = 1.2
+    # ... or when trafilatura holds subset_share of its tokens and at most 1/subset_ratio
+    # times as many (trafilatura kept boilerplate around the same article).
+    subset_share: float = 0.9
+    subset_ratio: float = 0.6
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """Main text and metadata of one page; ``reason`` says why ``text`` is empty."""
+
+    text: str
+    title: str | None = None
+    author: str | None = None
+    date: str | None = None
+    extractor: str = "none"
+    reason: str | None = None
+
+
+_WRAPPER_LINE = re.compile(r"""\A\s*<text\b[^>]*>""", re.I)
+_WRAPPER_TITLE = re.compile(r"""\btitle\s*=\s*"([^"]*)\"""", re.I)
+# Characters libxml2 rejects (C0 controls except tab/newline/CR, lone surrogates).
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_PARSER = lxml.html.HTMLParser(
+    encoding="utf-8",
+    collect_ids=False,
+    default_doctype=False,
+    remove_comments=True,
+    remove_pis=True,
+)
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+# One token per CJK character, one per run of other word characters.
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+_SPACE = re.compile(r"\s+")
+_BLOCK_TAGS = frozenset(
+    {
+        *("address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt"),
+        *("figcaption", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr"),
+        *("li", "main", "nav", "ol", "p", "pre", "section", "table", "td", "th", "tr", "ul"),
+    }
+)
+_AUTHOR_META = (
+    "author",
+    "article:author",
+    "byline",
+    "dc.creator",
+    "dcterms.creator",
+    "sailthru.author",
+    "parsely-author",
+)
+# "作者：张三", "文/张三", "By Jane Doe"; a bare 文 is kept (it starts names too).
+_AUTHOR_PREFIX = re.compile(r"^\s*(?:(?:作者|by\b)\s*[:：/／]?|文\s*[:：/／])\s*", re.I)
+
+
+def _tokens(text: str) -> Counter[str]:
+    return Counter(_TOKEN.findall(text.lower()))
+
+
+def _visible_len(text: str) -> int:
+    return len(_SPACE.sub("", text))
+
+
+def _prepare(html: str, options: ExtractionOptions) -> tuple[str, str | None]:
+    """Cut oversize input, drop the crawler wrapper line, remove XML-invalid characters."""
+    html = html[: options.max_html_chars]
+    wrapper_title = None
+    m = _WRAPPER_LINE.match(html)
+    if m:
+        # Some archived pages start with `<text id=URL title=.. encoding=..>`: not HTML,
+        # and libxml2 then nests the whole page inside an unknown element.
+        t = _WRAPPER_TITLE.search(m.group(0))
+        wrapper_title = t.group(1).strip() if t else None
+        html = html[m.end() :]
+    return _INVALID_XML.sub("", html), wrapper_title
+
+
+def _parse(html: str) -> lxml.html.HtmlElement | None:
+    # Bytes, so an XML declaration with an encoding does not make lxml refuse the string;
+    # document_fromstring always yields <html>, which trafilatura needs for pages that
+    # start with a <script> or a fragment.
+    try:
+        return lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
+    except (etree.ParserError, ValueError):
+        return None
+
+
+def _link_density(element: etree._Element) -> float:
+    total = _visible_len("".join(element.itertext()))
+    if not total:
+        return 0.0
+    links = sum(_visible_len("".join(ref.itertext())) for ref in element.iter("ref"))
+    return links / total
+
+
+def _trafilatura_text(
+    tree: lxml.html.HtmlElement, url: str | None, options: ExtractionOptions
+) -> tuple[str, TrafilaturaDocument | None]:
+    document = trafilatura.bare_extraction(
+        tree,
+        url=url,
+        # Comment capture on: on forum threads trafilatura then routes the posts into the
+        # body (reposted texts live there); ordinary comments stay in commentsbody.
+        include_comments=True,
+        include_tables=options.include_tables,
+        include_links=True,  # only to measure link density; links are stripped below
+        with_metadata=True,
+    )
+    if document is None or document.body is None:
+        return "", document
+    body = document.body
+    # trafilatura prunes link-heavy paragraphs and lists but keeps layout-table cells,
+    # which on table-built portals (most older Chinese sites) hold menus and ads.
+    for cell in list(body.iter("cell")):
+        parent = cell.getparent()
+        if parent is not None and _link_density(cell) > options.max_cell_link_density:
+            parent.remove(cell)
+    etree.strip_tags(body, "ref")
+    text = xmltotxt(body, False)
+    if options.include_comments and document.commentsbody is not None:
+        etree.strip_tags(document.commentsbody, "ref")
+        text = "\n".join(filter(None, (text, xmltotxt(document.commentsbody, False))))
+    return text.strip(), document
+
+
+def _html_lines(element: lxml.html.HtmlElement) -> str:
+    """Text of an HTML fragment, one line per block element."""
+    parts: list[str] = []
+
+    def walk(el: lxml.html.HtmlElement) -> None:
+        block = isinstance(el.tag, str) and el.tag in _BLOCK_TAGS
+        if block:
+            parts.append("\n")
+        if el.text:
+            parts.append(el.text)
+        for child in el:
+            walk(child)
+            if child.tail:
+                parts.append(child.tail)
+        if block:
+            parts.append("\n")
+
+    walk(element)
+    lines = (_SPACE.sub(" ", line).strip() for line in "".join(parts).split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def _readability_text(html: str, url: str | None) -> str:
+    try:
+        summary = ReadabilityDocument(html, url=url).summary(html_partial=True)
+        return _html_lines(lxml.html.fragment_fromstring(summary, create_parent="div"))
+    except Exception:  # readability raises bare Exceptions on unusable documents
+        return ""
+
+
+def _combine(primary: str, second: str, options: ExtractionOptions) -> tuple[str, str]:
+    """Keep trafilatura's text or take readability's; returns (text, extractor).
+
+    Page-level choice, measured on ../shared/webpages (benchmarks/bench_extraction.py):
+    readability wins when trafilatura found little, when readability holds all of
+    trafilatura's text and more (trafilatura stopped early), or when trafilatura holds
+    all of readability's text plus a moderate surplus (boilerplate around the article,
+    typical of table-built pages). A paragraph-level union scored lower.
+    """
+    p, s = _tokens(primary), _tokens(second)
+    n_p, n_s = sum(p.values()), sum(s.values())
+    common = sum((p & s).values())
+    ratio = n_s / max(n_p, 1)
+    if n_p < options.short_tokens and ratio >= options.short_ratio:
+        return second, "readability (trafilatura too short)"
+    if common >= options.superset_share * n_p and ratio >= options.superset_ratio:
+        return second, "readability (superset of trafilatura)"
+    if common >= options.subset_share * n_s and options.subset_ratio <= ratio < 1:
+        return second, "readability (trafilatura kept boilerplate)"
+    return primary, "trafilatura"
+
+
+def _meta_author(tree: lxml.html.HtmlElement) -> str | None:
+    # trafilatura rejects short CJK names such as 张三 in <meta name="author">.
+    for meta in tree.iter("meta"):
+        key = (meta.get("name") or meta.get("property") or "").strip().lower()
+        value = _SPACE.sub(" ", meta.get("content") or "").strip()
+        if key in _AUTHOR_META and value and not value.startswith(("http:", "https:")):
+            return _AUTHOR_PREFIX.sub("", value) or None
+    return None
+
+
+def _page_title(tree: lxml.html.HtmlElement) -> str | None:
+    title = _SPACE.sub(" ", tree.findtext(".//title") or "").strip()
+    return title or None
+
+
+def extract(
+    html: str, url: str | None = None, options: ExtractionOptions | None = None
+) -> Extracted:
+    """Extract the main text, title, author and date of a decoded HTML page."""
+    options = options or ExtractionOptions()
+    html, wrapper_title = _prepare(html, options)
+    if not html.strip():
+        return Extracted("", title=wrapper_title, reason="empty document")
+    tree = _parse(html)
+    if tree is None:
+        return Extracted("", title=wrapper_title, reason="no parsable HTML")
+    primary, document = _trafilatura_text(tree, url, options)  # works on its own copy
+    second = _readability_text(html, url) if options.fallback else ""
+    text, extractor = _combine(primary, second, options)
+
+    title = (document.title if document else None) or _page_title(tree) or wrapper_title
+    author = (document.author if document else None) or _meta_author(tree)
+    date = document.date if document else None
+    if _visible_len(text) < options.min_text_chars:
+        found = _visible_len(text)
+        reason = (
+            "no main text found"
+            if not found
+            else f"main text too short ({found} < {options.min_text_chars} characters)"
+        )
+        return Extracted("", title, author, date, "none", reason)
+    return Extracted(text, title, author, date, extractor)
