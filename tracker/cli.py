@@ -18,6 +18,10 @@ COMMANDS = (
     "tracker.commands.library:library",
     "tracker.commands.library:reindex",
     "tracker.commands.check:check",
+    "tracker.commands.ops:up",
+    "tracker.commands.ops:down",
+    "tracker.commands.ops:status",
+    "tracker.commands.ops:worker",
 )
 
 

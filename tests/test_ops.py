@@ -1,0 +1,219 @@
+"""`copytrack status | up | down` on real servers and real worker processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from click.testing import CliRunner
+from pymongo.database import Database
+
+from fingerprinter import DEFAULT_PARAMS
+from tracker.cli import main
+from tracker.commands.ops import COPYTRACK_COMMAND, stack_processes
+from tracker.index import RedisIndex
+from tracker.servers import server_status, stop_servers
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    """This environment with only COPYTRACK_DATA_DIR set among copytrack's variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    env["COPYTRACK_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def _status(data_dir: Path, **extra: str) -> tuple[int, str]:
+    """Exit status and output of `copytrack status`, run in this process."""
+    # None unsets: only COPYTRACK_DATA_DIR (and extra) of copytrack's variables apply.
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("COPYTRACK_")}
+    env.update(COPYTRACK_DATA_DIR=str(data_dir), **extra)
+    result = CliRunner().invoke(main, ["status"], env=env)
+    return result.exit_code, result.output
+
+
+def _figure(output: str, label: str) -> int:
+    """The number printed after ``label`` at the start of a status line."""
+    match = re.search(rf"^\s+{label}\s+(\d+)", output, re.MULTILINE)
+    assert match, f"no {label!r} line in:\n{output}"
+    return int(match.group(1))
+
+
+def _alive(pid: int) -> bool:
+    """True for a live process; a zombie counts as gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tree(pid: int) -> set[int]:
+    """pid and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = {pid}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _wait(done: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (result := done()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout:.0f} s")
+        time.sleep(0.1)
+    return result
+
+
+def _workers(data_dir: Path) -> list[str]:
+    """Names of the workers that answer a ping on the data dir's embedded Redis."""
+    urls = [s.url for s in server_status(data_dir) if s.name == "valkey" and s.answering]
+    if not urls:
+        return []
+    probe = Celery("probe", broker=urls[0], set_as_current=False)
+    try:
+        return [name for reply in probe.control.ping(timeout=0.5) for name in reply]
+    finally:
+        probe.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data dir for a stack of its own; whatever still runs on it is killed afterwards."""
+    path = tmp_path / "data"
+    yield path
+    for proc in stack_processes(path):
+        for pid in _tree(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    stop_servers(path)
+
+
+@contextlib.contextmanager
+def _background(args: list[str], data_dir: Path, log: Path) -> Iterator[subprocess.Popen[str]]:
+    """`copytrack ARGS` in its own session, output to log; killed with its children if it
+    still runs on the way out."""
+    with open(log, "a") as err:
+        proc = subprocess.Popen(
+            [*COPYTRACK_COMMAND, *args],
+            env=_env(data_dir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:  # only then is proc.pid still certainly this process
+            for pid in _tree(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+
+
+def _down(data_dir: Path) -> str:
+    """Output of `copytrack down`, run as its own process as a user would."""
+    done = subprocess.run(
+        [*COPYTRACK_COMMAND, "down"],
+        env=_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _assert_all_stopped(pids: set[int], data_dir: Path) -> None:
+    _wait(lambda: not [p for p in pids if _alive(p)], 10, "exit of every process")
+    assert server_status(data_dir) == []
+    assert not list((data_dir / "run").glob("*.json"))
+
+
+def test_status_reports_servers_queues_and_counts(
+    embedded_data_dir: Path, redis_client: redis.Redis, mongo_db: Database[Any]
+) -> None:
+    mongo_db.masters.insert_many([{"_id": 1}, {"_id": 2}])
+    mongo_db.pages.insert_many([{"url": f"http://x.example/{n}"} for n in range(3)])
+    mongo_db.findings.insert_one({"page_id": 1, "master_id": 1})
+    redis_client.rpush("scan", b"t1", b"t2")
+    redis_client.rpush("crawl", b"t3")
+    RedisIndex(redis_client, fingerprint_bits=DEFAULT_PARAMS.value_bits).add(1, [10, 20, 30])
+    try:
+        # The session's embedded servers, found through their data dir.
+        code, output = _status(embedded_data_dir, COPYTRACK_MONGO_DB=mongo_db.name)
+    finally:
+        redis_client.flushdb()
+    assert code == 0, output
+    for server in server_status(embedded_data_dir):
+        line = rf"{server.name}\s+pid {server.pid}\s+port {server.port}\s+answering"
+        assert re.search(line, output), output
+    queued = {q: _figure(output, q) for q in ("ingest", "scan", "crawl", "maintenance")}
+    assert queued == {"ingest": 0, "scan": 2, "crawl": 1, "maintenance": 0}
+    assert _figure(output, "in progress") == 0
+    counts = {c: _figure(output, c) for c in ("masters", "pages", "findings", "postings")}
+    assert counts == {"masters": 2, "pages": 3, "findings": 1, "postings": 3}
+
+
+def test_status_without_servers_says_so_and_starts_nothing(data_dir: Path) -> None:
+    code, output = _status(data_dir)
+    assert code == 1
+    assert "mongo        not running" in output and "valkey       not running" in output
+    assert server_status(data_dir) == []
+
+
+def test_up_comes_up_and_sigint_stops_everything_it_started(data_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "up.log"
+    with _background(["up", "--concurrency", "1"], data_dir, log) as up:
+        _wait(lambda: _workers(data_dir), 60, "worker answering a ping")
+        code, output = _status(data_dir)
+        assert code == 0, output
+        assert len(re.findall(r"answering", output)) == 2
+        assert re.search(rf"^\s+up\s+pid {up.pid}\s", output, re.MULTILINE), output
+        assert re.search(r"^\s+worker\s+pid \d+", output, re.MULTILINE), output
+        started = _tree(up.pid)
+        assert len(started) >= 5  # up, two servers, the worker and its pool process
+
+        up.send_signal(signal.SIGINT)
+        out, _ = up.communicate(timeout=60)
+        assert up.returncode == 0, log.read_text()
+    assert "copytrack is up" in out
+    assert all(name in out for name in ("mongo", "valkey", "worker")), out
+    _assert_all_stopped(started, data_dir)
+
+
+def test_down_stops_a_background_stack(data_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "stack.log"
+    with _background(["up", "--concurrency", "1"], data_dir, log) as up:
+        _wait(lambda: _workers(data_dir), 60, "worker of up answering a ping")
+        # One more worker, on its own: it finds the servers `up` started in the data dir.
+        with _background(["worker", "-c", "1"], data_dir, log) as extra:
+            _wait(lambda: len(_workers(data_dir)) == 2, 60, "second worker answering a ping")
+            started = _tree(up.pid) | _tree(extra.pid)
+
+            stopped = _down(data_dir)
+            assert f"stopped worker (pid {extra.pid})" in stopped
+            assert f"stopped up (pid {up.pid})" in stopped
+            assert extra.wait(timeout=10) == 0, log.read_text()
+        assert up.wait(timeout=10) == 0, log.read_text()
+    _assert_all_stopped(started, data_dir)
+
+    assert "nothing was running" in _down(data_dir)

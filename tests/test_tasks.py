@@ -1,0 +1,311 @@
+"""Celery hand-off with real workers: scans run in worker processes, survive killed workers.
+
+Workers are subprocesses on the session's embedded servers (Redis db 0, flushed by the
+``redis_client`` fixture; a fresh MongoDB database per test). Each runs in its own process
+group, which is killed on the way out, pool processes included.
+
+Task objects are used through their module (``tasks.reindex``), never imported by name:
+test collection reads the attributes of module-level names, and reading a task's attributes
+loads the app's configuration, before the ``ctx`` fixture could configure it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from bson import ObjectId
+from pymongo.database import Database
+
+from tests.corpus import texts
+from tracker import tasks
+from tracker.celery_app import app, configure
+from tracker.commands.ops import COPYTRACK_COMMAND
+from tracker.config import Settings
+from tracker.context import Context, open_context
+from tracker.library import Work, add_work
+from tracker.pages import PageInput, store_page
+from tracker.servers import Endpoints
+
+CELERY_WORKER = [
+    sys.executable, "-m", "celery", "-A", "tracker.celery_app", "worker",
+    "--queues", "scan", "--concurrency", "1", "--loglevel", "INFO",
+    "--without-mingle", "--without-gossip",
+]  # fmt: skip
+AD = "\n更多精彩内容请关注本站"
+
+# Runs in a fresh interpreter: what the app resolves, and whether importing it started
+# anything (embedded servers would create the data dir).
+BROKER_SCRIPT = """
+import json, os
+from pathlib import Path
+import tracker.tasks
+from tracker.celery_app import app
+data_dir = Path(os.environ["COPYTRACK_DATA_DIR"])
+touched = data_dir.exists() and any(data_dir.iterdir())
+print(json.dumps({"touched_on_import": touched, "broker": app.conf.broker_url,
+                  "backend": app.conf.result_backend,
+                  "transport": app.conf.broker_transport_options}))
+"""
+
+# Test-only worker module (loaded with celery's -I): every scan, once its findings are
+# recorded and before the page is marked scanned and the task acknowledged, notes
+# "url pid" and stalls, so the test can kill the worker in the middle of the task.
+STALL_HOOK = """
+import os
+import time
+
+import tracker.pages
+
+_record_findings = tracker.pages.record_findings
+
+
+def _record_then_stall(ctx, page, *args, **kwargs):
+    result = _record_findings(ctx, page, *args, **kwargs)
+    with open(os.environ["STALL_MARKER"], "a") as fh:
+        fh.write(f"{page['url']} {os.getpid()}\\n")
+    time.sleep(600)
+    return result
+
+
+tracker.pages.record_findings = _record_then_stall
+"""
+
+
+@pytest.fixture
+def ctx(
+    endpoints: Endpoints,
+    redis_client: redis.Redis,
+    mongo_db: Database[Any],
+    tmp_path: Path,
+) -> Iterator[Context]:
+    """A context on a flushed Redis and a fresh database, with three works in the library."""
+    settings = Settings.from_env(
+        {
+            "COPYTRACK_DATA_DIR": str(tmp_path / "data"),
+            "COPYTRACK_MONGO_URL": endpoints.mongo_url,
+            "COPYTRACK_REDIS_URL": endpoints.redis_url,
+            "COPYTRACK_MONGO_DB": mongo_db.name,
+        }
+    )
+    configure(app, endpoints, settings)
+    context = open_context(settings)
+    for n, text in enumerate(texts("zh_news", 3)):
+        add_work(context, Work(text=text, external_id=f"news-{n}"))
+    yield context
+    context.close()
+
+
+def _pirate_pages(ctx: Context, count: int) -> list[ObjectId]:
+    """Pages copying the first ``count`` works, one each, with an ad after every paragraph."""
+    copies = [AD.join(text.split("\n")) + AD for text in texts("zh_news", count)]
+    return [
+        store_page(ctx, PageInput(url=f"http://pirate.example/{n}", text=copy))[0]
+        for n, copy in enumerate(copies)
+    ]
+
+
+def _env(ctx: Context, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    env.update(
+        COPYTRACK_MONGO_URL=ctx.endpoints.mongo_url,
+        COPYTRACK_REDIS_URL=ctx.endpoints.redis_url,
+        COPYTRACK_MONGO_DB=ctx.settings.mongo_db,
+        COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
+        **extra,
+    )
+    return env
+
+
+@contextlib.contextmanager
+def _worker(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker subprocess in its own process group; the group is killed on the way out."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=log.parent,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def _wait(done: Callable[[], Any], timeout: float, what: str, log: Path) -> Any:
+    """Poll until done() is truthy and return it; fail with the worker's log otherwise."""
+    deadline = time.monotonic() + timeout
+    while not (result := done()):
+        if time.monotonic() > deadline:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+            pytest.fail(f"no {what} within {timeout:.0f} s; worker log:\n{tail}")
+        time.sleep(0.05)
+    return result
+
+
+def _resolved(env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", BROKER_SCRIPT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_app_finds_its_broker_lazily(endpoints: Endpoints, embedded_data_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    # Configured URLs are used as they are, with the visibility timeout of the environment.
+    url = "redis://127.0.0.1:1/5"
+    configured = _resolved(
+        {
+            **env,
+            "COPYTRACK_DATA_DIR": str(embedded_data_dir / "unused"),
+            "COPYTRACK_REDIS_URL": url,
+            "COPYTRACK_MONGO_URL": "mongodb://127.0.0.1:1/",
+            "COPYTRACK_VISIBILITY_TIMEOUT": "120",
+        }
+    )
+    assert configured["touched_on_import"] is False
+    assert configured["broker"] == configured["backend"] == url
+    assert configured["transport"] == {
+        "visibility_timeout": 120,
+        "unacked_restore_interval": 12,
+        "unacked_restore_throttle": 1,
+    }
+    assert not (embedded_data_dir / "unused").exists()
+    # No URLs: the embedded Valkey of the data dir (running here, so reused).
+    embedded = _resolved({**env, "COPYTRACK_DATA_DIR": str(embedded_data_dir)})
+    assert embedded["broker"] == endpoints.redis_url
+    assert embedded["transport"]["visibility_timeout"] == 3600
+
+
+def _findings(ctx: Context) -> dict[tuple[ObjectId, int], dict[str, Any]]:
+    """Findings by (page, master); a duplicate key would make the counts below differ."""
+    docs = list(ctx.db.findings.find({}, {"spans": 0, "history": 0}))
+    found = {(d["page_id"], d["master_id"]): d for d in docs}
+    assert len(found) == len(docs)
+    return found
+
+
+def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
+    ctx: Context, tmp_path: Path
+) -> None:
+    (page_id,) = _pirate_pages(ctx, 1)
+    first = tasks.enqueue_scan(page_id)
+    assert ctx.redis.llen("scan") == 1  # routed to the scan queue, waiting for a worker
+    log = tmp_path / "worker.log"
+    cmd = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]
+    with _worker(cmd, _env(ctx), log) as worker:
+        summary = first.get(timeout=40)
+        assert summary["page_id"] == str(page_id)
+        assert summary["scanned"] is True and summary["matches"] == 1
+        assert summary["new"] == 1
+        [finding] = _findings(ctx).values()
+        assert finding["page_id"] == page_id and finding["master_id"] == 1
+
+        # The same task again, as a redelivery would run it: the finding stays as it was.
+        again = tasks.enqueue_scan(page_id).get(timeout=20)
+        assert again == {"page_id": str(page_id), "scanned": False, "matches": 1}
+        [same] = _findings(ctx).values()
+        assert same == finding
+
+        worker.send_signal(signal.SIGTERM)  # warm shutdown
+        assert worker.wait(timeout=20) == 0, log.read_text()
+    assert not list((ctx.settings.data_dir / "run").glob("*.json"))  # its record is gone
+
+
+def test_ingest_reindex_and_scan_of_a_deleted_page(ctx: Context, tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    work = asdict(Work(text=texts("zh_news", 4)[3], external_id="news-3"))
+    with _worker([*COPYTRACK_COMMAND, "worker", "--concurrency", "1"], _env(ctx), log):
+        added = tasks.ingest_work.delay(work).get(timeout=40)
+        assert added == [{"external_id": "news-3", "master_id": 4, "status": "added"}]
+        again = tasks.ingest_work.delay(work).get(timeout=20)
+        assert again[0]["status"] == "unchanged"
+
+        postings = ctx.index.stats().postings
+        assert tasks.reindex.delay().get(timeout=30) == {"masters": 4, "postings": postings}
+
+        gone = ObjectId()
+        assert tasks.enqueue_scan(gone).get(timeout=20) == {
+            "page_id": str(gone),
+            "scanned": False,
+            "missing": True,
+        }
+
+
+def test_task_of_a_killed_worker_runs_again_and_nothing_is_lost(
+    ctx: Context, tmp_path: Path
+) -> None:
+    pages = _pirate_pages(ctx, 3)
+    (tmp_path / "stall_hook.py").write_text(STALL_HOOK)
+    marker = tmp_path / "stalled.txt"
+    marker.touch()
+    log = tmp_path / "worker.log"
+
+    def stalled(n: int) -> Callable[[], list[list[str]] | None]:
+        def check() -> list[list[str]] | None:
+            lines = [line.split() for line in marker.read_text().splitlines()]
+            return lines if len(lines) >= n else None
+
+        return check
+
+    # The stalling worker keeps the default visibility timeout (1 h): nothing it holds
+    # comes back on its own while the test runs, only through the mechanism under test.
+    hooked = [*CELERY_WORKER, "--hostname", "stalling@%h", "-I", "stall_hook"]
+    env = _env(ctx, PYTHONPATH=str(tmp_path), STALL_MARKER=str(marker))
+    with _worker(hooked, env, log) as worker:
+        for page_id in pages:
+            tasks.enqueue_scan(page_id)
+        [(_, pool_pid)] = _wait(stalled(1), 40, "stalled scan", log)
+        # Its pool process dies: the worker rejects the task back onto the queue
+        # (reject_on_worker_lost), and a fresh pool process takes the next task.
+        os.kill(int(pool_pid), signal.SIGKILL)
+        lines = _wait(stalled(2), 30, "second stalled scan", log)
+        assert lines[1][1] != pool_pid
+        # Then the whole worker dies, in the middle of a task it has not acknowledged.
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+
+    # Every scan stalled, so no page is marked scanned; the interrupted ones have findings.
+    scanned = {"scanned_as": {"$ne": None}}
+    assert ctx.db.pages.count_documents(scanned) == 0
+    before = _findings(ctx)
+    stalled_pages = {ctx.db.pages.find_one({"url": line[0]})["_id"] for line in lines}
+    assert stalled_pages == {page_id for page_id, _ in before}
+
+    # The visibility timeout is the consumer's setting: the new worker (3 s, sweeping every
+    # second) takes the dead worker's unacknowledged task back 3 s after its delivery.
+    env = _env(ctx, COPYTRACK_VISIBILITY_TIMEOUT="3")
+    with _worker([*CELERY_WORKER, "--hostname", "plain@%h"], env, log):
+        _wait(
+            lambda: ctx.db.pages.count_documents(scanned) == len(pages),
+            40,
+            "scan of every page",
+            log,
+        )
+        _wait(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgement", log)
+
+    after = _findings(ctx)
+    # Exactly one finding per (page, master): each copy matched its own work only.
+    assert sorted(after) == sorted(zip(pages, (1, 2, 3), strict=True))
+    for key, old in before.items():
+        assert after[key]["first_seen"] == old["first_seen"]
+        assert after[key]["last_seen"] > old["last_seen"]  # written again by the rerun
+    assert ctx.redis.llen("scan") == 0

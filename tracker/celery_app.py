@@ -1,0 +1,103 @@
+"""The Celery app of copytrack: one app, ``tracker``, with Redis as broker and result backend.
+
+Queues, routed by task name (`ROUTES`): ``ingest`` (register works), ``scan`` (match a
+stored page against the library), ``crawl`` (tasks named ``crawler.*``), ``maintenance``
+(reindex and housekeeping; also where a task without a route lands).
+
+Finding the broker. Importing this module connects to nothing and starts nothing. The
+broker and result backend are set when Celery first reads its configuration: a worker
+starting, the first task sent, or any attribute of a task object read (that finalizes the
+app, which reads the configuration):
+
+- a caller that already holds `Endpoints` calls `configure(app, endpoints)` before that
+  (the ``copytrack`` commands, tests);
+- otherwise the ``on_configure`` hook below resolves them from the COPYTRACK_* variables
+  through `ensure_servers`: the configured ``COPYTRACK_REDIS_URL``, or else the embedded
+  Valkey of the data dir, started if it is not running. So the plain
+  ``celery -A tracker.celery_app worker`` works as is, in production and on a laptop.
+
+Delivery. A task is acknowledged only after it finished (``acks_late``). If its pool
+process dies, the worker puts it back on the queue (``reject_on_worker_lost``); if the
+whole worker dies, Redis hands it to another worker once ``COPYTRACK_VISIBILITY_TIMEOUT``
+seconds have passed since it was delivered. Either way a task can run twice, and a task
+running longer than that timeout is handed out a second time while it still runs: every
+task must be idempotent (scans upsert findings keyed by (page, master), re-adding a known
+text changes nothing) and the timeout must stay above the longest task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from .config import Settings
+from .servers import Endpoints, ensure_servers
+
+#: Every queue a copytrack worker consumes by default.
+QUEUES = ("ingest", "scan", "crawl", "maintenance")
+
+#: task name (or glob) -> queue.
+ROUTES = {
+    "tracker.ingest_work": {"queue": "ingest"},
+    "tracker.scan_page": {"queue": "scan"},
+    "crawler.*": {"queue": "crawl"},
+    "tracker.reindex": {"queue": "maintenance"},
+}
+
+# Results are summaries for whoever waits on them, not a record (MongoDB is): an hour keeps
+# the result keys of a big crawl from piling up in Redis.
+RESULT_EXPIRES = 3600
+
+# Modules whose tasks a worker registers; the crawler adds its own here once it has tasks.
+TASK_MODULES = ["tracker.tasks"]
+
+app = Celery("tracker", include=TASK_MODULES)
+app.conf.update(
+    task_routes=ROUTES,
+    task_default_queue="maintenance",
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    # One task reserved per pool process: a task prefetched behind a long one would wait
+    # there rather than go to an idle worker, and would wait out the visibility timeout
+    # if this worker died.
+    worker_prefetch_multiplier=1,
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    result_expires=RESULT_EXPIRES,
+    broker_connection_retry_on_startup=True,
+)
+
+
+def transport_options(visibility_timeout: int) -> dict[str, Any]:
+    """Redis transport options: redelivery of a dead worker's tasks after the timeout."""
+    return {
+        "visibility_timeout": visibility_timeout,
+        # kombu sweeps for expired unacknowledged tasks every interval × throttle seconds
+        # (10 × 10 by default, far too rarely for a short timeout). Sweeping at a tenth of
+        # the timeout brings a dead worker's task back within about 1.1 × the timeout; the
+        # sweep is one ZRANGE, cheap even once a second.
+        "unacked_restore_interval": max(1, min(60, visibility_timeout // 10)),
+        "unacked_restore_throttle": 1,
+    }
+
+
+def configure(celery_app: Celery, endpoints: Endpoints, settings: Settings | None = None) -> None:
+    """Point the app at the endpoints' Redis; call it before the app first connects."""
+    settings = settings or Settings.from_env()
+    celery_app.conf.update(
+        broker_url=endpoints.redis_url,
+        result_backend=endpoints.redis_url,
+        broker_transport_options=transport_options(settings.visibility_timeout),
+    )
+
+
+@app.on_configure.connect
+def _resolve_broker(sender: Celery, **_: Any) -> None:
+    """Find the broker when the configuration is first read, unless `configure` ran."""
+    # Membership does not finalize the pending configuration (reading a value would).
+    if "broker_url" in sender.conf:
+        return
+    settings = Settings.from_env()
+    configure(sender, ensure_servers(settings), settings)

@@ -1,0 +1,496 @@
+"""`copytrack worker | up | down | status`: run, stop and inspect the stack of a data dir.
+
+The stack is the embedded servers (tracker.servers, recorded in DATA/servers.json) plus
+the processes `up` and `worker` run on them, each recorded in DATA/run/<pid>.json while
+it lives, so that `down` and `status` find them. A record is a file its process holds an
+flock on: a record nobody holds belongs to a process that is gone (even after kill -9),
+whatever process its pid now names, and is removed by whoever finds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import click
+import pymongo
+import redis
+from pymongo.errors import PyMongoError
+
+from fingerprinter import DEFAULT_PARAMS
+
+from ..celery_app import QUEUES, app, configure
+from ..config import Settings
+from ..index import RedisIndex
+from ..servers import MONGO, VALKEY, ensure_servers, server_status, stop_servers
+
+log = logging.getLogger(__name__)
+
+RUN_DIR = "run"
+WORKER_STOP_TIMEOUT = 30.0  # a worker's warm shutdown waits for its running tasks
+_POLL = 0.1
+#: Runs the copytrack CLI with this interpreter, wherever the console script is (or isn't).
+COPYTRACK_COMMAND = [
+    sys.executable, "-c", "from tracker.cli import main; main(prog_name='copytrack')"
+]  # fmt: skip
+_KOMBU_UNACKED_KEY = "unacked"  # kombu's Redis hash of delivered, unacknowledged tasks
+
+
+# --------------------------------------------------------------------------- process records
+
+
+@dataclass(frozen=True)
+class StackProcess:
+    """A live `up` or worker process recorded in DATA/run."""
+
+    pid: int
+    role: str
+    parent: int  # pid of the process that started it
+    started_at: float
+    record: Path
+
+
+@contextlib.contextmanager
+def recorded(data_dir: Path, role: str) -> Iterator[None]:
+    """Record this process in DATA/run for as long as the block runs."""
+    run_dir = data_dir / RUN_DIR
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    path, tmp = run_dir / f"{pid}.json", run_dir / f".{pid}.tmp"
+    with open(tmp, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        entry = {"pid": pid, "role": role, "parent": os.getppid(), "started_at": time.time()}
+        json.dump(entry, fh)
+        fh.flush()
+        # Locked before it appears under its real name: no reader can take it for stale.
+        os.replace(tmp, path)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _held(record: Path) -> bool:
+    """True while some process holds the record's lock (its process, or its forks)."""
+    try:
+        with open(record) as fh:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def stack_processes(data_dir: Path) -> list[StackProcess]:
+    """The live processes recorded for data_dir, oldest first; stale records are removed."""
+    found = []
+    for record in (data_dir / RUN_DIR).glob("*.json"):
+        if not _held(record):
+            record.unlink(missing_ok=True)
+            continue
+        try:
+            entry = json.loads(record.read_text())
+            found.append(
+                StackProcess(
+                    pid=int(entry["pid"]),
+                    role=str(entry["role"]),
+                    parent=int(entry["parent"]),
+                    started_at=float(entry["started_at"]),
+                    record=record,
+                )
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("ignoring unreadable process record %s", record)
+    return sorted(found, key=lambda p: p.started_at)
+
+
+def _wait_for(done: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_POLL)
+    return True
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL pid, and its whole process group when it leads one (as `up`'s children do)."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _stop(pid: int, gone: Callable[[], bool], timeout: float) -> None:
+    """SIGTERM pid (a Celery worker then finishes its running tasks); SIGKILL after timeout.
+
+    A killed worker's unfinished tasks are not lost: they were not acknowledged, so Redis
+    hands them out again after the visibility timeout.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if _wait_for(gone, timeout):
+        return
+    log.warning("pid %d did not stop within %.0f s; killing it", pid, timeout)
+    _kill(pid)
+    _wait_for(gone, 5.0)
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def _parse_queues(_ctx: click.Context, _param: click.Parameter, value: str) -> list[str]:
+    queues = [q.strip() for q in value.split(",") if q.strip()]
+    unknown = sorted(set(queues) - set(QUEUES))
+    if not queues or unknown:
+        raise click.BadParameter(
+            f"unknown queue(s) {', '.join(unknown) or '(none given)'}: "
+            f"choose among {', '.join(QUEUES)}"
+        )
+    return queues
+
+
+@click.command()
+@click.option(
+    "--queues",
+    "-Q",
+    default=",".join(QUEUES),
+    show_default=True,
+    callback=_parse_queues,
+    help="Comma-separated queues to consume.",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Pool processes running tasks [default: one per CPU].",
+)
+def worker(queues: list[str], concurrency: int | None) -> None:
+    """Run a Celery worker in this process, on the configured or embedded servers.
+
+    Embedded servers are started if they are not running, and keep running after the
+    worker stops (`copytrack down` stops them). SIGTERM or Ctrl-C: the worker finishes
+    its running tasks, then exits.
+    """
+    settings = Settings.from_env()
+    configure(app, ensure_servers(settings), settings)
+    argv = [
+        "worker",
+        "--queues", ",".join(queues),
+        "--loglevel", settings.log_level,
+        # Unique per process: Celery warns about two workers of one name on a host.
+        "--hostname", f"copytrack-{os.getpid()}@%h",
+        # Mingle (revoked-task sync at startup) and gossip (every worker listening to
+        # every other) cost a startup wait and chatter; copytrack uses neither.
+        "--without-mingle", "--without-gossip",
+    ]  # fmt: skip
+    if concurrency:
+        argv += ["--concurrency", str(concurrency)]
+    with recorded(settings.data_dir, "worker"):
+        code = app.start(argv)
+    sys.exit(code or 0)
+
+
+# --------------------------------------------------------------------------- up
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    pump: threading.Thread
+
+
+def _pump(name: str, stream: IO[bytes]) -> None:
+    """Copy a child's output to stderr, each line prefixed with the child's name."""
+    for raw in iter(stream.readline, b""):
+        sys.stderr.write(f"{name:<7}| {raw.decode(errors='replace')}")
+        sys.stderr.flush()
+
+
+def _start_child(name: str, args: list[str], env: dict[str, str]) -> _Child:
+    proc = subprocess.Popen(
+        [*COPYTRACK_COMMAND, *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        # Own session and process group: the terminal's Ctrl-C reaches `up` only, which
+        # then stops the children in order, and the group lets `up` kill what remains.
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    pump = threading.Thread(target=_pump, args=(name, proc.stdout), daemon=True)
+    pump.start()
+    log.info("started %s (pid %d)", name, proc.pid)
+    return _Child(name, proc, pump)
+
+
+def _stop_child(child: _Child) -> None:
+    _stop(child.proc.pid, lambda: child.proc.poll() is not None, WORKER_STOP_TIMEOUT)
+    # Whatever is left of its group (pool processes of a killed worker) goes too.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.proc.pid, signal.SIGKILL)
+    child.proc.wait()
+    child.pump.join(timeout=5)
+    log.info("stopped %s", child.name)
+
+
+def _services(concurrency: int | None) -> list[tuple[str, list[str]]]:
+    """What `up` runs as child processes: (name, copytrack arguments), started in order.
+
+    The admin joins this list once it exists.
+    """
+    worker_args = ["worker"] + (["--concurrency", str(concurrency)] if concurrency else [])
+    return [("worker", worker_args)]
+
+
+def _server_urls(settings: Settings) -> tuple[tuple[str, str | None], ...]:
+    """(server name, configured URL or None for the embedded server)."""
+    return (MONGO, settings.mongo_url), (VALKEY, settings.redis_url)
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_stack(settings: Settings, children: list[_Child]) -> None:
+    click.echo("copytrack is up; Ctrl-C stops it")
+    click.echo(f"  data dir  {settings.data_dir}")
+    for server in server_status(settings.data_dir):
+        if server.answering:
+            click.echo(
+                f"  {server.name:<8}  {server.url}  (pid {server.pid}, log {server.log_path})"
+            )
+    for name, url in _server_urls(settings):
+        if url:
+            click.echo(f"  {name:<8}  {_without_credentials(url)}  (configured)")
+    for child in children:
+        click.echo(f"  {child.name:<8}  pid {child.proc.pid}; its log follows on stderr")
+    sys.stdout.flush()
+
+
+@click.command()
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Pool processes of the worker [default: one per CPU].",
+)
+def up(concurrency: int | None) -> None:
+    """Run the stack in the foreground: embedded servers and a worker, logs on stderr.
+
+    Ctrl-C or SIGTERM stops everything `up` started: the worker (after its running
+    tasks), then the embedded servers, if `up` started them. Exit status 1 if a child
+    process died on its own.
+    """
+    settings = Settings.from_env()
+    # SIGTERM and SIGHUP take the same way out as Ctrl-C: through the cleanup below.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    needed = {name for name, url in _server_urls(settings) if url is None}
+    running = {s.name for s in server_status(settings.data_dir) if s.answering}
+    # stop_servers stops the data dir's servers together: if `up` has to start one, both
+    # stop with it (the other was only left over by an earlier command).
+    own_servers = bool(needed - running)
+    children: list[_Child] = []
+    code = 0
+    try:
+        with recorded(settings.data_dir, "up"):
+            endpoints = ensure_servers(settings)
+            # Children get the URLs, so they never start or look for servers themselves.
+            env = dict(
+                os.environ,
+                COPYTRACK_MONGO_URL=endpoints.mongo_url,
+                COPYTRACK_REDIS_URL=endpoints.redis_url,
+                COPYTRACK_DATA_DIR=str(settings.data_dir),
+            )
+            for name, args in _services(concurrency):
+                children.append(_start_child(name, args, env))
+            _print_stack(settings, children)
+            while not (dead := [c for c in children if c.proc.poll() is not None]):
+                time.sleep(0.5)
+            log.error("%s exited with code %d; stopping", dead[0].name, dead[0].proc.returncode)
+            code = 1
+    except KeyboardInterrupt:
+        log.info("stopping: the worker first finishes its running tasks")
+    finally:
+        # A second Ctrl-C must not cut the cleanup short; every step has a timeout.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        for child in reversed(children):
+            _stop_child(child)
+        if not own_servers:
+            log.info("leaving the servers running: `up` did not start them")
+        elif stop_servers(settings.data_dir):
+            log.info("stopped the embedded servers")
+    sys.exit(code)
+
+
+# --------------------------------------------------------------------------- down
+
+
+@click.command()
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=WORKER_STOP_TIMEOUT,
+    show_default=True,
+    help="Seconds a worker gets to finish its running tasks before it is killed.",
+)
+def down(timeout: float) -> None:
+    """Stop the stack of the data dir: workers, `up` processes, then the embedded servers."""
+    settings = Settings.from_env()
+    procs = stack_processes(settings.data_dir)
+    up_pids = {p.pid for p in procs if p.role == "up"}
+    # Workers first, while the servers still run for their warm shutdown; except those an
+    # `up` started, which it stops itself before the servers. Then the `up` processes.
+    order = [p for p in procs if p.role == "worker" and p.parent not in up_pids]
+    order += [p for p in procs if p.role == "up"]
+    for proc in order:
+        # An `up` waits for its worker, then for the servers it stops (20 s at most).
+        allowance = timeout if proc.role == "worker" else timeout + 30.0
+        _stop(proc.pid, lambda p=proc: not _held(p.record), allowance)
+        click.echo(f"stopped {proc.role} (pid {proc.pid})")
+    stopped = bool(order)
+    if stop_servers(settings.data_dir):
+        click.echo("stopped the embedded servers")
+        stopped = True
+    if not stopped:
+        click.echo(f"nothing was running in {settings.data_dir}")
+
+
+# --------------------------------------------------------------------------- status
+
+
+def _without_credentials(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{netloc.rpartition('@')[2]}{slash}{path}"
+
+
+def _servers_section(settings: Settings) -> tuple[dict[str, str], bool]:
+    """Print the servers; returns the URLs to query and whether every server answers."""
+    click.echo(f"servers (data dir {settings.data_dir})")
+    recorded_servers = {s.name: s for s in server_status(settings.data_dir)}
+    urls, healthy = {}, True
+    for name, configured in _server_urls(settings):
+        server = recorded_servers.get(name)
+        if configured:
+            click.echo(f"  {name:<12} configured  {_without_credentials(configured)}")
+            urls[name] = configured
+        elif server is None:
+            click.echo(f"  {name:<12} not running (`copytrack up` starts it)")
+            healthy = False
+        else:
+            state = "answering" if server.answering else "NOT ANSWERING" if server.alive else "dead"
+            click.echo(
+                f"  {name:<12} pid {server.pid:<8} port {server.port:<6} {state:<13} {server.url}"
+            )
+            if server.answering:
+                urls[name] = server.url
+            healthy = healthy and server.answering
+    return urls, healthy
+
+
+def _processes_section(settings: Settings) -> None:
+    click.echo("processes")
+    procs = stack_processes(settings.data_dir)
+    for proc in procs:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(proc.started_at))
+        click.echo(f"  {proc.role:<12} pid {proc.pid:<8} since {since}")
+    if not procs:
+        click.echo("  none (`copytrack up` or `copytrack worker` starts them)")
+
+
+def _queues_section(redis_url: str | None) -> bool:
+    click.echo("queues (tasks waiting)")
+    if redis_url is None:
+        click.echo("  unavailable: Redis is not running")
+        return False
+    client = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        pipe = client.pipeline(transaction=False)
+        # copytrack's tasks carry no priority, so each queue is one Redis list.
+        for queue in QUEUES:
+            pipe.llen(queue)
+        pipe.hlen(_KOMBU_UNACKED_KEY)
+        *depths, running = pipe.execute()
+    except redis.RedisError as err:
+        click.echo(f"  unavailable: {err}")
+        return False
+    finally:
+        client.close()
+    for queue, depth in zip(QUEUES, depths, strict=True):
+        click.echo(f"  {queue:<12} {depth:>10}")
+    click.echo(f"  {'in progress':<12} {running:>10}  (delivered, not yet acknowledged)")
+    return True
+
+
+def _library_section(settings: Settings, urls: dict[str, str]) -> bool:
+    click.echo("library")
+    ok = True
+    if MONGO not in urls:
+        click.echo("  masters, pages, findings unavailable: MongoDB is not running")
+        ok = False
+    else:
+        mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(
+            urls[MONGO], serverSelectionTimeoutMS=5000
+        )
+        try:
+            db = mongo[settings.mongo_db]
+            # Estimated counts come from collection metadata: no scan, however big.
+            for name in ("masters", "pages", "findings"):
+                click.echo(f"  {name:<12} {db[name].estimated_document_count():>10}")
+        except PyMongoError as err:
+            click.echo(f"  unavailable: {err}")
+            ok = False
+        finally:
+            mongo.close()
+    if VALKEY not in urls:
+        click.echo("  postings unavailable: Redis is not running")
+        return False
+    # The memory figure walks every index key: a generous timeout for a big index.
+    client = redis.Redis.from_url(urls[VALKEY], socket_timeout=30, socket_connect_timeout=5)
+    try:
+        stats = RedisIndex(client, fingerprint_bits=DEFAULT_PARAMS.value_bits).stats()
+    except redis.RedisError as err:
+        click.echo(f"  postings unavailable: {err}")
+        return False
+    finally:
+        client.close()
+    click.echo(
+        f"  {'postings':<12} {stats.postings:>10}  "
+        f"({stats.bytes_per_posting:.1f} bytes/posting, {stats.memory_bytes:,} bytes)"
+    )
+    return ok
+
+
+@click.command()
+def status() -> None:
+    """Show servers, processes, queue depths and library figures; starts nothing.
+
+    Exit status 1 when a server does not answer.
+    """
+    settings = Settings.from_env()
+    urls, healthy = _servers_section(settings)
+    _processes_section(settings)
+    healthy = _queues_section(urls.get(VALKEY)) and healthy
+    healthy = _library_section(settings, urls) and healthy
+    sys.exit(0 if healthy else 1)

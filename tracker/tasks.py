@@ -1,0 +1,89 @@
+"""Celery tasks: thin wrappers over tracker's plain functions, on the process's Context.
+
+Each task returns a small JSON-able summary. Connection errors (a server restarting, a
+failover) are retried with exponential backoff; any other error fails the task, since
+running it again would fail the same way. Tasks may run more than once (see
+tracker.celery_app), which the functions they call tolerate.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import Any
+
+import redis
+from bson import ObjectId
+from celery.result import AsyncResult
+from pymongo.errors import ConnectionFailure
+
+from . import library, pages
+from .celery_app import app
+from .context import open_context, process_context
+
+log = logging.getLogger(__name__)
+
+# ConnectionFailure covers pymongo's AutoReconnect and ServerSelectionTimeoutError.
+CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionFailure)
+
+_RETRY: dict[str, Any] = {
+    "autoretry_for": CONNECTION_ERRORS,
+    "retry_backoff": 2,  # 2, 4, 8 … s (with jitter): rides out a restart or a failover
+    # A retry waits out its countdown in a worker, unacknowledged: a countdown longer than
+    # the visibility timeout would have it handed out twice.
+    "retry_backoff_max": 300,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
+
+
+@app.task(name="tracker.scan_page", **_RETRY)
+def scan_page(page_id: str) -> dict[str, Any]:
+    """Match a stored page against the library and record its findings."""
+    ctx, oid = process_context(), ObjectId(page_id)
+    try:
+        result = pages.scan_page(ctx, oid)
+    except LookupError:
+        # KeyError and IndexError are LookupErrors too: only a missing page is expected.
+        if ctx.db.pages.count_documents({"_id": oid}, limit=1):
+            raise
+        # Deleted after it was queued: nothing left to scan, and retrying cannot help.
+        log.warning("page %s no longer exists; scan skipped", page_id)
+        return {"page_id": page_id, "scanned": False, "missing": True}
+    summary: dict[str, Any] = {
+        "page_id": page_id,
+        "scanned": result.scanned,
+        "matches": result.matches,
+    }
+    if result.record is not None:
+        summary.update(asdict(result.record))
+    return summary
+
+
+@app.task(name="tracker.ingest_work", **_RETRY)
+def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
+    """Register a work given as the fields of `tracker.library.Work` (``asdict(work)``)."""
+    results = library.add_work(process_context(), library.Work(**work))
+    return [
+        {"external_id": r.external_id, "master_id": r.master_id, "status": r.status}
+        for r in results
+    ]
+
+
+@app.task(name="tracker.reindex", **_RETRY)
+def reindex() -> dict[str, Any]:
+    """Rebuild the Redis index from the library in MongoDB."""
+    # Not process_context(): that refuses an index built with other parameters, which is
+    # exactly what a reindex is for.
+    ctx = open_context(check_index=False)
+    try:
+        count = library.reindex(ctx)
+        stats = ctx.index.stats()
+    finally:
+        ctx.close()
+    return {"masters": count, "postings": stats.postings}
+
+
+def enqueue_scan(page_id: ObjectId | str) -> AsyncResult:
+    """Queue a scan of a stored page (on the ``scan`` queue, by its route)."""
+    return scan_page.delay(str(page_id))
