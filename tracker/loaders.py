@@ -23,7 +23,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 
 #: Dotted path of the function that turns HTML bytes into article text. tracker knows no
 #: HTML: the crawler package provides it (override with COPYTRACK_HTML_TO_TEXT).
-DEFAULT_HTML_TO_TEXT = "crawler.extraction:html_to_text"
+DEFAULT_HTML_TO_TEXT = "crawler.fetch:html_to_text"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,10 @@ def _read_source(source: str) -> str:
     if source == "-":
         return sys.stdin.read()
     if source.startswith(("http://", "https://")):
-        return load_object(DEFAULT_URL_TO_TEXT)(source)
+        try:
+            return load_object(DEFAULT_URL_TO_TEXT)(source)
+        except ValueError as err:
+            raise click.BadParameter(str(err)) from None
     path = Path(source)
     if not path.is_file():
         raise click.BadParameter(f"{source}: no such file (give a file, a URL or -)")

@@ -1,0 +1,130 @@
+"""The `copytrack` command line on real servers: library add/list/rm, check, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.corpus import documents, texts
+from tracker.cli import main
+
+ZH = texts("zh_news", 12)
+
+
+@pytest.fixture
+def run(tracker_env):
+    runner = CliRunner()
+
+    def invoke(*args: str, stdin: str | None = None):
+        return runner.invoke(main, list(args), input=stdin, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A directory of works, good and bad, as a publisher might hand them over."""
+    root = tmp_path / "works"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text(ZH[0], encoding="utf-8")
+    (root / "sub" / "b.md").write_text(ZH[1], encoding="utf-8")
+    (root / "c-gbk.txt").write_bytes(ZH[2].replace("\xa0", " ").encode("gbk", "ignore"))
+    (root / "d.html").write_text(
+        "<html><head><title>D</title></head><body><article><h1>D</h1>"
+        + "".join(f"<p>{p}</p>" for p in ZH[3].split("\n"))
+        + "</article></body></html>",
+        encoding="utf-8",
+    )
+    (root / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 20)
+    (root / "empty.txt").write_text("", encoding="utf-8")
+    (root / "latin1.txt").write_bytes("Café crème brûlée, déjà vu".encode("latin-1") * 5)
+    (root / "notes.pdf").write_bytes(b"%PDF-1.4")  # skipped: not a supported type
+    lines = [
+        json.dumps({"id": d["id"], "title": d["title"], "text": d["text"]}, ensure_ascii=False)
+        for d in documents("zh_news", 12)[4:8]
+    ]
+    lines.insert(2, "{not json")
+    lines.insert(3, json.dumps({"id": "no-text"}))
+    (root / "more.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_library_add_reports_bad_files_and_loads_the_rest(run, files):
+    result = run("library", "add", str(files))
+    assert result.exit_code == 1
+    added = [line.split("\t") for line in result.stdout.splitlines()]
+    assert sorted(row[1] for row in added) == sorted(
+        ["a", "b", "c-gbk", "d", *[d["id"] for d in documents("zh_news", 12)[4:8]]]
+    )
+    assert all(row[0] == "added" for row in added)
+    errors = result.stderr
+    assert "binary.txt: binary file" in errors
+    assert "empty.txt: no text found" in errors
+    assert "latin1.txt: not UTF-8 text" in errors and "convert the file to UTF-8" in errors
+    assert "more.jsonl:3: invalid JSON" in errors
+    assert 'more.jsonl:4: no "text"' in errors
+    assert "notes.pdf" not in errors
+    assert "8 added, 5 failed" in errors
+
+    again = run("library", "add", str(files))
+    assert {line.split("\t")[0] for line in again.stdout.splitlines()} == {"unchanged"}
+
+
+def test_library_list_and_rm(run, files):
+    run("library", "add", str(files / "a.txt"), str(files / "sub"))
+    listed = run("library", "list", "--json").stdout.splitlines()
+    assert [json.loads(line)["external_id"] for line in listed] == ["a", "b"]
+    assert run("library", "rm", "a").stdout == "removed\ta\n"
+    missing = run("library", "rm", "a")
+    assert missing.exit_code == 1 and "no work 'a'" in missing.stderr
+    assert [
+        json.loads(line)["external_id"]
+        for line in run("library", "list", "--json").stdout.splitlines()
+    ] == ["b"]
+
+
+def test_check_prints_the_copied_work_with_passages(run, files, tmp_path):
+    run("library", "add", str(files / "a.txt"))
+    suspect = tmp_path / "suspect.txt"
+    suspect.write_text("转载自某网站：\n" + ZH[0][:500] + "\n" + ZH[9], encoding="utf-8")
+    out = run("check", str(suspect)).stdout
+    assert out.startswith("a — a\n")
+    assert "of the work" in out and "work [" in out and "text [" in out
+    assert run("check", "-", stdin=ZH[10]).stdout.startswith("no match")
+
+
+def test_check_jsonl_writes_one_line_per_pair(run, files, tmp_path):
+    run("library", "add", str(files / "a.txt"), str(files / "sub"))
+    suspects = tmp_path / "suspects.jsonl"
+    suspects.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "s1", "text": ZH[0] + ZH[1]}, ensure_ascii=False),
+                json.dumps({"id": "s2", "text": ZH[11]}, ensure_ascii=False),
+                "][",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = run("check", "--jsonl", str(suspects))
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted((r["suspect_id"], r["master_id"]) for r in rows) == [("s1", "a"), ("s1", "b")]
+    assert set(rows[0]) == {
+        "suspect_id",
+        "master_id",
+        "score",
+        "master_coverage",
+        "suspect_coverage",
+        "latency_ms",
+    }
+    assert result.exit_code == 1 and "suspects.jsonl:3: invalid JSON" in result.stderr
+
+
+def test_bad_configuration_is_one_clear_line(run, monkeypatch):
+    monkeypatch.setenv("COPYTRACK_REDIS_URL", "http://nope")
+    result = CliRunner().invoke(main, ["library", "list"])
+    assert result.exit_code == 2
+    assert "invalid COPYTRACK_REDIS_URL" in result.output
