@@ -69,6 +69,9 @@ def test_bool_values(raw: str, expected: bool) -> None:
         ("COPYTRACK_MONGO_DB", "x" * 64, "database name"),
         ("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "maybe", "1/true/yes/on"),
         ("COPYTRACK_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
+        ("COPYTRACK_VISIBILITY_TIMEOUT", "0", "seconds from 1"),
+        ("COPYTRACK_INDEX_BUCKET_BITS", "40", "bits from 0 to 24"),
+        ("COPYTRACK_INDEX_BUCKET_BITS", "-3", "bits from 0 to 24"),
     ],
 )
 def test_rejects_bad_values(name: str, value: str, hint: str) -> None:

@@ -23,6 +23,11 @@ COPYTRACK_VISIBILITY_TIMEOUT       3600             Seconds before Redis hands a
                                                     worker died (unacknowledged) to another
                                                     worker. Keep it above the longest task,
                                                     or that task runs twice.
+COPYTRACK_INDEX_BUCKET_BITS        12               The index keeps 2**N Redis hashes; each
+                                                    should hold under ~1,000 fingerprints, so
+                                                    12 suits up to ~4M distinct fingerprints
+                                                    (~200k news articles). Changing it needs
+                                                    `copytrack reindex`.
 =================================  ===============  ==========================================
 """
 
@@ -43,12 +48,14 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ("false", "allow crawling private/loopback addresses"),
     "COPYTRACK_LOG_LEVEL": ("INFO", "logging level"),
     "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
+    "COPYTRACK_INDEX_BUCKET_BITS": ("12", "log2 of the number of index buckets"),
 }
 
 DEFAULT_DATA_DIR = "./.copytrack"
 DEFAULT_MONGO_DB = "copytrack"
 DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_VISIBILITY_TIMEOUT = 3600
+DEFAULT_INDEX_BUCKET_BITS = 12
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -74,6 +81,7 @@ class Settings:
     allow_private_networks: bool = False
     log_level: str = DEFAULT_LOG_LEVEL
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
+    index_bucket_bits: int = DEFAULT_INDEX_BUCKET_BITS
 
     @property
     def embedded_mongo(self) -> bool:
@@ -147,11 +155,18 @@ class Settings:
         if log_level not in _LOG_LEVELS:
             raise _invalid("COPYTRACK_LOG_LEVEL", log_level, "one of " + ", ".join(_LOG_LEVELS))
 
-        raw_timeout = get("COPYTRACK_VISIBILITY_TIMEOUT") or str(DEFAULT_VISIBILITY_TIMEOUT)
-        if not (raw_timeout.isascii() and raw_timeout.isdigit()) or int(raw_timeout) < 1:
-            raise _invalid(
-                "COPYTRACK_VISIBILITY_TIMEOUT", raw_timeout, "a whole number of seconds, at least 1"
-            )
+        def whole_number(name: str, default: int, low: int, high: int, unit: str) -> int:
+            raw = get(name) or str(default)
+            if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+                raise _invalid(name, raw, f"a whole number of {unit} from {low} to {high}")
+            return int(raw)
+
+        visibility_timeout = whole_number(
+            "COPYTRACK_VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY_TIMEOUT, 1, 10**7, "seconds"
+        )
+        bucket_bits = whole_number(
+            "COPYTRACK_INDEX_BUCKET_BITS", DEFAULT_INDEX_BUCKET_BITS, 0, 24, "bits"
+        )
 
         return cls(
             mongo_url=mongo_url,
@@ -160,7 +175,8 @@ class Settings:
             mongo_db=mongo_db,
             allow_private_networks=allow_private,
             log_level=log_level,
-            visibility_timeout=int(raw_timeout),
+            visibility_timeout=visibility_timeout,
+            index_bucket_bits=bucket_bits,
         )
 
 
