@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SYSTEM_STAMP := $(VENV)/.system-deps
 
 .PHONY: demo test lint bench clean
 
@@ -15,10 +16,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
+# Debian packages for browser and compose tests; re-checked when the script changes.
+$(SYSTEM_STAMP): scripts/system-deps.sh $(STAMP)
+	@scripts/system-deps.sh
+	@touch $(SYSTEM_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/copytrack demo
 
-test: $(STAMP)
+test: $(STAMP) $(SYSTEM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -27,7 +33,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_fingerprint.py
+	$(BIN)/python -m benchmarks.bench_fingerprint
+	$(BIN)/python -m benchmarks.bench_index
+	$(BIN)/python -m benchmarks.bench_extraction
 
 clean:
 	rm -rf $(VENV) .copytrack .pytest_cache
