@@ -28,6 +28,10 @@ COPYTRACK_INDEX_BUCKET_BITS        12               The index keeps 2**N Redis h
                                                     12 suits up to ~4M distinct fingerprints
                                                     (~200k news articles). Changing it needs
                                                     `copytrack reindex`.
+COPYTRACK_CRAWL_FRONTIER           memory           Where a crawl keeps its request queue and
+                                                    seen-URL filter: ``memory`` (one crawler
+                                                    process per run) or ``redis`` (scrapy-redis:
+                                                    several crawler processes share a run).
 =================================  ===============  ==========================================
 """
 
@@ -49,6 +53,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_LOG_LEVEL": ("INFO", "logging level"),
     "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
     "COPYTRACK_INDEX_BUCKET_BITS": ("12", "log2 of the number of index buckets"),
+    "COPYTRACK_CRAWL_FRONTIER": ("memory", "crawl queue: memory or redis (shared by processes)"),
 }
 
 DEFAULT_DATA_DIR = "./.copytrack"
@@ -82,6 +87,7 @@ class Settings:
     log_level: str = DEFAULT_LOG_LEVEL
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
     index_bucket_bits: int = DEFAULT_INDEX_BUCKET_BITS
+    crawl_frontier: str = "memory"
 
     @property
     def embedded_mongo(self) -> bool:
@@ -168,6 +174,10 @@ class Settings:
             "COPYTRACK_INDEX_BUCKET_BITS", DEFAULT_INDEX_BUCKET_BITS, 0, 24, "bits"
         )
 
+        crawl_frontier = (get("COPYTRACK_CRAWL_FRONTIER") or "memory").lower()
+        if crawl_frontier not in ("memory", "redis"):
+            raise _invalid("COPYTRACK_CRAWL_FRONTIER", crawl_frontier, "memory or redis")
+
         return cls(
             mongo_url=mongo_url,
             redis_url=redis_url,
@@ -177,6 +187,7 @@ class Settings:
             log_level=log_level,
             visibility_timeout=visibility_timeout,
             index_bucket_bits=bucket_bits,
+            crawl_frontier=crawl_frontier,
         )
 
 

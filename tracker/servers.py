@@ -337,7 +337,8 @@ def _terminate(procs: dict[int, int | None], timeout: float) -> None:
     log.error("pids %s still present after SIGKILL", alive)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
@@ -375,7 +376,7 @@ def _launch(spec: _Spec, data_dir: Path) -> _Launch:
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{spec.name}.log"
-    port = _free_port()
+    port = free_port()
     cmd = spec.command(port, data_dir)
     started_at = time.time()
     with open(log_path, "ab") as out:

@@ -18,12 +18,20 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
     "pages": [
         ([("url", ASCENDING)], {"unique": True}),
         ([("content_sha256", ASCENDING)], {}),
+        ([("run_id", ASCENDING)], {}),
     ],
     "findings": [
         ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),
         ([("master_id", ASCENDING)], {}),
         ([("status", ASCENDING)], {}),
         ([("last_seen", DESCENDING)], {}),
+        ([("run_id", ASCENDING)], {}),
+        ([("campaign", ASCENDING)], {}),
+    ],
+    "campaigns": [([("name", ASCENDING)], {"unique": True})],
+    "runs": [
+        ([("campaign", ASCENDING), ("started_at", DESCENDING)], {}),
+        ([("state", ASCENDING)], {}),
     ],
 }
 

@@ -1,0 +1,34 @@
+"""What the spider hands to the pipeline: a fetched page, or why a URL gave no page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: How a page's bytes were obtained.
+NETWORK = "network"  # downloaded in full
+STORED = "stored"  # fetched recently (campaign refetch_days): the stored copy, no request made
+NOT_MODIFIED = "not_modified"  # a conditional GET answered 304: the stored copy is current
+
+
+@dataclass
+class FetchedPage:
+    """A response for a page URL, before decoding and extraction."""
+
+    url: str  # canonical URL of the final response: the page's key
+    final_url: str  # the URL as the server answered it (after redirects)
+    status: int
+    headers: dict[str, str]
+    body: bytes = field(repr=False)
+    source: str = NETWORK
+    redirected_from: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PageProblem:
+    """A URL that yielded no page: a policy refused it (``skipped``) or the fetch failed."""
+
+    url: str
+    reason: str  # short key: robots, private_address, too_large, http_404, timeout, …
+    detail: str
+    skipped: bool
+    status: int | None = None

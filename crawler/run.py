@@ -1,0 +1,163 @@
+"""``python -m crawler.run --campaign NAME --run-id ID``: one crawl process of a run.
+
+Started by ``tracker.campaigns.trigger_run`` (Twisted's reactor runs once per process,
+so every crawl gets a fresh one). The process joins the run, renews the campaign's lock
+and the run's heartbeat from a thread while Scrapy crawls, and on exit reports to the
+run; the last process of a run moves it on to ``scanning`` and releases the lock.
+
+Frontier: ``memory`` (default) keeps the queue and the seen-URL filter in this process.
+``redis`` (``--frontier redis`` or ``COPYTRACK_CRAWL_FRONTIER=redis``) puts both in Redis
+through scrapy-redis, keyed by run: start more processes with the same ``--run-id``, on
+any machine reaching the same MongoDB and Redis, and they share the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from typing import Any
+
+from bson import ObjectId
+from bson.errors import InvalidId
+from scrapy.crawler import CrawlerProcess
+from scrapy.settings import Settings as ScrapySettings
+
+from tracker.campaigns import (
+    HEARTBEAT_EVERY,
+    Campaign,
+    CampaignError,
+    finish_crawl,
+    get_campaign,
+    heartbeat,
+    join_run,
+)
+from tracker.config import ConfigError, Settings
+from tracker.context import Context, process_context
+
+from .spiders.campaign import CampaignSpider
+
+log = logging.getLogger("crawler.run")
+
+FRONTIERS = ("memory", "redis")
+FRONTIER_GRACE = 10.0  # seconds every process of a shared frontier must idle before closing
+
+
+def frontier_keys(run_id: ObjectId) -> dict[str, str]:
+    """Redis keys of a run's shared frontier: request queue, seen filter, busy mark."""
+    prefix = f"copytrack:frontier:{run_id}"
+    return {
+        "SCHEDULER_QUEUE_KEY": f"{prefix}:requests",
+        "SCHEDULER_DUPEFILTER_KEY": f"{prefix}:dupefilter",
+        "COPYTRACK_FRONTIER_BUSY_KEY": f"{prefix}:busy",
+    }
+
+
+def scrapy_settings(
+    campaign: Campaign, run_id: ObjectId, ctx: Context, frontier: str
+) -> ScrapySettings:
+    """crawler.settings plus this campaign's limits and politeness overrides."""
+    settings = ScrapySettings()
+    settings.setmodule("crawler.settings", priority="project")
+    overrides: dict[str, Any] = {
+        "COPYTRACK_CAMPAIGN": campaign.to_doc(),
+        "COPYTRACK_RUN_ID": str(run_id),
+        "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ctx.settings.allow_private_networks,
+        "LOG_LEVEL": ctx.settings.log_level,
+    }
+    if campaign.max_depth is not None:
+        overrides["DEPTH_LIMIT"] = campaign.max_depth
+    if campaign.max_pages is not None:
+        overrides["CLOSESPIDER_PAGECOUNT"] = campaign.max_pages
+    if campaign.delay is not None:
+        overrides["DOWNLOAD_DELAY"] = campaign.delay
+        overrides["AUTOTHROTTLE_START_DELAY"] = campaign.delay
+    if campaign.concurrency is not None:
+        overrides["CONCURRENT_REQUESTS_PER_DOMAIN"] = campaign.concurrency
+        overrides["AUTOTHROTTLE_TARGET_CONCURRENCY"] = float(campaign.concurrency)
+    if frontier == "redis":
+        overrides.update(
+            frontier_keys(run_id),
+            SCHEDULER="scrapy_redis.scheduler.Scheduler",
+            DUPEFILTER_CLASS="scrapy_redis.dupefilter.RFPDupeFilter",
+            # Never flush on close: the other processes of the run still use the queue.
+            SCHEDULER_PERSIST=True,
+            REDIS_URL=ctx.endpoints.redis_url,
+            COPYTRACK_FRONTIER_GRACE=FRONTIER_GRACE,
+            DOWNLOADER_MIDDLEWARES={
+                **settings.getdict("DOWNLOADER_MIDDLEWARES"),
+                "crawler.middlewares.SharedFrontierMiddleware": 40,
+            },
+        )
+    settings.setdict(overrides, priority="cmdline")
+    return settings
+
+
+def _keep_alive(ctx: Context, name: str, run_id: ObjectId, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_EVERY.total_seconds()):
+        try:
+            if not heartbeat(ctx, name, run_id):
+                log.warning("run %s no longer holds the lock of campaign %s", run_id, name)
+        except Exception:  # a server restarting; the next beat retries
+            log.exception("heartbeat of run %s failed", run_id)
+
+
+def crawl(ctx: Context, campaign: Campaign, run_id: ObjectId, frontier: str) -> str:
+    """Run the spider to its end in this process; returns Scrapy's finish reason."""
+    process = CrawlerProcess(scrapy_settings(campaign, run_id, ctx, frontier))
+    crawler = process.create_crawler(CampaignSpider)
+    process.crawl(crawler)
+    process.start()
+    assert crawler.stats is not None
+    return str(crawler.stats.get_value("finish_reason", "unknown"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Crawl one campaign for one run; exit status 0 when the crawl ran to its end."""
+    parser = argparse.ArgumentParser(
+        prog="python -m crawler.run", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--campaign", required=True, help="campaign name")
+    parser.add_argument("--run-id", required=True, help="run to crawl for (from trigger_run)")
+    parser.add_argument(
+        "--frontier",
+        choices=FRONTIERS,
+        default=Settings.from_env().crawl_frontier,
+        help="where the request queue lives (default: $COPYTRACK_CRAWL_FRONTIER or memory)",
+    )
+    args = parser.parse_args(argv)
+    if args.frontier not in FRONTIERS:
+        parser.error(f"COPYTRACK_CRAWL_FRONTIER must be one of {', '.join(FRONTIERS)}")
+    try:
+        run_id = ObjectId(args.run_id)
+        ctx = process_context()
+        campaign = get_campaign(ctx, args.campaign)
+        join_run(ctx, run_id)
+    except (InvalidId, CampaignError, ConfigError) as err:
+        print(f"crawler.run: {err}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    beat = threading.Thread(
+        target=_keep_alive, args=(ctx, campaign.name, run_id, stop), daemon=True
+    )
+    beat.start()
+    error = None
+    try:
+        reason = crawl(ctx, campaign, run_id, args.frontier)
+        if reason == "shutdown":
+            error = "interrupted (the crawl process was asked to stop)"
+    except Exception as err:
+        log.exception("crawl of %s failed", campaign.name)
+        error = f"crawl failed: {type(err).__name__}: {err}"
+    finally:
+        stop.set()
+        beat.join()
+    if finish_crawl(ctx, run_id, error) and args.frontier == "redis":
+        ctx.redis.delete(*frontier_keys(run_id).values())
+    return 1 if error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

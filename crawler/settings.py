@@ -1,0 +1,65 @@
+"""Scrapy settings of copytrack's crawler; `crawler.run` adds each campaign's overrides.
+
+Politeness first: robots.txt obeyed, AutoThrottle adapting the delay to each site's
+latency, few parallel requests per site, a size cap, an honest User-Agent.
+Components are named by dotted path, in Scrapy's layout.
+"""
+
+BOT_NAME = "copytrack"
+SPIDER_MODULES = ["crawler.spiders"]
+NEWSPIDER_MODULE = "crawler.spiders"
+
+# Honest and reachable: site owners must be able to see who crawls them and why.
+# Placeholder contact: deployments set COPYTRACK's own URL and mailbox here.
+USER_AGENT = (
+    "copytrack/0.1 (copyright-tracking crawler; +https://copytrack.example/bot; "
+    "contact: crawler@copytrack.example)"
+)
+ROBOTSTXT_OBEY = True
+ROBOTSTXT_USER_AGENT = "copytrack"
+
+# Politeness defaults; a campaign's `delay` and `concurrency` override them.
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 2
+DOWNLOAD_DELAY = 1.0
+AUTOTHROTTLE_ENABLED = True
+AUTOTHROTTLE_START_DELAY = 1.0
+AUTOTHROTTLE_MAX_DELAY = 30.0
+AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
+
+DOWNLOAD_TIMEOUT = 30
+# Article pages are far smaller; bigger bodies are archives, media or traps.
+DOWNLOAD_MAXSIZE = 3 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 1024 * 1024
+RETRY_ENABLED = True
+RETRY_TIMES = 2
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+REDIRECT_MAX_TIMES = 10
+COOKIES_ENABLED = False  # nothing copytrack reads needs a session
+# No listening ports of its own: the crawl is controlled through its run.
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+
+# Breadth-first: shallow pages (lists, feeds) first, FIFO queues.
+DEPTH_PRIORITY = 1
+SCHEDULER_DISK_QUEUE = "scrapy.squeues.PickleFifoDiskQueue"
+SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"
+
+DOWNLOADER_MIDDLEWARES = {
+    # Replaced by CampaignScopeMiddleware: Scrapy's offsite check ignores ports.
+    "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+    "crawler.middlewares.CampaignScopeMiddleware": 50,
+    # Before robots.txt (100): no robots.txt request to a private host either.
+    "crawler.middlewares.PrivateNetworkMiddleware": 60,
+    # After robots.txt: a page robots.txt now forbids is not served from the store.
+    "crawler.middlewares.RefetchPolicyMiddleware": 110,
+}
+ITEM_PIPELINES = {
+    "crawler.pipelines.EvidencePipeline": 300,
+}
+
+# Decoding and extraction run in this many worker processes (CPU-bound; the reactor's
+# thread keeps downloading meanwhile). 0: one per CPU.
+COPYTRACK_EXTRACT_PROCESSES = 0
+# Counts reach the run document at least this often (seconds).
+COPYTRACK_PROGRESS_EVERY = 2.0

@@ -1,0 +1,65 @@
+"""The distributed frontier: two crawl processes of one run share one Redis queue and
+seen-URL filter (scrapy-redis), each page is fetched once, and both do part of the work."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from crawler.run import frontier_keys
+from crawler.testweb import CORPUS_DIR, RunningWeb, build_site, serve
+from tracker.campaigns import Campaign, launch_crawl, save_campaign, start_run, wait_for_run
+from tracker.config import Settings
+from tracker.context import Context, open_context
+
+if not CORPUS_DIR.exists():
+    pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
+
+
+@pytest.fixture
+def running() -> Iterator[RunningWeb]:
+    # Half the usual pages, no real pages (their dead links only add 404s).
+    with serve(build_site(n_masters=20, n_pages=80, n_real_pages=0, slow_seconds=0.5)) as sites:
+        yield sites
+
+
+@pytest.fixture
+def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
+    monkeypatch.setenv("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "1")
+    monkeypatch.setenv("COPYTRACK_CRAWL_FRONTIER", "redis")
+    context = open_context(Settings.from_env())
+    yield context
+    context.close()
+
+
+def test_two_processes_share_one_frontier(crawl_ctx: Context, running: RunningWeb) -> None:
+    seeds = [running.url(site) for site in running.base_urls]
+    # Per site one request at a time with a small delay: the crawl lasts long enough
+    # for the second process to take a share.
+    campaign = Campaign.from_dict(
+        {"name": "shared", "seeds": seeds, "delay": 0.05, "concurrency": 1}
+    )
+    save_campaign(crawl_ctx, campaign)
+    run_id = start_run(crawl_ctx, "shared")
+    first = launch_crawl(crawl_ctx, "shared", run_id)
+    second = launch_crawl(crawl_ctx, "shared", run_id)
+    run = wait_for_run(crawl_ctx, run_id, timeout=240)
+    assert first.wait(timeout=60) == 0 and second.wait(timeout=60) == 0
+    assert run["state"] == "finished", run.get("error")
+
+    # Both processes fetched pages, and their shares add up to the run's total.
+    shares = run["crawlers"]
+    assert len(shares) == 2 and min(shares.values()) > 0
+    assert sum(shares.values()) == run["pages"]["fetched"]
+    # One seen filter: no page was requested twice (robots.txt once per process; the
+    # 500 page is retried by design).
+    requests = Counter(
+        (r.site, r.path) for r in running.requests if r.path not in ("/robots.txt",)
+        and r.status != 500
+    )  # fmt: skip
+    assert max(requests.values()) == 1, [k for k, n in requests.items() if n > 1]
+    assert crawl_ctx.db.pages.count_documents({"run_id": run_id}) == run["pages"]["fetched"]
+    # The last process cleared the run's frontier.
+    assert not crawl_ctx.redis.exists(*frontier_keys(run_id).values())

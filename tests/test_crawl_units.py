@@ -1,0 +1,166 @@
+"""Crawler parts on their own: canonical URLs, scope, the private-network rule, fetch_text."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import threading
+from collections.abc import Iterator
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.request import Request as UrlRequest
+
+import pytest
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.test import get_crawler
+
+from crawler.fetch import FetchError, _GuardedRedirects, fetch_text, html_to_text
+from crawler.middlewares import (
+    SEED,
+    CampaignScopeMiddleware,
+    CrawlRefused,
+    PrivateNetworkMiddleware,
+)
+from crawler.netguard import PrivateAddressError, address_problem, check_url
+from crawler.urls import UrlScope, canonicalize
+
+PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
+ARTICLE = (
+    "<html><head><title>标题</title></head><body><article><h1>标题</h1>"
+    + "".join(PARAGRAPH.format(n=n) for n in range(8))
+    + "</article></body></html>"
+).encode("gbk")
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("HTTP://Example.COM:80/a/b.html?utm_source=rss&utm_medium=feed#comments",
+         "http://example.com/a/b.html"),
+        ("https://x.example:443/p?b=2&fbclid=abc&a=1&UTM_Campaign=x", "https://x.example/p?a=1&b=2"),
+        ("http://x.example:8080/p?spm=1.2&id=7", "http://x.example:8080/p?id=7"),
+        ("http://x.example/%e4%b8%ad?q=%E4%B8%AD", "http://x.example/%E4%B8%AD?q=%E4%B8%AD"),
+        ("http://x.example", "http://x.example/"),
+    ],
+)  # fmt: skip
+def test_canonicalize(url: str, canonical: str) -> None:
+    assert canonicalize(url) == canonical
+    assert canonicalize(canonical) == canonical
+
+
+def test_scope_ports_subdomains_patterns() -> None:
+    scope = UrlScope.build(["127.0.0.1:8001", "example.com"], [r"/news/", r"/$"], [r"/login"])
+    assert scope.in_domains("http://127.0.0.1:8001/x")
+    assert not scope.in_domains("http://127.0.0.1:8002/x")  # another site on another port
+    assert scope.in_domains("https://www.example.com:8443/")
+    assert scope.in_domains("http://example.com")
+    assert not scope.in_domains("http://badexample.com/")
+    assert not scope.in_domains("ftp://example.com/")
+    assert scope.allows("http://example.com/news/1.html") and scope.allows("http://example.com/")
+    assert not scope.allows("http://example.com/about.html")  # matches no allow pattern
+    assert not scope.allows("http://example.com/news/login")  # denied
+    ipv6 = UrlScope.build(["[::1]:8080"], [], [])
+    assert ipv6.in_domains("http://[::1]:8080/") and not ipv6.in_domains("http://[::1]:8081/")
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("127.0.0.1", "loopback"), ("::1", "loopback"), ("::ffff:127.0.0.1", "loopback"),
+        ("10.0.0.8", "private"), ("192.168.1.1", "private"), ("fd00::1", "private"),
+        ("169.254.169.254", "link-local"), ("fe80::1", "link-local"), ("0.0.0.0", "unspecified"),
+        ("100.64.0.1", "non-global"), ("224.0.0.1", "multicast"),
+        ("93.184.216.34", None), ("2606:4700::1111", None),
+    ],
+)  # fmt: skip
+def test_address_problems(address: str, problem: str | None) -> None:
+    assert address_problem(ipaddress.ip_address(address)) == problem
+
+
+def test_check_url_resolves_names() -> None:
+    with pytest.raises(PrivateAddressError, match=r"localhost .* loopback"):
+        check_url("http://localhost:8000/")  # a name, resolved
+    with pytest.raises(PrivateAddressError, match="COPYTRACK_ALLOW_PRIVATE_NETWORKS"):
+        check_url("http://[::1]/")
+    check_url("http://127.0.0.1/", allow_private=True)
+
+
+def _crawler(allow_private: bool = False) -> object:
+    campaign = {"name": "c", "seeds": ["http://127.0.0.1:8001/"], "deny": ["/login"]}
+    settings = {"COPYTRACK_CAMPAIGN": campaign, "COPYTRACK_ALLOW_PRIVATE_NETWORKS": allow_private}
+    return get_crawler(settings_dict=settings)
+
+
+def test_private_network_middleware_refuses_redirects_into_private_space() -> None:
+    middleware = PrivateNetworkMiddleware.from_crawler(_crawler())
+    redirect = Request("http://10.0.0.1/admin", meta={"redirect_urls": ["http://pub.example/"]})
+    with pytest.raises(CrawlRefused) as refused:
+        asyncio.run(middleware.process_request(redirect))
+    assert refused.value.reason == "private_address" and "10.0.0.1" in str(refused.value)
+
+
+def test_scope_middleware() -> None:
+    crawler = _crawler()
+    middleware = CampaignScopeMiddleware.from_crawler(crawler)
+    middleware.request_scheduled(Request("http://127.0.0.1:8001/a"), None)
+    with pytest.raises(IgnoreRequest):
+        middleware.request_scheduled(Request("http://example.invalid/"), None)
+    with pytest.raises(IgnoreRequest):
+        middleware.request_scheduled(Request("http://127.0.0.1:8001/login"), None)
+    # A seed only needs the right host; a redirect out of scope is reported when downloaded.
+    middleware.request_scheduled(Request("http://127.0.0.1:8001/login", meta={SEED: True}), None)
+    redirect = Request("http://other.example/", meta={"redirect_urls": ["http://127.0.0.1:8001/"]})
+    middleware.request_scheduled(redirect, None)
+    with pytest.raises(CrawlRefused, match="out of scope"):
+        middleware.process_request(redirect)
+
+
+class _Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.hits += 1  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=gbk")
+        self.end_headers()
+        self.wfile.write(ARTICLE)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def page_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    server.hits = 0  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    yield server
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+def test_fetch_text(page_server: ThreadingHTTPServer) -> None:
+    url = f"http://127.0.0.1:{page_server.server_port}/a.html"
+    with pytest.raises(FetchError, match="loopback"):
+        fetch_text(url, allow_private=False)
+    assert page_server.hits == 0  # refused before connecting  # type: ignore[attr-defined]
+    text = fetch_text(url, allow_private=True)
+    assert "这是第0段正文" in text and "这是第7段正文" in text
+    with pytest.raises(FetchError, match="only http and https"):
+        fetch_text("file:///etc/passwd", allow_private=True)
+
+
+def test_redirects_into_private_space_are_refused() -> None:
+    guard = _GuardedRedirects(allow_private=False)
+    request = UrlRequest("http://pub.example/")
+    with pytest.raises(FetchError, match="link-local"):
+        guard.redirect_request(request, None, 302, "Found", Message(), "http://169.254.169.254/")
+
+
+def test_html_to_text() -> None:
+    assert "这是第3段正文" in html_to_text(ARTICLE)
+    with pytest.raises(FetchError, match="no article text"):
+        html_to_text(b"<html><body><p>hi</p></body></html>")
+    with pytest.raises(ValueError, match="PNG"):
+        html_to_text(b"\x89PNG\r\n\x1a\n" + bytes(100))

@@ -1,0 +1,55 @@
+"""`copytrack findings`: which pages copy which works, newest first."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from ..context import open_context
+from ..findings import STATUSES, list_findings
+
+
+def _iso(value: datetime | None) -> str | None:
+    # pymongo returns naive datetimes that are UTC.
+    return value.replace(tzinfo=UTC).isoformat() if value else None
+
+
+def finding_record(doc: dict[str, Any]) -> dict[str, Any]:
+    """A finding as the JSON object `findings --json` prints."""
+    return {
+        "url": doc["url"],
+        "master_id": doc.get("master_external_id"),
+        "master_title": doc.get("master_title"),
+        "score": doc.get("score"),
+        "master_coverage": doc.get("master_coverage"),
+        "suspect_coverage": doc.get("suspect_coverage"),
+        "status": doc.get("status"),
+        "first_seen": _iso(doc.get("first_seen")),
+        "last_seen": _iso(doc.get("last_seen")),
+        "campaign": doc.get("campaign"),
+        "domain": doc.get("domain"),
+        "page_id": str(doc["page_id"]),
+        "run_id": str(doc["run_id"]) if doc.get("run_id") else None,
+    }
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--campaign", help="Only findings of this campaign.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only findings in this state.")
+@click.option("--limit", type=click.IntRange(min=0), default=0, help="At most N [default: all].")
+def findings(as_json: bool, campaign: str | None, status: str | None, limit: int) -> None:
+    """List findings: status, score, share of the work copied, work id, page URL."""
+    ctx = open_context()
+    for doc in list_findings(ctx, campaign=campaign, status=status, limit=limit):
+        record = finding_record(doc)
+        if as_json:
+            click.echo(json.dumps(record, ensure_ascii=False))
+        else:
+            click.echo(
+                f"{record['status']:<11} {record['score']:6.2f} "
+                f"{record['master_coverage']:>5.0%}  {record['master_id']}\t{record['url']}"
+            )
