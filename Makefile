@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SYSTEM_STAMP := $(VENV)/.system-deps
+RUNTIME_STAMP := $(VENV)/.system-runtime
+TEST_STAMP := $(VENV)/.system-test
 
 .PHONY: demo test lint bench clean
 
@@ -16,15 +17,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-# Debian packages for browser and compose tests; re-checked when the script changes.
-$(SYSTEM_STAMP): scripts/system-deps.sh $(STAMP)
-	@scripts/system-deps.sh
-	@touch $(SYSTEM_STAMP)
+# Debian packages (PDF rendering; browser and compose tests); re-checked when the script
+# changes.
+$(RUNTIME_STAMP): scripts/system-deps.sh $(STAMP)
+	@scripts/system-deps.sh runtime
+	@touch $@
 
-demo: $(STAMP)
+$(TEST_STAMP): scripts/system-deps.sh $(STAMP)
+	@scripts/system-deps.sh test
+	@touch $@
+
+demo: $(STAMP) $(RUNTIME_STAMP)
 	$(BIN)/copytrack demo
 
-test: $(STAMP) $(SYSTEM_STAMP)
+test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

@@ -22,7 +22,7 @@ from fingerprinter import DEFAULT_PARAMS
 from tracker.cli import main
 from tracker.commands.ops import COPYTRACK_COMMAND, stack_processes
 from tracker.index import RedisIndex
-from tracker.servers import server_status, stop_servers
+from tracker.servers import free_port, server_status, stop_servers
 
 
 def _env(data_dir: Path) -> dict[str, str]:
@@ -182,7 +182,7 @@ def test_status_without_servers_says_so_and_starts_nothing(data_dir: Path) -> No
 
 def test_up_comes_up_and_sigint_stops_everything_it_started(data_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "up.log"
-    with _background(["up", "--concurrency", "1"], data_dir, log) as up:
+    with _background(["up", "-c", "1", "--admin-port", str(free_port())], data_dir, log) as up:
         _wait(lambda: _workers(data_dir), 60, "worker answering a ping")
         code, output = _status(data_dir)
         assert code == 0, output
@@ -196,13 +196,13 @@ def test_up_comes_up_and_sigint_stops_everything_it_started(data_dir: Path, tmp_
         out, _ = up.communicate(timeout=60)
         assert up.returncode == 0, log.read_text()
     assert "copytrack is up" in out
-    assert all(name in out for name in ("mongo", "valkey", "worker")), out
+    assert all(name in out for name in ("mongo", "valkey", "worker", "scheduler", "admin")), out
     _assert_all_stopped(started, data_dir)
 
 
 def test_down_stops_a_background_stack(data_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "stack.log"
-    with _background(["up", "--concurrency", "1"], data_dir, log) as up:
+    with _background(["up", "-c", "1", "--admin-port", str(free_port())], data_dir, log) as up:
         _wait(lambda: _workers(data_dir), 60, "worker of up answering a ping")
         # One more worker, on its own: it finds the servers `up` started in the data dir.
         with _background(["worker", "-c", "1"], data_dir, log) as extra:

@@ -25,6 +25,9 @@ COMMANDS = (
     "tracker.commands.ops:down",
     "tracker.commands.ops:status",
     "tracker.commands.ops:worker",
+    "tracker.commands.admin:admin",
+    "tracker.commands.users:user",
+    "tracker.commands.users:token",
 )
 
 

@@ -13,6 +13,7 @@ from bson import Binary, ObjectId
 from .context import Context
 from .findings import RecordResult, record_findings
 from .matcher import match_text
+from .workflow import suppress_licensed
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
     matches = match_text(ctx, page.get("text") or "")
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
+    suppress_licensed(ctx, page_id)  # a syndication partner's copy is licensed, not new
     ctx.db.pages.update_one(
         {"_id": page_id},
         {

@@ -27,7 +27,10 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("last_seen", DESCENDING)], {}),
         ([("run_id", ASCENDING)], {}),
         ([("campaign", ASCENDING)], {}),
+        ([("domain", ASCENDING)], {}),
+        ([("first_seen", ASCENDING)], {}),
     ],
+    "notices": [([("finding_id", ASCENDING)], {})],
     "campaigns": [([("name", ASCENDING)], {"unique": True})],
     "runs": [
         ([("campaign", ASCENDING), ("started_at", DESCENDING)], {}),

@@ -28,7 +28,7 @@ from ..campaigns import (
 )
 from ..config import Settings
 from ..context import open_context
-from .ops import recorded
+from .ops import interrupt_on_termination, recorded
 
 HISTORY = 10
 
@@ -207,6 +207,7 @@ def scheduler(interval: float) -> None:
     """
     settings = Settings.from_env()
     ctx = open_context(settings)
+    interrupt_on_termination()  # `up` and `down` stop it with SIGTERM: clean up the record
     with recorded(settings.data_dir, "scheduler"):
         click.echo(f"scheduler: looking at the campaigns every {interval:g} s")
         try:

@@ -251,13 +251,14 @@ def _stop_child(child: _Child) -> None:
     log.info("stopped %s", child.name)
 
 
-def _services(concurrency: int | None) -> list[tuple[str, list[str]]]:
-    """What `up` runs as child processes: (name, copytrack arguments), started in order.
-
-    The admin joins this list once it exists.
-    """
+def _services(concurrency: int | None, admin_port: int) -> list[tuple[str, list[str]]]:
+    """What `up` runs as child processes: (name, copytrack arguments), started in order."""
     worker_args = ["worker"] + (["--concurrency", str(concurrency)] if concurrency else [])
-    return [("worker", worker_args)]
+    return [
+        ("worker", worker_args),
+        ("scheduler", ["scheduler"]),
+        ("admin", ["admin", "--port", str(admin_port)]),
+    ]
 
 
 def _server_urls(settings: Settings) -> tuple[tuple[str, str | None], ...]:
@@ -267,6 +268,12 @@ def _server_urls(settings: Settings) -> tuple[tuple[str, str | None], ...]:
 
 def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def interrupt_on_termination() -> None:
+    """Let SIGTERM and SIGHUP take the same way out as Ctrl-C: through the cleanup code."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
 
 
 def _print_stack(settings: Settings, children: list[_Child]) -> None:
@@ -293,17 +300,22 @@ def _print_stack(settings: Settings, children: list[_Child]) -> None:
     default=None,
     help="Pool processes of the worker [default: one per CPU].",
 )
-def up(concurrency: int | None) -> None:
-    """Run the stack in the foreground: embedded servers and a worker, logs on stderr.
+@click.option(
+    "--admin-port",
+    type=click.IntRange(1, 65535),
+    default=8000,
+    show_default=True,
+    help="Port of the admin web app on 127.0.0.1.",
+)
+def up(concurrency: int | None, admin_port: int) -> None:
+    """Run the stack in the foreground: servers, a worker, the scheduler and the admin.
 
-    Ctrl-C or SIGTERM stops everything `up` started: the worker (after its running
-    tasks), then the embedded servers, if `up` started them. Exit status 1 if a child
-    process died on its own.
+    Logs go to stderr. Ctrl-C or SIGTERM stops everything `up` started: the children (the
+    worker after its running tasks), then the embedded servers, if `up` started them.
+    Exit status 1 if a child process died on its own.
     """
     settings = Settings.from_env()
-    # SIGTERM and SIGHUP take the same way out as Ctrl-C: through the cleanup below.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+    interrupt_on_termination()
     needed = {name for name, url in _server_urls(settings) if url is None}
     running = {s.name for s in server_status(settings.data_dir) if s.answering}
     # stop_servers stops the data dir's servers together: if `up` has to start one, both
@@ -321,7 +333,7 @@ def up(concurrency: int | None) -> None:
                 COPYTRACK_REDIS_URL=endpoints.redis_url,
                 COPYTRACK_DATA_DIR=str(settings.data_dir),
             )
-            for name, args in _services(concurrency):
+            for name, args in _services(concurrency, admin_port):
                 children.append(_start_child(name, args, env))
             _print_stack(settings, children)
             while not (dead := [c for c in children if c.proc.poll() is not None]):

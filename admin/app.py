@@ -1,0 +1,108 @@
+"""The FastAPI application: routers, the authentication gate, error pages, static files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import plotly
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.gzip import GZipMiddleware
+
+from tracker.context import Context, process_context
+from tracker.reports import FilterError
+
+from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
+from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
+from .web import STATIC_DIR, redirect, render
+
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
+
+
+def _error(request: Request, status: int, message: str, **headers: str) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"detail": message}, status_code=status, headers=headers)
+    response = render(request, "error.html", status_code=status, status=status, message=message)
+    response.headers.update(headers)
+    return response
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(LoginRequired)
+    async def login_required(request: Request, _: Exception) -> Response:
+        if _wants_json(request):
+            return JSONResponse(
+                {"detail": "authentication required: send 'Authorization: Bearer <token>'"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return redirect("/login?next=" + quote(target, safe=""))
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, err: Exception) -> Response:
+        return _error(request, 403, str(err))
+
+    @app.exception_handler(FilterError)
+    async def bad_filter(request: Request, err: Exception) -> Response:
+        return _error(request, 400, str(err))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> Response:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'request'}: {e['msg']}"
+            for e in err.errors()
+        ]
+        if _wants_json(request):
+            return JSONResponse({"detail": problems}, status_code=422)
+        return _error(request, 400, "; ".join(problems))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: StarletteHTTPException) -> Response:
+        return _error(request, err.status_code, str(err.detail), **(err.headers or {}))
+
+
+def create_app(ctx: Context | None = None) -> FastAPI:
+    """The admin app on ``ctx`` (default: this process's context, opened on first use)."""
+    app = FastAPI(
+        title="copytrack admin",
+        # The JSON API's schema and reference are served by the api router, behind the gate;
+        # FastAPI's own docs pages would load their scripts from a CDN.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        dependencies=[Depends(gate)],
+    )
+    app.state.ctx = ctx or process_context()
+    app.state.sessions = SessionStore(app.state.ctx)
+    app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
+    app.add_middleware(SecurityHeaders)
+    _install_error_handlers(app)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, Any]:
+        """Liveness for load balancers: answers without a session, says nothing private."""
+        return {"ok": True}
+
+    @app.api_route("/static/vendor/plotly.min.js", methods=["GET", "HEAD"], include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        """plotly.js as shipped inside the plotly Python package: charts work offline."""
+        return FileResponse(
+            PLOTLY_JS,
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
+    for module in (account, dashboard, findings, works, campaigns, exports, settings, api):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

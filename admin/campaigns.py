@@ -1,0 +1,143 @@
+"""The admin's seam to crawl campaigns (``tracker.campaigns``): forms in, figures out.
+
+tracker.campaigns validates and stores campaigns (cron schedule, seeds on private
+networks refused unless allowed, patterns) and starts runs; this module only turns a
+submitted form into its input, its errors into per-field messages, and runs into the
+figures the pages show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from croniter import croniter
+
+from tracker import campaigns as tracker_campaigns
+from tracker.campaigns import Campaign, CampaignError
+from tracker.context import Context
+
+#: Form fields holding one item per line.
+LIST_FIELDS = ("seeds", "allowed_domains", "allow", "deny")
+#: Numeric form fields; empty means "no limit" or "the crawler's default".
+NUMBER_FIELDS = {
+    "max_pages": int,
+    "max_depth": int,
+    "delay": float,
+    "concurrency": int,
+    "refetch_days": float,
+}
+FORM_FIELDS = ("name", *LIST_FIELDS, *NUMBER_FIELDS, "schedule", "enabled", "notes")
+
+
+class FormError(ValueError):
+    """A campaign form that cannot be saved; ``problems`` maps field names to reasons."""
+
+    def __init__(self, problems: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in problems.items()))
+        self.problems = problems
+
+
+def _field_of(err: CampaignError) -> str:
+    """tracker.campaigns names the field first ("seeds: …"); the message goes next to it."""
+    field, _, _ = str(err).partition(":")
+    return field if field in FORM_FIELDS else "name"
+
+
+def parse_form(form: Mapping[str, str]) -> Campaign:
+    """The campaign a submitted form describes; raises FormError per field."""
+    data: dict[str, Any] = {"name": (form.get("name") or "").strip()}
+    for name in LIST_FIELDS:
+        data[name] = [line.strip() for line in (form.get(name) or "").splitlines() if line.strip()]
+    problems = {}
+    for name, kind in NUMBER_FIELDS.items():
+        raw = (form.get(name) or "").strip()
+        try:
+            data[name] = kind(raw) if raw else None
+        except ValueError:
+            problems[name] = "give a number, or leave it empty"
+    if data["refetch_days"] is None:
+        del data["refetch_days"]  # tracker's default: always fetch again
+    data["schedule"] = (form.get("schedule") or "").strip() or None
+    data["enabled"] = form.get("enabled") in ("on", "true", "1")
+    data["notes"] = (form.get("notes") or "").strip()
+    if problems:
+        raise FormError(problems)
+    try:
+        return Campaign.from_dict(data)
+    except CampaignError as err:
+        raise FormError({_field_of(err): str(err)}) from None
+
+
+def as_form(campaign: Campaign | None) -> dict[str, str]:
+    """A campaign as the strings of its form fields (a new campaign's defaults for None)."""
+    if campaign is None:
+        return {"max_pages": str(Campaign.max_pages), "enabled": "on"}
+    values = {}
+    for name, value in campaign.to_doc().items():
+        if isinstance(value, list):
+            value = "\n".join(value)
+        elif isinstance(value, bool):
+            value = "on" if value else ""
+        values[name] = "" if value is None else str(value)
+    return values
+
+
+def save(ctx: Context, campaign: Campaign, is_new: bool) -> None:
+    """Store a campaign (seeds checked against the private-network rule); FormError if not."""
+    try:
+        tracker_campaigns.save_campaign(ctx, campaign, replace=not is_new)
+    except CampaignError as err:
+        raise FormError({_field_of(err): str(err)}) from None
+
+
+def get(ctx: Context, name: str) -> Campaign | None:
+    try:
+        return tracker_campaigns.get_campaign(ctx, name)
+    except CampaignError:
+        return None
+
+
+def overview(ctx: Context) -> list[tuple[Campaign, dict[str, Any] | None]]:
+    """Every campaign with its latest run (or None)."""
+    return [
+        (campaign, next(iter(tracker_campaigns.run_history(ctx, campaign.name, 1)), None))
+        for campaign in tracker_campaigns.list_campaigns(ctx)
+    ]
+
+
+def history(ctx: Context, name: str, limit: int = 50) -> list[dict[str, Any]]:
+    return tracker_campaigns.run_history(ctx, name, limit)
+
+
+def figures(run: Mapping[str, Any]) -> dict[str, int]:
+    """A run's counters for display: pages fetched/changed, skipped, failed, new findings."""
+    pages = run.get("pages") or {}
+    found = run.get("findings") or {}
+    return {
+        "fetched": pages.get("fetched", 0),
+        "changed": pages.get("changed", 0),
+        "skipped": sum((run.get("skipped") or {}).values()),
+        "failed": sum((run.get("failed") or {}).values()),
+        "new findings": found.get("new", 0),
+    }
+
+
+def next_runs(schedule: str | None, count: int = 3) -> list[datetime]:
+    """The next times a cron schedule fires (UTC)."""
+    if not schedule:
+        return []
+    it = croniter(schedule, datetime.now(UTC))
+    return [it.get_next(datetime) for _ in range(count)]
+
+
+def trigger(ctx: Context, name: str) -> Any:
+    """Start a run of campaign ``name`` now; returns the run id.
+
+    Raises LookupError for an unknown campaign and ``tracker.campaigns.CampaignBusy``
+    (a RuntimeError) when it is running already.
+    """
+    if get(ctx, name) is None:
+        raise LookupError(f"no campaign {name!r}")
+    return tracker_campaigns.trigger_run(ctx, name)

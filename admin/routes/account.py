@@ -1,0 +1,193 @@
+"""Logging in and out, and a user's own account: password and API tokens."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from tracker.users import (
+    ROLES,
+    LoginThrottle,
+    Principal,
+    UserError,
+    create_token,
+    get_user,
+    list_tokens,
+    revoke_token,
+    set_password,
+    verify_password,
+)
+
+from ..security import (
+    LOGIN_CSRF_COOKIE,
+    SESSION_COOKIE,
+    Viewer,
+    app_context,
+    client_address,
+    flash,
+    safe_next,
+    same_secret,
+    session_of,
+)
+from ..web import redirect, render
+
+router = APIRouter(include_in_schema=False)
+THROTTLE = LoginThrottle()
+
+
+def _set_cookie(request: Request, response: Response, name: str, value: str) -> None:
+    response.set_cookie(
+        name,
+        value,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+
+
+def _login_page(
+    request: Request, next_url: str, error: str | None = None, status_code: int = 200
+) -> HTMLResponse:
+    # Double-submit token: the login form has no session to hold a CSRF token yet.
+    token = request.cookies.get(LOGIN_CSRF_COOKIE) or secrets.token_urlsafe(32)
+    response = render(
+        request,
+        "login.html",
+        status_code=status_code,
+        login_csrf=token,
+        next_url=next_url,
+        error=error,
+    )
+    _set_cookie(request, response, LOGIN_CSRF_COOKIE, token)
+    return response
+
+
+@router.get("/login")
+def login_form(request: Request, next: str = "/") -> HTMLResponse:
+    return _login_page(request, safe_next(next))
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    name: Annotated[str, Form(max_length=64)],
+    password: Annotated[str, Form(max_length=1024)],
+    csrf_token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    next_url = safe_next(next)
+    cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    if not cookie or not same_secret(cookie, csrf_token):
+        return _login_page(request, next_url, "The form expired: please try again.", 403)
+    ctx, client = app_context(request), client_address(request)
+    wait = THROTTLE.retry_after(ctx, client, name)
+    if wait:
+        response = _login_page(
+            request,
+            next_url,
+            f"Too many failed attempts. Try again in {max(1, wait // 60)} minute(s).",
+            429,
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
+    principal = verify_password(ctx, name, password)
+    if principal is None:
+        THROTTLE.failed(ctx, client, name)
+        return _login_page(request, next_url, "Wrong user name or password.", 401)
+    THROTTLE.succeeded(ctx, client, name)
+    return _start_session(request, principal, next_url)
+
+
+def _start_session(
+    request: Request, principal: Principal, next_url: str, message: str | None = None
+) -> Response:
+    sessions = request.app.state.sessions
+    session = sessions.create(principal)
+    if message:
+        session.data["flash"].append({"kind": "ok", "text": message})
+        sessions.save(session)
+    response = redirect(next_url)
+    _set_cookie(request, response, SESSION_COOKIE, session.sid)
+    response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, user: Viewer) -> Response:
+    session = session_of(request)
+    if session is not None:
+        request.app.state.sessions.delete(session.sid)
+    response = redirect("/login")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+def _account_page(
+    request: Request, user: Principal, new_token: str | None = None, error: str | None = None
+) -> HTMLResponse:
+    return render(
+        request,
+        "account.html",
+        status_code=400 if error else 200,
+        tokens=list_tokens(app_context(request), user.name),
+        roles=[r for r in ROLES if user.can(r)],
+        new_token=new_token,
+        error=error,
+    )
+
+
+@router.get("/account")
+def account(request: Request, user: Viewer) -> HTMLResponse:
+    return _account_page(request, user)
+
+
+@router.post("/account/password")
+def change_password(
+    request: Request,
+    user: Viewer,
+    current: Annotated[str, Form(max_length=1024)],
+    password: Annotated[str, Form(max_length=1024)],
+    repeat: Annotated[str, Form(max_length=1024)],
+) -> Response:
+    ctx = app_context(request)
+    if verify_password(ctx, user.name, current) is None:
+        return _account_page(request, user, error="The current password is wrong.")
+    if password != repeat:
+        return _account_page(request, user, error="The two new passwords differ.")
+    try:
+        set_password(ctx, user.name, password)
+    except UserError as err:
+        return _account_page(request, user, error=str(err))
+    # Changing the password ended every session, this one too: start a fresh one here.
+    request.app.state.sessions.delete(session_of(request).sid)
+    epoch = get_user(ctx, user.name)["session_epoch"]
+    principal = Principal(user.name, user.role, session_epoch=epoch)
+    return _start_session(request, principal, "/account", "Password changed.")
+
+
+@router.post("/account/tokens")
+def new_token(
+    request: Request,
+    user: Viewer,
+    label: Annotated[str, Form(max_length=100)],
+    role: Annotated[str, Form()],
+) -> HTMLResponse:
+    try:
+        token = create_token(app_context(request), user.name, label, role)
+    except UserError as err:
+        return _account_page(request, user, error=str(err))
+    # Shown once, in this response only: never stored in a session or a flash message.
+    return _account_page(request, user, new_token=token)
+
+
+@router.post("/account/tokens/{token_id}/revoke")
+def revoke(request: Request, user: Viewer, token_id: str) -> Response:
+    if revoke_token(app_context(request), token_id, user.name):
+        flash(request, "Token revoked.")
+    else:
+        flash(request, "No such token.", "error")
+    return redirect("/account")

@@ -1,0 +1,390 @@
+"""The JSON API for integrations, under /api/v1, with its OpenAPI schema.
+
+Authenticate with ``Authorization: Bearer <token>`` (``copytrack token create`` or the
+Account page). A browser session works too, with the ``X-CSRF-Token`` header on writes.
+Errors are ``{"detail": ...}`` with a 4xx status that says what to fix.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from tracker.campaigns import CampaignBusy
+from tracker.library import Work
+from tracker.matcher import match_text
+from tracker.reports import find_findings, parse_filter, parse_object_id
+from tracker.workflow import FindingNotFound, WorkflowError, set_status
+
+from .. import campaigns as campaign_seam
+from ..security import Admin, Reviewer, Viewer, app_context
+from ..web import render
+from .works import register
+
+PREFIX = "/api/v1"
+router = APIRouter(prefix=PREFIX, tags=["api"])
+MAX_TEXT_CHARS = 2_000_000
+
+
+class Strict(BaseModel):
+    """Request bodies refuse unknown fields, so a typo is an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckIn(Strict):
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The suspect text.")
+
+
+class PassageOut(BaseModel):
+    work_start: int
+    work_end: int
+    text_start: int
+    text_end: int
+    text: str = Field(description="The passage as it appears in the checked text.")
+
+
+class MatchOut(BaseModel):
+    work_id: str
+    master_id: int
+    title: str | None
+    score: float
+    hits: int
+    work_coverage: float = Field(description="Fraction of the work found in the text.")
+    text_coverage: float = Field(description="Fraction of the text copied from the work.")
+    passages: list[PassageOut]
+
+
+class CheckOut(BaseModel):
+    matches: list[MatchOut]
+
+
+class WorkIn(Strict):
+    id: str | None = Field(None, max_length=200, description="Your id; default: text hash.")
+    text: str = Field(min_length=1, max_length=20_000_000)
+    title: str | None = Field(None, max_length=500)
+    author: str | None = Field(None, max_length=200)
+    lang: str | None = Field(None, max_length=20)
+    kind: str | None = Field(None, max_length=50)
+    source: str | None = Field(None, max_length=500)
+
+
+class WorksIn(Strict):
+    works: list[WorkIn] = Field(min_length=1, max_length=1000)
+
+
+class WorkResult(BaseModel):
+    work_id: str
+    master_id: int
+    status: str = Field(description="added, unchanged, updated or duplicate")
+    detail: str
+
+
+class WorksOut(BaseModel):
+    results: list[WorkResult]
+    errors: list[str]
+
+
+class HistoryOut(BaseModel):
+    at: datetime
+    status: str
+    by: str
+    note: str | None = None
+
+
+class FindingOut(BaseModel):
+    id: str
+    status: str
+    work_id: str
+    master_id: int
+    work_title: str | None
+    url: str
+    domain: str
+    campaign: str | None
+    score: float
+    hits: int
+    work_coverage: float
+    page_coverage: float
+    first_seen: datetime
+    last_seen: datetime
+    page_id: str
+    history: list[HistoryOut] | None = None
+
+
+class FindingList(BaseModel):
+    total: int
+    page: int
+    per_page: int
+    items: list[FindingOut]
+
+
+#: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
+ReviewStatus = Literal["new", "confirmed", "dismissed", "notice_sent", "removed"]
+
+
+class StatusIn(Strict):
+    status: ReviewStatus
+    note: str | None = Field(None, max_length=2000)
+
+
+class RunOut(BaseModel):
+    id: str
+    campaign: str
+    state: str = Field(description="starting, running, scanning, finished or failed")
+    trigger: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    figures: dict[str, int] = Field(description="pages fetched, changed, skipped, failed, …")
+    error: str | None = None
+
+
+class CampaignOut(BaseModel):
+    name: str
+    seeds: list[str]
+    allowed_domains: list[str]
+    allow: list[str]
+    deny: list[str]
+    max_pages: int | None
+    max_depth: int | None
+    schedule: str | None
+    enabled: bool
+    notes: str
+    last_run: RunOut | None
+
+
+class TriggerOut(BaseModel):
+    campaign: str
+    run_id: str
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=value.tzinfo or UTC) if value else None
+
+
+def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
+    history = None
+    if with_history:
+        history = [HistoryOut(**{**h, "at": _utc(h["at"])}) for h in doc.get("history", [])]
+    return FindingOut(
+        id=str(doc["_id"]),
+        status=doc["status"],
+        work_id=doc["master_external_id"],
+        master_id=doc["master_id"],
+        work_title=doc.get("master_title"),
+        url=doc["url"],
+        domain=doc["domain"],
+        campaign=doc.get("campaign"),
+        score=doc["score"],
+        hits=doc["hits"],
+        work_coverage=doc["master_coverage"],
+        page_coverage=doc["suspect_coverage"],
+        first_seen=_utc(doc["first_seen"]),
+        last_seen=_utc(doc["last_seen"]),
+        page_id=str(doc["page_id"]),
+        history=history,
+    )
+
+
+def _run_out(run: dict[str, Any]) -> RunOut:
+    return RunOut(
+        id=str(run["_id"]),
+        campaign=run["campaign"],
+        state=run.get("state", "unknown"),
+        trigger=run.get("trigger"),
+        started_at=_utc(run.get("started_at")),
+        finished_at=_utc(run.get("finished_at")),
+        figures=campaign_seam.figures(run),
+        error=run.get("error"),
+    )
+
+
+@router.post("/check", response_model=CheckOut, summary="Which works does a text copy?")
+def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
+    matches = match_text(app_context(request), body.text)
+    return CheckOut(
+        matches=[
+            MatchOut(
+                work_id=m.master.external_id,
+                master_id=m.master.id,
+                title=m.master.title,
+                score=m.score,
+                hits=m.hits,
+                work_coverage=m.master_coverage,
+                text_coverage=m.suspect_coverage,
+                passages=[
+                    PassageOut(
+                        work_start=s.master_start,
+                        work_end=s.master_end,
+                        text_start=s.suspect_start,
+                        text_end=s.suspect_end,
+                        text=body.text[s.suspect_start : s.suspect_end],
+                    )
+                    for s in m.spans
+                ],
+            )
+            for m in matches
+        ]
+    )
+
+
+@router.post(
+    "/works",
+    response_model=WorksOut,
+    status_code=201,
+    summary="Register works in the library",
+    responses={422: {"description": "No work could be added; errors says why"}},
+)
+def add_works(request: Request, user: Reviewer, body: WorksIn) -> Any:
+    works = [
+        Work(
+            text=w.text,
+            external_id=w.id,
+            title=w.title,
+            author=w.author,
+            lang=w.lang,
+            kind=w.kind,
+            source=w.source or "api",
+        )
+        for w in body.works
+    ]
+    intake = register(app_context(request), works)
+    out = WorksOut(
+        results=[
+            WorkResult(
+                work_id=r.external_id, master_id=r.master_id, status=r.status, detail=r.detail
+            )
+            for r, _ in intake.results
+        ],
+        errors=intake.errors,
+    )
+    if not out.results:
+        return JSONResponse(out.model_dump(), status_code=422)
+    return out
+
+
+@router.get("/findings", response_model=FindingList, summary="List and filter findings")
+def list_findings(
+    request: Request,
+    user: Viewer,
+    status: Annotated[str | None, Query(description="One status, or several with commas")] = None,
+    work: Annotated[str | None, Query(description="External id, master id or work id")] = None,
+    domain: Annotated[str | None, Query(description="Also matches subdomains")] = None,
+    campaign: str | None = None,
+    min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
+    max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
+    since: Annotated[str | None, Query(description="First seen on or after YYYY-MM-DD")] = None,
+    until: Annotated[str | None, Query(description="First seen on or before YYYY-MM-DD")] = None,
+    sort: Annotated[str, Query(description="last_seen, first_seen, score, …; -key reverses")] = (
+        "-last_seen"
+    ),
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> FindingList:
+    # The declared parameters document the API; parse_filter reads them like the pages do.
+    result = find_findings(app_context(request), parse_filter(request.query_params), page, per_page)
+    return FindingList(
+        total=result.total,
+        page=result.page,
+        per_page=result.per_page,
+        items=[_finding_out(doc) for doc in result.items],
+    )
+
+
+def _finding_id(value: str) -> Any:
+    try:
+        return parse_object_id(value)
+    except ValueError as err:
+        raise HTTPException(404, str(err)) from None
+
+
+@router.get("/findings/{finding_id}", response_model=FindingOut, summary="One finding")
+def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
+    doc = app_context(request).db.findings.find_one({"_id": _finding_id(finding_id)})
+    if doc is None:
+        raise HTTPException(404, f"no finding {finding_id}")
+    return _finding_out(doc, with_history=True)
+
+
+@router.patch(
+    "/findings/{finding_id}",
+    response_model=FindingOut,
+    summary="Change a finding's status",
+    responses={409: {"description": "The workflow does not allow this change"}},
+)
+def update_finding(request: Request, user: Reviewer, finding_id: str, body: StatusIn) -> FindingOut:
+    try:
+        doc = set_status(
+            app_context(request), _finding_id(finding_id), body.status, user.name, body.note
+        )
+    except FindingNotFound as err:
+        raise HTTPException(404, str(err)) from None
+    except WorkflowError as err:
+        raise HTTPException(409, str(err)) from None
+    return _finding_out(doc, with_history=True)
+
+
+@router.get("/campaigns", response_model=list[CampaignOut], summary="List campaigns")
+def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
+    return [
+        CampaignOut(
+            **{k: v for k, v in campaign.to_doc().items() if k in CampaignOut.model_fields},
+            last_run=_run_out(last) if last else None,
+        )
+        for campaign, last in campaign_seam.overview(app_context(request))
+    ]
+
+
+@router.get("/campaigns/{name}/runs", response_model=list[RunOut], summary="Run history")
+def campaign_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
+    ctx = app_context(request)
+    if campaign_seam.get(ctx, name) is None:
+        raise HTTPException(404, f"no campaign {name!r}")
+    return [_run_out(run) for run in campaign_seam.history(ctx, name, limit=100)]
+
+
+@router.post(
+    "/campaigns/{name}/runs",
+    response_model=TriggerOut,
+    status_code=202,
+    summary="Start a run now",
+    responses={409: {"description": "The campaign is running already"}},
+)
+def trigger_run(request: Request, user: Admin, name: str) -> TriggerOut:
+    try:
+        run_id = campaign_seam.trigger(app_context(request), name)
+    except LookupError as err:
+        raise HTTPException(404, str(err)) from None
+    except CampaignBusy as err:
+        raise HTTPException(409, str(err)) from None
+    except OSError as err:
+        raise HTTPException(503, f"cannot start the crawl: {err}") from None
+    return TriggerOut(campaign=name, run_id=str(run_id))
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The API's OpenAPI document (the web pages are not part of it)."""
+    schema = get_openapi(
+        title="copytrack API",
+        version="1",
+        description=__doc__,
+        routes=router.routes,
+    )
+    schema["components"]["securitySchemes"] = {"token": {"type": "http", "scheme": "bearer"}}
+    schema["security"] = [{"token": []}]
+    return schema
+
+
+@router.get("/openapi.json", include_in_schema=False)
+def openapi(user: Viewer) -> dict[str, Any]:
+    return openapi_schema()
+
+
+@router.get("/docs", include_in_schema=False)
+def docs(request: Request, user: Viewer) -> HTMLResponse:
+    """A readable API reference, rendered here (no documentation scripts from a CDN)."""
+    return render(request, "api_docs.html", schema=openapi_schema())

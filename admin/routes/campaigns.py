@@ -1,0 +1,112 @@
+"""Crawl campaigns: list, create and edit (admins), run now, run history."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from tracker.campaigns import Campaign
+from tracker.reports import recent_runs
+
+from .. import campaigns as seam
+from ..security import Admin, Viewer, app_context, flash
+from ..web import redirect, render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/campaigns")
+def campaign_list(request: Request, user: Viewer) -> HTMLResponse:
+    ctx = app_context(request)
+    return render(
+        request, "campaigns.html", overview=seam.overview(ctx), runs=recent_runs(ctx, limit=20)
+    )
+
+
+def _form_page(
+    request: Request,
+    values: dict[str, str],
+    original: str | None,
+    problems: dict[str, str] | None = None,
+) -> HTMLResponse:
+    return render(
+        request,
+        "campaign_form.html",
+        status_code=400 if problems else 200,
+        values=values,
+        original=original,
+        problems=problems or {},
+    )
+
+
+def _save(request: Request, fields: dict[str, str], original: str | None) -> Response:
+    if original is not None:
+        fields["name"] = original  # a campaign keeps its name: runs and findings refer to it
+    try:
+        campaign = seam.parse_form(fields)
+        seam.save(app_context(request), campaign, is_new=original is None)
+    except seam.FormError as err:
+        return _form_page(request, fields, original, err.problems)
+    flash(request, f"Campaign {campaign.name} saved.")
+    return redirect(f"/campaigns/{campaign.name}")
+
+
+async def _submitted(request: Request, original: str | None) -> Response:
+    form = await request.form()
+    fields = {key: value for key, value in form.items() if isinstance(value, str)}
+    # Saving resolves the seeds' host names: keep that off the event loop.
+    return await run_in_threadpool(_save, request, fields, original)
+
+
+def _campaign(request: Request, name: str) -> Campaign:
+    campaign = seam.get(app_context(request), name)
+    if campaign is None:
+        raise HTTPException(404, "no such campaign")
+    return campaign
+
+
+@router.get("/campaigns/new")
+def new_campaign(request: Request, user: Admin) -> HTMLResponse:
+    return _form_page(request, seam.as_form(None), None)
+
+
+@router.post("/campaigns/new")
+async def create_campaign(request: Request, user: Admin) -> Response:
+    return await _submitted(request, None)
+
+
+@router.get("/campaigns/{name}")
+def campaign_detail(request: Request, user: Viewer, name: str) -> HTMLResponse:
+    campaign = _campaign(request, name)
+    return render(
+        request,
+        "campaign.html",
+        campaign=campaign,
+        next_runs=seam.next_runs(campaign.schedule),
+        runs=seam.history(app_context(request), name),
+    )
+
+
+@router.get("/campaigns/{name}/edit")
+def edit_campaign(request: Request, user: Admin, name: str) -> HTMLResponse:
+    return _form_page(request, seam.as_form(_campaign(request, name)), name)
+
+
+@router.post("/campaigns/{name}/edit")
+async def update_campaign(request: Request, user: Admin, name: str) -> Response:
+    await run_in_threadpool(_campaign, request, name)
+    return await _submitted(request, name)
+
+
+@router.post("/campaigns/{name}/run")
+def run_campaign(request: Request, user: Admin, name: str) -> Response:
+    try:
+        run_id = seam.trigger(app_context(request), name)
+    except LookupError:
+        raise HTTPException(404, "no such campaign") from None
+    except (RuntimeError, OSError) as err:
+        flash(request, f"Could not start a run: {err}", "error")
+    else:
+        flash(request, f"Run {run_id} of {name} started.")
+    return redirect(f"/campaigns/{name}")

@@ -1,0 +1,33 @@
+"""The dashboard: headline counts, findings per day, top domains and works, latest runs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from tracker.reports import dashboard as dashboard_figures
+from tracker.reports import recent_runs
+
+from ..security import Viewer, app_context
+from ..web import render
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+def dashboard(request: Request, user: Viewer) -> HTMLResponse:
+    ctx = app_context(request)
+    figures = dashboard_figures(ctx)
+    chart = {
+        "x": [row["day"] for row in figures["per_day"]],
+        "y": [row["findings"] for row in figures["per_day"]],
+    }
+    return render(
+        request,
+        "dashboard.html",
+        figures=figures,
+        chart=chart,
+        runs=recent_runs(ctx, limit=8),
+        top_domain_max=max((d["findings"] for d in figures["top_domains"]), default=1),
+        top_work_max=max((w["pages"] for w in figures["top_works"]), default=1),
+    )

@@ -1,0 +1,238 @@
+"""Findings: the filtered list with bulk changes, the evidence page, notices, raw snapshots."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Annotated, Any
+
+from bson import ObjectId
+from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+
+from tracker.context import Context
+from tracker.reports import find_findings, parse_filter, parse_object_id, passages
+from tracker.workflow import (
+    NOTICE_LANGUAGES,
+    FindingNotFound,
+    WorkflowError,
+    build_notice,
+    bulk_set_status,
+    notices_of,
+    record_notice,
+    set_status,
+)
+
+from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
+from ..web import highlight, redirect, render
+
+router = APIRouter(include_in_schema=False)
+PASSAGE_CHARS = 240  # the table summarizes; the side-by-side view shows everything
+_CHARSET = re.compile(r"^[A-Za-z0-9_.:-]{1,40}$")
+#: Status filters offered in the list, in the order a reviewer uses them.
+STATUS_CHOICES = (
+    ("", "Any status"),
+    ("new,confirmed,notice_sent", "Open"),
+    ("new", "New"),
+    ("confirmed", "Confirmed"),
+    ("notice_sent", "Notice sent"),
+    ("removed", "Removed"),
+    ("dismissed", "Dismissed"),
+    ("licensed", "Licensed"),
+)
+SORT_CHOICES = (
+    ("-last_seen", "Last seen"),
+    ("-first_seen", "First seen"),
+    ("-score", "Score"),
+    ("-master_coverage", "Work coverage"),
+    ("-hits", "Hits"),
+    ("domain", "Domain"),
+)
+
+
+def _oid(value: str) -> ObjectId:
+    try:
+        return parse_object_id(value)
+    except ValueError:
+        raise HTTPException(404, "no such finding") from None
+
+
+def _finding(ctx: Context, finding_id: str) -> dict[str, Any]:
+    finding = ctx.db.findings.find_one({"_id": _oid(finding_id)})
+    if finding is None:
+        raise HTTPException(404, "no such finding")
+    return finding
+
+
+@router.get("/findings")
+def findings_list(
+    request: Request,
+    user: Viewer,
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=10, le=200)] = 50,
+) -> HTMLResponse:
+    ctx = app_context(request)
+    flt = parse_filter(request.query_params)
+    result = find_findings(ctx, flt, page, per_page)
+    return render(
+        request,
+        "findings.html",
+        result=result,
+        flt=flt,
+        params=flt.as_params(),
+        status_value=",".join(flt.status),
+        status_choices=STATUS_CHOICES,
+        sort_choices=SORT_CHOICES,
+        campaigns=sorted(ctx.db.campaigns.distinct("name")),
+        back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+    )
+
+
+@router.post("/findings/bulk")
+def findings_bulk(
+    request: Request,
+    user: Reviewer,
+    status: Annotated[str, Form()],
+    ids: Annotated[list[str], Form(default_factory=list)],
+    note: Annotated[str, Form(max_length=2000)] = "",
+    back: Annotated[str, Form()] = "/findings",
+) -> Response:
+    if not ids:
+        flash(request, "Select findings first (tick the boxes on the left).", "error")
+        return redirect(safe_next(back))
+    try:
+        result = bulk_set_status(
+            app_context(request), [_oid(i) for i in ids], status, user.name, note or None
+        )
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+        return redirect(safe_next(back))
+    message = f"{result.changed} finding(s) marked {status.replace('_', ' ')}."
+    if result.refused:
+        message += f" {result.refused} could not change (their status does not allow it)."
+    flash(request, message, "ok" if not result.refused else "warn")
+    return redirect(safe_next(back))
+
+
+@router.get("/findings/{finding_id}")
+def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLResponse:
+    ctx = app_context(request)
+    finding = _finding(ctx, finding_id)
+    master = ctx.db.masters.find_one({"_id": finding["master_id"]}) or {}
+    page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
+    master_text, page_text = master.get("text", ""), page.get("text", "")
+    found = passages(finding, master_text, page_text, width=PASSAGE_CHARS)
+    return render(
+        request,
+        "finding.html",
+        finding=finding,
+        master=master,
+        page=page,
+        passages=found,
+        master_pieces=highlight(
+            master_text, [(p.master_start, p.master_end, p.index) for p in found]
+        ),
+        page_pieces=highlight(page_text, [(p.page_start, p.page_end, p.index) for p in found]),
+        notices=notices_of(ctx, finding["_id"]),
+        languages=NOTICE_LANGUAGES,
+    )
+
+
+@router.post("/findings/{finding_id}/status")
+def finding_status(
+    request: Request,
+    user: Reviewer,
+    finding_id: str,
+    status: Annotated[str, Form()],
+    note: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    try:
+        set_status(app_context(request), _oid(finding_id), status, user.name, note or None)
+    except FindingNotFound:
+        raise HTTPException(404, "no such finding") from None
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+    else:
+        flash(request, f"Finding marked {status.replace('_', ' ')}.")
+    return redirect(f"/findings/{finding_id}")
+
+
+@router.get("/findings/{finding_id}/notice")
+def notice_form(request: Request, user: Reviewer, finding_id: str, lang: str = "zh") -> Response:
+    try:
+        notice = build_notice(app_context(request), _oid(finding_id), lang)
+    except FindingNotFound:
+        raise HTTPException(404, "no such finding") from None
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+        return redirect(f"/findings/{finding_id}")
+    return render(
+        request,
+        "notice.html",
+        notice=notice,
+        finding=_finding(app_context(request), finding_id),
+        languages=NOTICE_LANGUAGES,
+    )
+
+
+@router.post("/findings/{finding_id}/notice")
+def notice_sent(
+    request: Request,
+    user: Reviewer,
+    finding_id: str,
+    lang: Annotated[str, Form()],
+    subject: Annotated[str, Form(max_length=500)],
+    body: Annotated[str, Form(max_length=100_000)],
+    recipient: Annotated[str, Form(max_length=500)],
+) -> Response:
+    try:
+        record_notice(
+            app_context(request),
+            _oid(finding_id),
+            lang=lang,
+            subject=subject,
+            body=body,
+            recipient=recipient,
+            by=user.name,
+        )
+    except FindingNotFound:
+        raise HTTPException(404, "no such finding") from None
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+        return redirect(f"/findings/{finding_id}/notice?lang={lang}")
+    flash(request, f"Notice to {recipient} recorded; the finding is now 'notice sent'.")
+    return redirect(f"/findings/{finding_id}")
+
+
+@router.get("/notices/{notice_id}")
+def notice_text(request: Request, user: Viewer, notice_id: str) -> PlainTextResponse:
+    notice = app_context(request).db.notices.find_one({"_id": _oid(notice_id)})
+    if notice is None:
+        raise HTTPException(404, "no such notice")
+    return PlainTextResponse(
+        f"Subject: {notice['subject']}\nTo: {notice['recipient']}\n\n{notice['body']}\n",
+        headers={"X-Content-SHA256": notice["sha256"]},
+    )
+
+
+@router.get("/pages/{page_id}/raw")
+def page_raw(request: Request, user: Viewer, page_id: str, download: bool = False) -> Response:
+    """The captured page exactly as fetched, for the sandboxed evidence frame or download."""
+    page = app_context(request).db.pages.find_one(
+        {"_id": _oid(page_id)}, {"raw_zlib": 1, "encoding": 1, "raw_sha256": 1}
+    )
+    if page is None or page.get("raw_zlib") is None:
+        raise HTTPException(404, "no snapshot of this page")
+    charset = page.get("encoding") or ""
+    media_type = "text/html" + (f"; charset={charset}" if _CHARSET.match(charset) else "")
+    disposition = "attachment" if download else "inline"
+    return Response(
+        zlib.decompress(page["raw_zlib"]),
+        media_type=media_type,
+        headers={
+            "Content-Security-Policy": EVIDENCE_CSP,
+            "X-Frame-Options": "SAMEORIGIN",
+            "Referrer-Policy": "no-referrer",
+            "Content-Disposition": f'{disposition}; filename="{page["raw_sha256"]}.html"',
+        },
+    )

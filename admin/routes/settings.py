@@ -1,0 +1,140 @@
+"""Administration: users and roles, the notice sender, the whitelist of licensed domains."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from tracker.users import (
+    ROLES,
+    UserError,
+    add_user,
+    list_tokens,
+    list_users,
+    remove_user,
+    set_password,
+    set_role,
+)
+from tracker.workflow import (
+    SENDER_FIELDS,
+    WorkflowError,
+    add_licensed_domain,
+    list_licensed_domains,
+    notice_sender,
+    remove_licensed_domain,
+    set_notice_sender,
+)
+
+from ..security import Admin, Viewer, app_context, flash
+from ..web import redirect, render
+
+router = APIRouter(include_in_schema=False)
+Password = Annotated[str, Form(max_length=1024)]
+
+
+@router.get("/users")
+def users(request: Request, user: Admin) -> HTMLResponse:
+    ctx = app_context(request)
+    return render(
+        request, "users.html", users=list_users(ctx), tokens=list_tokens(ctx), roles=ROLES
+    )
+
+
+def _user_action(request: Request, done: str, action: Callable[[], None]) -> Response:
+    try:
+        action()
+    except UserError as err:
+        flash(request, str(err), "error")
+    else:
+        flash(request, done)
+    return redirect("/users")
+
+
+@router.post("/users")
+def user_add(
+    request: Request,
+    user: Admin,
+    name: Annotated[str, Form(max_length=64)],
+    role: Annotated[str, Form()],
+    password: Password,
+    repeat: Password,
+) -> Response:
+    if password != repeat:
+        flash(request, "The two passwords differ.", "error")
+        return redirect("/users")
+    ctx = app_context(request)
+    return _user_action(request, f"User {name} added.", lambda: add_user(ctx, name, password, role))
+
+
+@router.post("/users/{name}/role")
+def user_role(request: Request, user: Admin, name: str, role: Annotated[str, Form()]) -> Response:
+    ctx = app_context(request)
+    return _user_action(request, f"{name} is now {role}.", lambda: set_role(ctx, name, role))
+
+
+@router.post("/users/{name}/password")
+def user_password(request: Request, user: Admin, name: str, password: Password) -> Response:
+    ctx = app_context(request)
+    return _user_action(
+        request, f"Password of {name} reset.", lambda: set_password(ctx, name, password)
+    )
+
+
+@router.post("/users/{name}/delete")
+def user_delete(request: Request, user: Admin, name: str) -> Response:
+    if name == user.name:
+        flash(request, "You cannot remove yourself: ask another admin.", "error")
+        return redirect("/users")
+    ctx = app_context(request)
+    return _user_action(request, f"User {name} removed.", lambda: remove_user(ctx, name))
+
+
+@router.get("/settings")
+def settings(request: Request, user: Admin) -> HTMLResponse:
+    return render(
+        request, "settings.html", sender=notice_sender(app_context(request)), fields=SENDER_FIELDS
+    )
+
+
+@router.post("/settings")
+async def save_settings(request: Request, user: Admin) -> Response:
+    form = await request.form()
+    values = {name: str(form.get(name) or "") for name in SENDER_FIELDS}
+    set_notice_sender(app_context(request), **values)
+    flash(request, "Settings saved.")
+    return redirect("/settings")
+
+
+@router.get("/whitelist")
+def whitelist(request: Request, user: Viewer) -> HTMLResponse:
+    return render(request, "whitelist.html", entries=list_licensed_domains(app_context(request)))
+
+
+@router.post("/whitelist")
+def whitelist_add(
+    request: Request,
+    user: Admin,
+    domain: Annotated[str, Form(max_length=300)],
+    note: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    try:
+        count = add_licensed_domain(app_context(request), domain, user.name, note)
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+    else:
+        flash(request, f"{domain} is licensed; {count} finding(s) on it marked licensed.")
+    return redirect("/whitelist")
+
+
+@router.post("/whitelist/{domain}/delete")
+def whitelist_remove(request: Request, user: Admin, domain: str) -> Response:
+    try:
+        count = remove_licensed_domain(app_context(request), domain, user.name)
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+    else:
+        flash(request, f"{domain} removed from the whitelist; {count} finding(s) restored.")
+    return redirect("/whitelist")

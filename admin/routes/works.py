@@ -1,0 +1,202 @@
+"""The master library: list, upload (validated like `copytrack library add`), where found."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi.responses import HTMLResponse
+
+from tracker.context import Context
+from tracker.library import AddResult, Work, add_work
+from tracker.loaders import (
+    HTML_SUFFIXES,
+    JSONL_SUFFIXES,
+    MAX_FILE_BYTES,
+    TEXT_SUFFIXES,
+    LoadError,
+    load_works,
+)
+
+from ..security import Reviewer, Viewer, app_context
+from ..web import render
+
+router = APIRouter(include_in_schema=False)
+PER_PAGE = 50
+PREVIEW_CHARS = 3000
+UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES)
+_CHUNK = 1 << 20
+
+
+@dataclass
+class Intake:
+    """What registering a batch of works did: one result per master, one error per problem."""
+
+    results: list[tuple[AddResult, str]] = field(default_factory=list)  # (result, title)
+    errors: list[str] = field(default_factory=list)
+
+
+def register(
+    ctx: Context, items: Iterable[Work | LoadError], intake: Intake | None = None
+) -> Intake:
+    """Add works to the library; problems are collected, the other works still go in."""
+    intake = intake or Intake()
+    for item in items:
+        if isinstance(item, LoadError):
+            intake.errors.append(str(item))
+            continue
+        try:
+            results = add_work(ctx, item)
+        except ValueError as err:
+            intake.errors.append(f"{item.source or item.external_id or 'text'}: {err}")
+            continue
+        intake.results += [(result, item.title or "") for result in results]
+    return intake
+
+
+def _safe_name(filename: str) -> str:
+    name = re.sub(r"[^\w.\-]+", "_", Path(filename).name).strip("._") or "upload"
+    return name[:120]
+
+
+def _loaded(upload: UploadFile, folder: Path) -> Iterable[Work | LoadError]:
+    """The works of one uploaded file, through the CLI's loaders (same validation)."""
+    shown = upload.filename or "upload"
+    name = _safe_name(shown)
+    if not name.lower().endswith(UPLOAD_SUFFIXES):
+        yield LoadError(shown, "unsupported file type: use .txt, .md, .html or .jsonl")
+        return
+    path = folder / name
+    size = 0
+    with path.open("wb") as out:
+        while chunk := upload.file.read(_CHUNK):
+            size += len(chunk)
+            if size > MAX_FILE_BYTES:
+                yield LoadError(shown, f"larger than {MAX_FILE_BYTES // 2**20} MB; split it")
+                return
+            out.write(chunk)
+    for item in load_works([path]):
+        if isinstance(item, LoadError):
+            # The reviewer knows the file by its own name, not by our temporary path.
+            yield LoadError(item.where.replace(str(path), shown), item.reason)
+        else:
+            yield dataclasses.replace(item, source=f"upload:{shown}")
+
+
+@router.get("/works")
+def works_list(
+    request: Request,
+    user: Viewer,
+    q: Annotated[str, Query(max_length=200)] = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> HTMLResponse:
+    ctx = app_context(request)
+    query: dict[str, Any] = {}
+    if q.strip():
+        pattern = {"$regex": re.escape(q.strip()), "$options": "i"}
+        query = {"$or": [{"external_id": pattern}, {"title": pattern}, {"author": pattern}]}
+    total = ctx.db.masters.count_documents(query)
+    masters = list(
+        ctx.db.masters.find(query, {"text": 0})
+        .sort("_id", -1)
+        .skip((page - 1) * PER_PAGE)
+        .limit(PER_PAGE)
+    )
+    counts = {
+        row["_id"]: row
+        for row in ctx.db.findings.aggregate(
+            [
+                {"$match": {"master_id": {"$in": [m["_id"] for m in masters]}}},
+                {
+                    "$group": {
+                        "_id": "$master_id",
+                        "pages": {"$sum": 1},
+                        "domains": {"$addToSet": "$domain"},
+                    }
+                },
+            ]
+        )
+    }
+    return render(
+        request,
+        "works.html",
+        masters=masters,
+        counts=counts,
+        q=q,
+        page=page,
+        pages=max(1, -(-total // PER_PAGE)),
+        total=total,
+    )
+
+
+@router.get("/works/new")
+def upload_form(request: Request, user: Reviewer) -> HTMLResponse:
+    return render(request, "work_upload.html", intake=None, suffixes=UPLOAD_SUFFIXES)
+
+
+@router.post("/works/new")
+def upload(
+    request: Request,
+    user: Reviewer,
+    files: Annotated[list[UploadFile], File(default_factory=list)],
+    text: Annotated[str, Form(max_length=2_000_000)] = "",
+    title: Annotated[str, Form(max_length=500)] = "",
+    external_id: Annotated[str, Form(max_length=200)] = "",
+    author: Annotated[str, Form(max_length=200)] = "",
+) -> HTMLResponse:
+    ctx = app_context(request)
+    intake = Intake()
+    with tempfile.TemporaryDirectory(prefix="copytrack-upload-") as folder:
+        for upload_file in files:
+            if upload_file.filename:
+                register(ctx, _loaded(upload_file, Path(folder)), intake)
+    if text.strip():
+        work = Work(
+            text=text,
+            external_id=external_id.strip() or None,
+            title=title.strip() or None,
+            author=author.strip() or None,
+            source="upload:pasted",
+        )
+        register(ctx, [work], intake)
+    if not intake.results and not intake.errors:
+        intake.errors.append("nothing to add: choose files or paste a text")
+    return render(
+        request,
+        "work_upload.html",
+        status_code=200 if intake.results or not intake.errors else 400,
+        intake=intake,
+        suffixes=UPLOAD_SUFFIXES,
+    )
+
+
+@router.get("/works/{master_id}")
+def work_detail(request: Request, user: Viewer, master_id: int) -> HTMLResponse:
+    ctx = app_context(request)
+    master = ctx.db.masters.find_one({"_id": master_id})
+    if master is None:
+        raise HTTPException(404, "no such work")
+    findings = list(
+        ctx.db.findings.find({"master_id": master_id}, {"history": 0, "spans": 0})
+        .sort([("score", -1), ("_id", 1)])
+        .limit(500)
+    )
+    domains: dict[str, int] = {}
+    for finding in findings:
+        domains[finding["domain"]] = domains.get(finding["domain"], 0) + 1
+    text = master.pop("text", "")
+    return render(
+        request,
+        "work.html",
+        master=master,
+        preview=text[:PREVIEW_CHARS],
+        truncated=len(text) > PREVIEW_CHARS,
+        findings=findings,
+        domains=sorted(domains.items(), key=lambda item: (-item[1], item[0])),
+    )

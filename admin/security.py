@@ -1,0 +1,269 @@
+"""Who is asking, and may they: sessions, API tokens, CSRF, roles, security headers.
+
+* A session is a random id in an HttpOnly, SameSite=Lax cookie; its data (user, CSRF
+  token, flash messages) lives in Redis under the id's SHA-256, so a copy of Redis holds
+  no usable cookie. Sessions expire after ``SESSION_IDLE_S`` idle and ``SESSION_MAX_S``
+  in all; changing a user's password or removing the user ends its sessions.
+* Integrations send ``Authorization: Bearer <token>`` (see ``tracker.users``); a token
+  request carries no cookie, so it needs no CSRF token.
+* Every state-changing request made with a session must carry the session's CSRF token,
+  in the form field ``csrf_token`` or the ``X-CSRF-Token`` header. The login form, which
+  has no session yet, uses a double-submit cookie instead.
+* ``gate`` runs before every route (an app-wide dependency): nothing but ``PUBLIC_ROUTES``
+  answers without a session or a token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tracker.context import Context
+from tracker.users import Principal, get_user, verify_token
+
+SESSION_COOKIE = "copytrack_session"
+LOGIN_CSRF_COOKIE = "copytrack_login_csrf"
+SESSION_IDLE_S = 8 * 3600
+SESSION_MAX_S = 24 * 3600
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Route paths that answer without a session or token (static assets are a separate mount).
+PUBLIC_ROUTES = frozenset({"/login", "/healthz", "/static/vendor/plotly.min.js"})
+
+#: The app's pages: scripts only from our own files, no inline script or handler anywhere.
+#: Inline styles are allowed because plotly.js injects its own stylesheet at run time.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self'; connect-src 'self'; frame-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+#: A captured page shown as evidence: sandboxed (no scripts, forms, popups, same-origin
+#: rights), nothing fetched from anywhere (no tracking pixel tells the pirate we looked).
+EVIDENCE_CSP = (
+    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'"
+)
+
+
+class LoginRequired(Exception):
+    """No valid session or token: pages redirect to the login form, the API answers 401."""
+
+
+class Forbidden(Exception):
+    """Authenticated, but the role or the CSRF token does not allow this request."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _key(sid: str) -> str:
+    return "copytrack:session:" + hashlib.sha256(sid.encode()).hexdigest()
+
+
+@dataclass
+class Session:
+    """A logged-in browser: its cookie id and its data in Redis."""
+
+    sid: str
+    data: dict[str, Any]
+
+    @property
+    def csrf(self) -> str:
+        return self.data["csrf"]
+
+
+class SessionStore:
+    """Sessions in Redis, so every admin process sees the same ones."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.redis = ctx.redis
+
+    def create(self, principal: Principal) -> Session:
+        """A new session (a fresh id at every login: no session fixation)."""
+        data = {
+            "user": principal.name,
+            "epoch": principal.session_epoch,
+            "csrf": secrets.token_urlsafe(32),
+            "created": time.time(),
+            "flash": [],
+        }
+        session = Session(secrets.token_urlsafe(32), data)
+        self.save(session)
+        return session
+
+    def load(self, sid: str) -> Session | None:
+        """The session of a cookie value, or None when unknown or expired."""
+        raw = self.redis.get(_key(sid))
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        if time.time() - data["created"] > SESSION_MAX_S:
+            self.delete(sid)
+            return None
+        self.redis.expire(_key(sid), SESSION_IDLE_S)
+        return Session(sid, data)
+
+    def save(self, session: Session) -> None:
+        self.redis.set(_key(session.sid), json.dumps(session.data), ex=SESSION_IDLE_S)
+
+    def delete(self, sid: str) -> None:
+        self.redis.delete(_key(sid))
+
+
+@dataclass
+class Auth:
+    """The authenticated side of a request: a principal, and its session if it has one."""
+
+    principal: Principal
+    session: Session | None = None
+
+
+def app_context(request: Request) -> Context:
+    """The tracker Context of the app serving this request."""
+    return request.app.state.ctx
+
+
+def _resolve(request: Request) -> Auth | None:
+    ctx = app_context(request)
+    header = request.headers.get("authorization", "")
+    if header:
+        scheme, _, token = header.partition(" ")
+        principal = verify_token(ctx, token) if scheme.lower() == "bearer" else None
+        return Auth(principal) if principal else None
+    sid = request.cookies.get(SESSION_COOKIE)
+    if not sid:
+        return None
+    store: SessionStore = request.app.state.sessions
+    session = store.load(sid)
+    if session is None:
+        return None
+    user = get_user(ctx, session.data["user"])
+    # A removed user, or one whose password changed since this login, has no session.
+    if user is None or user.get("session_epoch", 0) != session.data["epoch"]:
+        store.delete(sid)
+        return None
+    principal = Principal(user["_id"], user["role"], session_epoch=session.data["epoch"])
+    return Auth(principal, session)
+
+
+async def gate(request: Request) -> Auth | None:
+    """Run before every route: authenticate, and check CSRF on state-changing requests."""
+    route = request.scope.get("route")
+    if getattr(route, "path", None) in PUBLIC_ROUTES:
+        return None
+    auth = await run_in_threadpool(_resolve, request)
+    if auth is None:
+        raise LoginRequired
+    if request.method not in SAFE_METHODS and auth.session is not None:
+        sent = request.headers.get(CSRF_HEADER)
+        if sent is None:
+            # Parsed once and cached by Starlette, so the route still gets its form fields.
+            sent = (await request.form()).get(CSRF_FIELD)
+        if not isinstance(sent, str) or not same_secret(sent, auth.session.csrf):
+            raise Forbidden("the form expired or did not come from this site: reload and retry")
+    request.state.auth = auth
+    return auth
+
+
+def same_secret(sent: str, expected: str) -> bool:
+    """Constant-time comparison that also takes non-ASCII input (a forged field may have it)."""
+    return hmac.compare_digest(sent.encode(), expected.encode())
+
+
+def _needs(role: str) -> Callable[[Auth | None], Principal]:
+    """A dependency that lets only principals with at least ``role`` through."""
+
+    def dependency(auth: Annotated[Auth | None, Depends(gate)]) -> Principal:
+        if auth is None:  # a public route asking for a user is a programming error
+            raise LoginRequired
+        if not auth.principal.can(role):
+            raise Forbidden(f"this needs the {role} role; you are {auth.principal.role}")
+        return auth.principal
+
+    dependency.__name__ = f"needs_{role}"
+    return dependency
+
+
+Viewer = Annotated[Principal, Depends(_needs("viewer"))]
+Reviewer = Annotated[Principal, Depends(_needs("reviewer"))]
+Admin = Annotated[Principal, Depends(_needs("admin"))]
+
+
+def session_of(request: Request) -> Session | None:
+    """The request's session (None for token requests and public routes)."""
+    auth: Auth | None = getattr(request.state, "auth", None)
+    return auth.session if auth else None
+
+
+def flash(request: Request, message: str, kind: str = "ok") -> None:
+    """Show ``message`` on the next page this browser renders."""
+    session = session_of(request)
+    if session is not None:
+        session.data.setdefault("flash", []).append({"kind": kind, "text": message})
+        request.app.state.sessions.save(session)
+
+
+def pop_flashes(request: Request) -> list[dict[str, str]]:
+    session = session_of(request)
+    if session is None or not session.data.get("flash"):
+        return []
+    messages, session.data["flash"] = session.data["flash"], []
+    request.app.state.sessions.save(session)
+    return messages
+
+
+def client_address(request: Request) -> str:
+    """The client's address (the admin binds to loopback or sits behind one trusted proxy)."""
+    return request.client.host if request.client else "unknown"
+
+
+def safe_next(target: str | None) -> str:
+    """A post-login redirect target on this site only (no open redirect)."""
+    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
+        return target
+    return "/"
+
+
+class SecurityHeaders:
+    """ASGI middleware: CSP and friends on every response that does not set its own."""
+
+    HEADERS = (
+        (b"content-security-policy", PAGE_CSP.encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", b"DENY"),
+        (b"referrer-policy", b"same-origin"),
+        (b"cross-origin-opener-policy", b"same-origin"),
+        (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
+    )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        static = scope["path"].startswith("/static/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(k, v) for k, v in self.HEADERS if k not in present]
+                if not static and b"cache-control" not in present:
+                    headers.append((b"cache-control", b"no-store"))  # reviewers' data
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,102 @@
+"""Rendering pages: the Jinja2 environment (autoescaped), template filters, highlighting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from jinja2 import select_autoescape
+
+from tracker.findings import STATUSES
+from tracker.workflow import TRANSITIONS
+
+from .campaigns import figures as run_figures
+from .security import pop_flashes, session_of
+
+HERE = Path(__file__).parent
+STATIC_DIR = HERE / "static"
+
+STATUS_LABELS = {
+    "new": "New",
+    "confirmed": "Confirmed",
+    "dismissed": "Dismissed",
+    "notice_sent": "Notice sent",
+    "removed": "Removed",
+    "licensed": "Licensed",
+}
+
+
+def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
+    if not value:  # None, or a field the document does not have (Jinja's Undefined)
+        return "—"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    value = value.replace(tzinfo=value.tzinfo or UTC).astimezone(UTC)
+    return value.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _query(params: Mapping[str, Any], **changes: Any) -> str:
+    """``params`` with ``changes`` applied (None drops a key), as a query string."""
+    merged = {**params, **changes}
+    return urlencode({k: v for k, v in merged.items() if v not in (None, "")})
+
+
+templates = Jinja2Templates(directory=HERE / "templates")
+# Page text and titles are hostile: autoescape every template, whatever its name.
+templates.env.autoescape = select_autoescape(default=True, default_for_string=True)
+templates.env.filters.update(dt=_datetime, pct=_percent, query=_query)
+templates.env.globals.update(
+    STATUSES=STATUSES, STATUS_LABELS=STATUS_LABELS, TRANSITIONS=TRANSITIONS, run_figures=run_figures
+)
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """A page, with the user, the CSRF token and pending flash messages in its context."""
+    auth = getattr(request.state, "auth", None)
+    session = session_of(request)
+    return templates.TemplateResponse(
+        request,
+        name,
+        {
+            "user": auth.principal if auth else None,
+            "csrf_token": session.csrf if session else "",
+            "flashes": pop_flashes(request),
+            **context,
+        },
+        status_code=status_code,
+    )
+
+
+def redirect(url: str) -> RedirectResponse:
+    """303 See Other: after a POST the browser GETs the next page."""
+    return RedirectResponse(url, status_code=303)
+
+
+def highlight(text: str, ranges: Iterable[tuple[int, int, int]]) -> list[tuple[str, int | None]]:
+    """Cut ``text`` into (piece, passage index or None) for ``(start, end, index)`` ranges.
+
+    Overlapping ranges are clipped so that every character is shown exactly once.
+    """
+    pieces: list[tuple[str, int | None]] = []
+    at = 0
+    for start, end, index in sorted(ranges):
+        start = max(start, at)
+        if end <= start:
+            continue
+        if start > at:
+            pieces.append((text[at:start], None))
+        pieces.append((text[start:end], index))
+        at = end
+    if at < len(text):
+        pieces.append((text[at:], None))
+    return pieces

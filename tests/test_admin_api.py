@@ -1,0 +1,195 @@
+"""The JSON API /api/v1 on real servers: every endpoint, its auth failures and bad payloads."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import get_args
+
+import pytest
+from bson import ObjectId
+
+from admin.routes.api import ReviewStatus
+from tests.test_admin_app import ZH, client, login, seed
+from tracker import campaigns as tracker_campaigns
+from tracker.users import create_token, revoke_token
+from tracker.workflow import TRANSITIONS
+
+
+@pytest.fixture
+def api(ctx):
+    """A client, the seeded data, and a bearer header per role."""
+    seeded = seed(ctx, pages=6)
+    headers = {
+        role: {"Authorization": f"Bearer {create_token(ctx, name, f'{role} test')}"}
+        for name, role in (("ada", "admin"), ("rui", "reviewer"), ("vic", "viewer"))
+    }
+    return client(ctx), seeded, headers
+
+
+def test_the_api_offers_exactly_the_statuses_a_reviewer_may_set():
+    targets = {target for targets in TRANSITIONS.values() for target in targets}
+    assert set(get_args(ReviewStatus)) == targets
+
+
+def test_the_schema_lists_every_endpoint(api):
+    http, _, auth = api
+    assert http.get("/api/v1/openapi.json").status_code == 401
+    schema = http.get("/api/v1/openapi.json", headers=auth["viewer"]).json()
+    assert set(schema["paths"]) == {
+        "/api/v1/check",
+        "/api/v1/works",
+        "/api/v1/findings",
+        "/api/v1/findings/{finding_id}",
+        "/api/v1/campaigns",
+        "/api/v1/campaigns/{name}/runs",
+    }
+    assert schema["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
+
+
+def test_check_finds_the_copied_work_and_refuses_bad_payloads(api):
+    http, _, auth = api
+    text = "转载：" + ZH[2]
+    assert http.post("/api/v1/check", json={"text": text}).status_code == 401
+    found = http.post("/api/v1/check", json={"text": text}, headers=auth["viewer"])
+    assert found.status_code == 200
+    match = found.json()["matches"][0]
+    assert match["work_id"] == "news-002" and match["work_coverage"] > 0.9
+    passage = match["passages"][0]
+    assert passage["text"] == text[passage["text_start"] : passage["text_end"]]
+    assert http.post("/api/v1/check", json={"text": ZH[9]}, headers=auth["viewer"]).json() == {
+        "matches": []
+    }
+    for bad in ({}, {"text": ""}, {"text": 5}, {"text": "x", "lang": "zh"}):
+        response = http.post("/api/v1/check", json=bad, headers=auth["viewer"])
+        assert response.status_code == 422, bad
+        assert isinstance(response.json()["detail"], list) and response.json()["detail"]
+    not_json = http.post(
+        "/api/v1/check",
+        content=b"{oops",
+        headers={**auth["viewer"], "Content-Type": "application/json"},
+    )
+    assert not_json.status_code == 422
+
+
+def test_works_are_added_by_reviewers_with_per_item_errors(api, ctx):
+    http, _, auth = api
+    body = {"works": [{"id": "api-1", "title": "接口", "text": ZH[10]}, {"text": "太短了"}]}
+    assert http.post("/api/v1/works", json=body, headers=auth["viewer"]).status_code == 403
+    added = http.post("/api/v1/works", json=body, headers=auth["reviewer"])
+    assert added.status_code == 201
+    result = added.json()
+    assert result["results"] == [
+        {"work_id": "api-1", "master_id": result["results"][0]["master_id"], "status": "added",
+         "detail": ""}
+    ]  # fmt: skip
+    assert len(result["errors"]) == 1 and "too short" in result["errors"][0]
+    assert ctx.db.masters.find_one({"external_id": "api-1"})["source"] == "api"
+    again = http.post("/api/v1/works", json=body, headers=auth["reviewer"]).json()
+    assert again["results"][0]["status"] == "unchanged"
+    only_bad = http.post("/api/v1/works", json={"works": [{"text": "短"}]}, headers=auth["admin"])
+    assert only_bad.status_code == 422 and only_bad.json()["results"] == []
+    for bad in ({"works": []}, {"works": [{"title": "no text"}]}, {"work": []}):
+        assert http.post("/api/v1/works", json=bad, headers=auth["admin"]).status_code == 422
+
+
+def test_findings_are_listed_filtered_and_paginated(api, ctx):
+    http, _, auth = api
+    assert http.get("/api/v1/findings").status_code == 401
+    everything = http.get("/api/v1/findings?per_page=200", headers=auth["viewer"]).json()
+    assert everything["total"] == ctx.db.findings.count_documents({})
+    first = everything["items"][0]
+    assert set(first) >= {"id", "status", "work_id", "url", "domain", "score", "first_seen"}
+    assert datetime.fromisoformat(first["first_seen"]).utcoffset() == timedelta(0)
+    confirmed = http.get("/api/v1/findings?status=confirmed", headers=auth["viewer"]).json()
+    assert confirmed["total"] == ctx.db.findings.count_documents({"status": "confirmed"})
+    assert {f["status"] for f in confirmed["items"]} == {"confirmed"}
+    by_work = http.get("/api/v1/findings?work=news-000&min_score=0.5", headers=auth["viewer"])
+    assert all(f["work_id"] == "news-000" and f["score"] >= 0.5 for f in by_work.json()["items"])
+    page = http.get("/api/v1/findings?per_page=2&page=2&sort=score", headers=auth["viewer"])
+    assert page.json()["page"] == 2 and len(page.json()["items"]) == 2
+    for query, status in (
+        ("status=bogus", 400),
+        ("sort=password", 400),
+        ("since=yesterday", 400),
+        ("per_page=1000", 422),
+        ("min_score=abc", 422),
+    ):
+        response = http.get(f"/api/v1/findings?{query}", headers=auth["viewer"])
+        assert response.status_code == status, query
+        assert response.json()["detail"]
+
+
+def test_one_finding_and_its_status_changes(api, ctx):
+    http, seeded, auth = api
+    finding_id = str(seeded.findings[4])
+    got = http.get(f"/api/v1/findings/{finding_id}", headers=auth["viewer"])
+    assert got.status_code == 200 and got.json()["history"][0]["status"] == "new"
+    assert http.get("/api/v1/findings/nope", headers=auth["viewer"]).status_code == 404
+    assert http.get(f"/api/v1/findings/{ObjectId()}", headers=auth["viewer"]).status_code == 404
+
+    url = f"/api/v1/findings/{seeded.findings[5]}"  # dismissed by the seed
+    change = {"status": "new", "note": "再看一下"}
+    assert http.patch(url, json=change).status_code == 401
+    assert http.patch(url, json=change, headers=auth["viewer"]).status_code == 403
+    reopened = http.patch(url, json=change, headers=auth["reviewer"])
+    assert reopened.status_code == 200 and reopened.json()["status"] == "new"
+    assert reopened.json()["history"][-1] == {
+        **reopened.json()["history"][-1],
+        "status": "new",
+        "by": "rui",
+        "note": "再看一下",
+    }
+    refused = http.patch(url, json={"status": "removed"}, headers=auth["reviewer"])
+    assert refused.status_code == 409 and "can become confirmed, dismissed" in refused.text
+    for bad in ({"status": "licensed"}, {"status": "gone"}, {}, {"status": "new", "x": 1}):
+        assert http.patch(url, json=bad, headers=auth["reviewer"]).status_code == 422, bad
+    missing = http.patch(f"/api/v1/findings/{ObjectId()}", json=change, headers=auth["admin"])
+    assert missing.status_code == 404
+
+
+def test_campaigns_are_listed_and_admins_trigger_runs(api, ctx, monkeypatch):
+    http, _, auth = api
+    listed = http.get("/api/v1/campaigns", headers=auth["viewer"]).json()
+    assert [c["name"] for c in listed] == ["pirate-sites"]
+    assert listed[0]["schedule"] == "0 3 * * *"
+    assert listed[0]["last_run"]["figures"]["fetched"] == 128
+    runs = http.get("/api/v1/campaigns/pirate-sites/runs", headers=auth["viewer"]).json()
+    assert runs[0]["state"] == "finished"
+    assert http.get("/api/v1/campaigns/nope/runs", headers=auth["viewer"]).status_code == 404
+
+    launched = []
+    monkeypatch.setattr(
+        tracker_campaigns, "launch_crawl", lambda ctx, name, run_id: launched.append(run_id)
+    )
+    url = "/api/v1/campaigns/pirate-sites/runs"
+    assert http.post(url).status_code == 401
+    assert http.post(url, headers=auth["reviewer"]).status_code == 403
+    started = http.post(url, headers=auth["admin"])
+    assert started.status_code == 202 and started.json()["run_id"] == str(launched[0])
+    busy = http.post(url, headers=auth["admin"])
+    assert busy.status_code == 409 and "already running" in busy.json()["detail"]
+    unknown = http.post("/api/v1/campaigns/nope/runs", headers=auth["admin"])
+    assert unknown.status_code == 404
+
+
+def test_token_rights_follow_their_user_and_revocation(api, ctx):
+    http, _, _ = api
+    read_only = create_token(ctx, "rui", "dashboards", role="viewer")
+    header = {"Authorization": f"Bearer {read_only}"}
+    assert http.get("/api/v1/findings", headers=header).status_code == 200
+    refused = http.post("/api/v1/works", json={"works": [{"text": ZH[11]}]}, headers=header)
+    assert refused.status_code == 403
+    revoke_token(ctx, read_only.split("_")[1])
+    assert http.get("/api/v1/findings", headers=header).status_code == 401
+    for bad in ("Bearer", "Bearer nonsense", "Basic cnVpOnB3", read_only.replace("ct_", "xx_")):
+        assert http.get("/api/v1/findings", headers={"Authorization": bad}).status_code == 401
+
+
+def test_a_browser_session_may_call_the_api_with_its_csrf_header(api):
+    http, seeded, _ = api
+    token = login(http, "rui")
+    url = f"/api/v1/findings/{seeded.xss}"
+    assert http.get(url).status_code == 200  # reads need no CSRF token
+    assert http.patch(url, json={"status": "confirmed"}).status_code == 403
+    ok = http.patch(url, json={"status": "confirmed"}, headers={"X-CSRF-Token": token})
+    assert ok.status_code == 200

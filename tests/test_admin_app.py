@@ -1,0 +1,598 @@
+"""The admin web app on real servers: access control, CSRF, CSP, hostile pages, the pages.
+
+Also home of the seeding and login helpers the other admin test modules import: a small
+library of Chinese news works, pirated copies on several domains scanned by the real
+matcher, reviewers' decisions, a campaign with runs, and three users (one per role).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+from bson import ObjectId
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+from starlette.routing import Mount
+
+from admin.app import create_app
+from admin.security import PUBLIC_ROUTES, SESSION_COOKIE
+from tests.corpus import texts
+from tracker import campaigns as tracker_campaigns
+from tracker.attacks import combine, excerpt, insert_ads, reflow
+from tracker.context import Context
+from tracker.library import Work, add_work
+from tracker.pages import PageInput, scan_page, store_page
+from tracker.users import add_user
+from tracker.workflow import record_notice, set_status
+
+PASSWORD = "correct horse battery"
+XSS = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+ZH = [reflow(t, 160) for t in texts("zh_news", 40) if len(t) > 550][:12]
+DOMAINS = (
+    "www.pirate-news.example",
+    "m.copycat.example",
+    "bbs.reposter.example",
+    "read.freetext.example",
+)
+
+
+def _html(title: str, text: str) -> bytes:
+    # Deliberately unescaped, like a real pirate page: the evidence frame must stay inert.
+    paragraphs = "".join(f"<p>{line}</p>" for line in text.split("\n"))
+    return (
+        f"<html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+        f"<h1>{title}</h1>{paragraphs}<script>document.title='owned'</script></body></html>"
+    ).encode()
+
+
+@dataclass
+class Seeded:
+    """What ``seed`` put in the database."""
+
+    masters: list[int]
+    findings: list[ObjectId] = field(default_factory=list)
+    xss: ObjectId | None = None
+    campaign: str = "pirate-sites"
+
+
+def _page(ctx: Context, url: str, title: str, text: str, days_ago: int = 0) -> list[ObjectId]:
+    page_id, _ = store_page(
+        ctx,
+        PageInput(url=url, text=text, raw=_html(title, text), title=title, campaign="pirate-sites"),
+    )
+    scan_page(ctx, page_id)
+    if days_ago:
+        # Spread first sightings over the past days, as weeks of crawling would.
+        ctx.db.findings.update_many(
+            {"page_id": page_id},
+            {"$set": {"first_seen": datetime.now(UTC) - timedelta(days=days_ago, hours=1)}},
+        )
+    return [f["_id"] for f in ctx.db.findings.find({"page_id": page_id}, {"_id": 1})]
+
+
+def seed(ctx: Context, pages: int = 12) -> Seeded:
+    """A small, realistic installation: works, scanned pirate pages, decisions, a run."""
+    rng = random.Random(5)
+    masters = [
+        add_work(
+            ctx,
+            Work(
+                text=text,
+                external_id=f"news-{i:03d}",
+                title=text.split("\n")[0][:20],
+                author="本报记者",
+                lang="zh",
+                kind="news",
+            ),
+        )[0].master_id
+        for i, text in enumerate(ZH[:8])
+    ]
+    seeded = Seeded(masters)
+    for n in range(pages):
+        work = n % 5 if n < 8 else rng.randrange(8)
+        domain = DOMAINS[n % len(DOMAINS)]
+        master = ZH[work]
+        if n % 3 == 2:
+            text = excerpt(master, rng, 0.5, filler=ZH[9])
+        else:
+            text = insert_ads(combine(master, rng), rng)
+        url = f"https://{domain}/{2024 + n % 2}/article-{1000 + n}.html"
+        seeded.findings += _page(ctx, url, f"{master[:14]}_免费阅读", text, days_ago=n % 9)
+    seeded.xss = _page(ctx, "https://evil.example/x", f"Hot {XSS}", f"{XSS}\n{ZH[0]}\n{XSS}")[0]
+    _decide(ctx, seeded)
+    _campaign(ctx)
+    for name, role in (("ada", "admin"), ("rui", "reviewer"), ("vic", "viewer")):
+        add_user(ctx, name, PASSWORD, role)
+    return seeded
+
+
+def _decide(ctx: Context, seeded: Seeded) -> None:
+    ids = seeded.findings
+    for finding_id in ids[:5]:
+        set_status(ctx, finding_id, "confirmed", "rui", "verbatim copy with ads")
+    set_status(ctx, ids[5], "dismissed", "rui", "quotation within fair use")
+    record_notice(
+        ctx, ids[0], lang="zh", subject="侵权通知", body="请删除。", recipient="abuse@x", by="rui"
+    )
+    set_status(ctx, ids[1], "notice_sent", "rui")
+    set_status(ctx, ids[1], "removed", "rui", "gone when re-checked")
+
+
+def _campaign(ctx: Context) -> None:
+    # Loopback seeds need the private-network permission; no crawl is ever started here.
+    local = dataclasses.replace(
+        ctx, settings=dataclasses.replace(ctx.settings, allow_private_networks=True)
+    )
+    campaign = tracker_campaigns.Campaign.from_dict(
+        {
+            "name": "pirate-sites",
+            "seeds": ["http://127.0.0.1:9/news/", "http://127.0.0.1:9/feed.xml"],
+            "schedule": "0 3 * * *",
+            "max_pages": 500,
+            "max_depth": 3,
+            "notes": "每日巡查盗版新闻站",
+        }
+    )
+    tracker_campaigns.save_campaign(local, campaign)
+    run_id = tracker_campaigns.start_run(ctx, "pirate-sites", "schedule")
+    tracker_campaigns.join_run(ctx, run_id)
+    tracker_campaigns.record_progress(
+        ctx,
+        run_id,
+        {"pages.fetched": 128, "pages.changed": 31, "skipped.robots": 4, "failed.http_404": 2},
+        "crawler-1",
+    )
+    tracker_campaigns.finish_crawl(ctx, run_id)
+
+
+def client(ctx: Context) -> TestClient:
+    return TestClient(create_app(ctx), base_url="http://127.0.0.1")
+
+
+def csrf_of(html: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def login(http: TestClient, name: str, password: str = PASSWORD) -> str:
+    """Log ``http`` in as ``name``; returns the session's CSRF token."""
+    form = http.get("/login")
+    response = http.post(
+        "/login",
+        data={"name": name, "password": password, "csrf_token": csrf_of(form.text)},
+        follow_redirects=False,
+    )
+    assert response.status_code == 303, response.text
+    return csrf_of(http.get("/account").text)
+
+
+@pytest.fixture
+def seeded(ctx: Context) -> Seeded:
+    return seed(ctx)
+
+
+@pytest.fixture
+def web(ctx: Context, seeded: Seeded) -> TestClient:
+    return client(ctx)
+
+
+# ------------------------------------------------------------------ access control
+
+
+def _sample_path(path: str) -> str:
+    values = {"finding_id": str(ObjectId()), "master_id": "1", "page_id": str(ObjectId())}
+    return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values.get(m.group(1), "x"), path)
+
+
+def _routes(routes: list[Any]) -> list[Any]:
+    """Every route of the app, through included routers (FastAPI keeps those nested)."""
+    flat = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        flat += _routes(included.routes) if included is not None else [route]
+    return flat
+
+
+def test_every_route_refuses_a_request_without_session_or_token(web):
+    routes = _routes(web.app.routes)
+    checked = set()
+    for route in routes:
+        if isinstance(route, Mount):
+            assert route.path == "/static"  # the app's own CSS/JS, no data
+            continue
+        for method in sorted(route.methods - {"HEAD"}):
+            path = _sample_path(route.path)
+            response = web.request(method, path, follow_redirects=False)
+            if route.path in PUBLIC_ROUTES:
+                assert response.status_code not in (303, 401), (method, path)
+                continue
+            checked.add((method, route.path))
+            if path.startswith("/api/"):
+                assert response.status_code == 401, (method, path, response.text)
+                assert response.headers["www-authenticate"] == "Bearer"
+            else:
+                assert response.status_code == 303, (method, path)
+                assert response.headers["location"].startswith("/login?next=")
+    assert len(checked) > 40  # every page, form and API route was tried
+    assert {"/login", "/healthz", "/static/vendor/plotly.min.js"} == PUBLIC_ROUTES
+    api_routes = [r for r in routes if isinstance(r, APIRoute) and r.path.startswith("/api")]
+    for route in api_routes:
+        for method in route.methods - {"HEAD"}:
+            bad = web.request(
+                method,
+                _sample_path(route.path),
+                headers={"Authorization": "Bearer ct_000000000000_" + "A" * 43},
+            )
+            assert bad.status_code == 401
+    web.cookies.set(SESSION_COOKIE, "forged-session-id")
+    assert web.get("/findings", follow_redirects=False).status_code == 303
+
+
+def test_login_sets_a_safe_cookie_and_redirects_only_within_the_site(web):
+    form = web.get("/login?next=https://evil.example/")
+    assert 'value="/"' in form.text  # an absolute next URL is dropped
+    response = web.post(
+        "/login",
+        data={"name": "rui", "password": PASSWORD, "csrf_token": csrf_of(form.text)},
+        follow_redirects=False,
+    )
+    cookie = response.headers["set-cookie"].lower()
+    assert f"{SESSION_COOKIE}=" in cookie and "httponly" in cookie and "samesite=lax" in cookie
+    assert response.headers["location"] == "/"
+    assert web.get("/").status_code == 200
+
+
+def test_login_needs_its_csrf_token_and_is_rate_limited(web):
+    no_cookie = web.post("/login", data={"name": "rui", "password": PASSWORD, "csrf_token": "x"})
+    assert no_cookie.status_code == 403
+    token = csrf_of(web.get("/login").text)
+    forged = web.post("/login", data={"name": "rui", "password": PASSWORD, "csrf_token": "伪"})
+    assert forged.status_code == 403
+    for _ in range(5):
+        wrong = web.post("/login", data={"name": "rui", "password": "nope", "csrf_token": token})
+        assert wrong.status_code == 401 and "Wrong user name or password" in wrong.text
+    # Locked out now, even with the right password.
+    locked = web.post("/login", data={"name": "rui", "password": PASSWORD, "csrf_token": token})
+    assert locked.status_code == 429 and int(locked.headers["retry-after"]) > 0
+    assert SESSION_COOKIE not in locked.headers.get("set-cookie", "")
+    login(web, "vic")  # other users are not locked out
+
+
+def test_state_changes_need_the_session_csrf_token(ctx, web, seeded):
+    token = login(web, "rui")
+    finding = str(seeded.findings[7])
+    url = f"/findings/{finding}/status"
+    missing = web.post(url, data={"status": "confirmed"}, follow_redirects=False)
+    forged = web.post(url, data={"status": "confirmed", "csrf_token": "伪造"})
+    header = web.post(url, data={"status": "confirmed"}, headers={"X-CSRF-Token": "x"})
+    assert missing.status_code == forged.status_code == header.status_code == 403
+    assert ctx.db.findings.find_one({"_id": seeded.findings[7]})["status"] == "new"
+    ok = web.post(url, data={"status": "confirmed", "csrf_token": token}, follow_redirects=False)
+    assert ok.status_code == 303
+    assert ctx.db.findings.find_one({"_id": seeded.findings[7]})["status"] == "confirmed"
+
+
+def test_roles_limit_what_a_user_may_do(ctx, web, seeded):
+    token = login(web, "vic")
+    assert web.get("/findings").status_code == 200
+    url = f"/findings/{seeded.findings[7]}/status"
+    assert web.post(url, data={"status": "confirmed", "csrf_token": token}).status_code == 403
+    assert web.get("/works/new").status_code == 403
+    web.cookies.clear()
+    token = login(web, "rui")
+    assert web.get("/users").status_code == 403
+    assert web.get("/campaigns/new").status_code == 403
+    assert (
+        web.post("/whitelist", data={"domain": "a.example", "csrf_token": token}).status_code == 403
+    )
+    web.cookies.clear()
+    login(web, "ada")
+    assert web.get("/users").status_code == 200
+
+
+def test_logout_and_password_change_end_sessions(ctx, web):
+    new = "a new long password"
+    token = login(web, "rui")
+    other = client(ctx)
+    login(other, "rui")
+    changed = web.post(
+        "/account/password",
+        data={"current": PASSWORD, "password": new, "repeat": new, "csrf_token": token},
+    )
+    assert changed.status_code == 200 and "Password changed." in changed.text
+    # The other browser's session ended; this one continues with a fresh session.
+    assert other.get("/", follow_redirects=False).status_code == 303
+    token = csrf_of(web.get("/account").text)
+    web.post("/logout", data={"csrf_token": token})
+    assert web.get("/", follow_redirects=False).status_code == 303
+
+
+# ------------------------------------------------------------------ CSP and hostile input
+
+
+class _ScriptAudit(HTMLParser):
+    """Collects inline scripts and inline event handlers of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.problems: list[str] = []
+        self._in_inline_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        names = dict(attrs)
+        self.problems += [f"{tag} {k}=" for k in names if k.startswith("on")]
+        self.problems += [f"{tag} javascript:" for v in names.values() if v and "javascript:" in v]
+        if tag == "script" and "src" not in names and names.get("type") != "application/json":
+            self.problems.append("inline <script>")
+        if tag == "iframe" and names.get("sandbox") != "":
+            self.problems.append("unsandboxed iframe")
+
+
+def audit(html: str) -> list[str]:
+    parser = _ScriptAudit()
+    parser.feed(html)
+    return parser.problems
+
+
+def test_pages_carry_a_strict_csp_no_inline_script_and_csrf_on_every_form(web, seeded):
+    token = login(web, "ada")
+    finding = seeded.findings[0]
+    for path in (
+        "/",
+        "/findings",
+        f"/findings/{finding}",
+        f"/findings/{finding}/notice?lang=en",
+        "/works",
+        f"/works/{seeded.masters[0]}",
+        "/works/new",
+        "/campaigns",
+        "/campaigns/pirate-sites",
+        "/campaigns/pirate-sites/edit",
+        "/whitelist",
+        "/users",
+        "/settings",
+        "/account",
+        "/api/v1/docs",
+        "/reports/work?work=news-000",
+        "/reports/domain?domain=m.copycat.example",
+    ):
+        response = web.get(path)
+        assert response.status_code == 200, path
+        csp = response.headers["content-security-policy"]
+        script_src = re.search(r"script-src ([^;]+)", csp).group(1)
+        assert script_src.strip() == "'self'", path
+        assert "frame-ancestors 'none'" in csp and "object-src 'none'" in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert audit(response.text) == [], path
+        forms = response.text.count('method="post"')
+        assert response.text.count(f'name="csrf_token" value="{token}"') == forms, path
+
+
+def test_a_hostile_page_is_shown_inert(ctx, web, seeded):
+    login(web, "rui")
+    page = web.get(f"/findings/{seeded.xss}")
+    assert page.status_code == 200
+    assert audit(page.text) == []
+    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in page.text
+    assert "onerror=alert" not in page.text.replace("onerror=alert(1)&gt;", "")
+    listing = web.get("/findings")
+    assert "<script>alert" not in listing.text and audit(listing.text) == []
+    finding = ctx.db.findings.find_one({"_id": seeded.xss})
+    raw = web.get(f"/pages/{finding['page_id']}/raw")
+    assert raw.status_code == 200 and b"<script>" in raw.content  # the evidence, unchanged…
+    csp = raw.headers["content-security-policy"]
+    assert csp.startswith("sandbox;") and "default-src 'none'" in csp  # …but inert
+    assert raw.headers["x-frame-options"] == "SAMEORIGIN"
+    assert 'sandbox=""' in page.text
+
+
+# ------------------------------------------------------------------ pages
+
+
+def test_dashboard_shows_counts_chart_data_and_runs(web, seeded):
+    login(web, "vic")
+    page = web.get("/")
+    assert page.status_code == 200
+    chart = json.loads(re.search(r'id="chart-per-day">(.*?)</script>', page.text).group(1))
+    assert len(chart["x"]) == 30 and sum(chart["y"]) == len(seeded.findings) + 1
+    assert 'id="kpi-confirmed">3<' in page.text  # 5 confirmed, 1 then noticed, 1 removed
+    assert 'id="kpi-removed">1<' in page.text
+    assert "www.pirate-news.example" in page.text and "pirate-sites" in page.text
+    plotly = web.get("/static/vendor/plotly.min.js")
+    assert plotly.status_code == 200 and b"plotly" in plotly.content[:2000].lower()
+
+
+def test_findings_filter_sort_paginate_and_bulk_change(ctx, web, seeded):
+    token = login(web, "rui")
+    page = web.get("/findings?status=confirmed&sort=-score")
+    assert page.text.count('name="ids"') == 3
+    one_domain = web.get("/findings?domain=copycat.example")
+    assert one_domain.text.count('name="ids"') == ctx.db.findings.count_documents(
+        {"domain": "m.copycat.example"}
+    )
+    paged = web.get("/findings?per_page=10&page=2")
+    assert paged.status_code == 200 and "Page 2 of" in paged.text
+    assert web.get("/findings?status=bogus").status_code == 400
+    assert web.get("/findings?min_score=2").status_code == 400
+    new = [str(f["_id"]) for f in ctx.db.findings.find({"status": "new"}, {"_id": 1})]
+    removed = [str(seeded.findings[1])]
+    done = web.post(
+        "/findings/bulk",
+        data={"ids": new + removed, "status": "dismissed", "note": "syndicated",
+              "csrf_token": token, "back": "/findings?status=new"},
+    )  # fmt: skip
+    assert done.status_code == 200
+    assert (
+        f"{len(new)} finding(s) marked dismissed" in done.text and "1 could not change" in done.text
+    )
+    assert ctx.db.findings.count_documents({"status": "new"}) == 0
+
+
+def test_finding_detail_aligns_highlighted_passages_and_shows_evidence(ctx, web, seeded):
+    login(web, "rui")
+    finding = ctx.db.findings.find_one({"_id": seeded.findings[2]})
+    page = web.get(f"/findings/{finding['_id']}").text
+    assert len(finding["spans"]) >= 1
+    for index in range(len(finding["spans"])):
+        assert f'id="master-{index}"' in page and f'id="page-{index}"' in page
+    stored = ctx.db.pages.find_one({"_id": finding["page_id"]})
+    assert stored["raw_sha256"] in page and f"{finding['master_coverage']:.0%}" in page
+    assert "verbatim copy with ads" in page  # the history, with its note
+
+
+def test_notice_is_generated_in_both_languages_and_recorded(ctx, web, seeded):
+    token = login(web, "rui")
+    finding_id = seeded.findings[3]
+    finding = ctx.db.findings.find_one({"_id": finding_id})
+    zh = web.get(f"/findings/{finding_id}/notice?lang=zh").text
+    assert "侵权删除通知" in zh and finding["url"] in zh and finding["master_external_id"] in zh
+    en = web.get(f"/findings/{finding_id}/notice?lang=en").text
+    assert "Copyright infringement notice" in en
+    sha = ctx.db.pages.find_one({"_id": finding["page_id"]})["raw_sha256"]
+    assert sha in zh and sha in en
+    not_confirmed = web.get(f"/findings/{seeded.findings[8]}/notice?lang=en")
+    assert "a notice needs a confirmed finding" in not_confirmed.text
+    sent = web.post(
+        f"/findings/{finding_id}/notice",
+        data={"lang": "en", "subject": "Notice", "body": "Please remove it.",
+              "recipient": "abuse@m.copycat.example", "csrf_token": token},
+    )  # fmt: skip
+    assert sent.status_code == 200 and "notice sent" in sent.text.lower()
+    assert ctx.db.findings.find_one({"_id": finding_id})["status"] == "notice_sent"
+    notice = ctx.db.notices.find_one({"finding_id": finding_id})
+    text = web.get(f"/notices/{notice['_id']}")
+    assert "Please remove it." in text.text and text.headers["x-content-sha256"] == notice["sha256"]
+
+
+def test_whitelisting_a_domain_marks_its_findings_licensed_and_back(ctx, web, seeded):
+    token = login(web, "ada")
+    domain = "copycat.example"
+    before = {f["_id"]: f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
+    web.post("/whitelist", data={"domain": domain, "note": "partner", "csrf_token": token})
+    statuses = {f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
+    assert statuses == {"licensed"}
+    listed = web.get(f"/findings/{next(iter(before))}")
+    assert "Licensed" in listed.text
+    web.post(f"/whitelist/{domain}/delete", data={"csrf_token": token})
+    after = {f["_id"]: f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
+    assert after == before
+
+
+def test_works_upload_list_and_detail(ctx, web, seeded):
+    token = login(web, "rui")
+    jsonl = "\n".join(
+        json.dumps({"id": f"up-{i}", "title": f"上传{i}", "text": ZH[10 + i]}, ensure_ascii=False)
+        for i in range(2)
+    )
+    files = [
+        ("files", ("稿件.txt", ZH[8].encode("gb18030"), "text/plain")),
+        ("files", ("batch.jsonl", (jsonl + "\n{broken").encode(), "application/json")),
+        ("files", ("photo.png", b"\x89PNG", "image/png")),
+    ]
+    result = web.post("/works/new", data={"csrf_token": token}, files=files)
+    assert result.status_code == 200
+    assert "up-0" in result.text and "up-1" in result.text
+    assert "batch.jsonl:3" in result.text and "unsupported file type" in result.text
+    assert "/tmp" not in result.text  # problems name the reviewer's file, not ours
+    pasted = web.post("/works/new", data={"csrf_token": token, "text": "太短", "title": "x"})
+    assert pasted.status_code == 400 and "too short" in pasted.text
+    assert "up-1" in web.get("/works?q=up-").text
+    detail = web.get(f"/works/{seeded.masters[0]}").text
+    assert "www.pirate-news.example" in detail
+
+
+def test_campaign_form_validates_and_run_now_starts_a_run(ctx, web, seeded, monkeypatch):
+    token = login(web, "ada")
+    form = {"name": "blogs", "seeds": "https://93.184.215.14/\n", "schedule": "every day",
+            "max_pages": "100", "enabled": "on", "csrf_token": token}  # fmt: skip
+    bad_cron = web.post("/campaigns/new", data=form)
+    assert bad_cron.status_code == 400 and "is not a cron expression" in bad_cron.text
+    private = web.post(
+        "/campaigns/new", data={**form, "schedule": "0 4 * * *", "seeds": "http://10.1.2.3/"}
+    )
+    assert private.status_code == 400 and "COPYTRACK_ALLOW_PRIVATE_NETWORKS" in private.text
+    saved = web.post("/campaigns/new", data={**form, "schedule": "0 4 * * 1"})
+    assert saved.status_code == 200 and "Campaign blogs saved." in saved.text
+    assert tracker_campaigns.get_campaign(ctx, "blogs").schedule == "0 4 * * 1"
+    edited = web.post("/campaigns/blogs/edit", data={**form, "schedule": "", "max_pages": "7"})
+    assert "Campaign blogs saved." in edited.text
+    assert tracker_campaigns.get_campaign(ctx, "blogs").max_pages == 7
+
+    launched = []
+    monkeypatch.setattr(
+        tracker_campaigns, "launch_crawl", lambda ctx, name, run_id: launched.append(run_id)
+    )
+    ran = web.post("/campaigns/blogs/run", data={"csrf_token": token})
+    assert ran.status_code == 200 and "started" in ran.text and len(launched) == 1
+    assert ctx.db.runs.find_one({"_id": launched[0]})["campaign"] == "blogs"
+    busy = web.post("/campaigns/blogs/run", data={"csrf_token": token})
+    assert "already running" in busy.text
+
+
+def test_csv_export_is_safe_against_formula_injection(ctx, web, seeded):
+    login(web, "vic")
+    add_work(ctx, Work(text=ZH[9], external_id="formula", title='=HYPERLINK("http://x","y")'))
+    _page(ctx, "https://mirror.example/f", "t", ZH[9])
+    response = web.get("/exports/findings.csv?domain=mirror.example")
+    assert response.headers["content-type"].startswith("text/csv")
+    assert "attachment" in response.headers["content-disposition"]
+    body = response.content.decode("utf-8-sig")
+    assert body.splitlines()[0].startswith("id,status,work_id,work_title")
+    assert "'=HYPERLINK" in body and ",=HYPERLINK" not in body
+    everything = web.get("/exports/findings.csv").content.decode("utf-8-sig")
+    rows = list(csv.reader(io.StringIO(everything)))
+    assert len(rows) == ctx.db.findings.count_documents({}) + 1
+
+
+def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
+    login(web, "vic")
+    html = web.get("/reports/work?work=news-000")
+    assert html.status_code == 200 and "www.pirate-news.example" in html.text
+    domain = web.get("/reports/domain?domain=https://www.pirate-news.example/x")
+    assert domain.status_code == 200 and "news-000" in domain.text
+    pdf = web.get("/reports/domain?domain=www.pirate-news.example&format=pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
+    assert pdf.headers["content-type"] == "application/pdf"
+    assert web.get("/reports/work?work=nope").status_code == 404
+    assert web.get("/reports/domain?domain=not a domain").status_code == 400
+
+
+def test_users_page_manages_users(ctx, web):
+    token = login(web, "ada")
+    added = web.post(
+        "/users",
+        data={"name": "mei", "role": "viewer", "password": PASSWORD, "repeat": PASSWORD,
+              "csrf_token": token},
+    )  # fmt: skip
+    assert "User mei added." in added.text
+    web.post("/users/mei/role", data={"role": "reviewer", "csrf_token": token})
+    assert ctx.db.users.find_one({"_id": "mei"})["role"] == "reviewer"
+    last_admin = web.post("/users/ada/role", data={"role": "viewer", "csrf_token": token})
+    assert "last admin" in last_admin.text
+    web.post("/users/mei/delete", data={"csrf_token": token})
+    assert ctx.db.users.find_one({"_id": "mei"}) is None
+
+
+def test_account_page_creates_a_token_shown_once(ctx, web):
+    token = login(web, "vic")
+    created = web.post(
+        "/account/tokens", data={"label": "CMS", "role": "viewer", "csrf_token": token}
+    )
+    value = re.search(r'id="new-token" value="([^"]+)"', created.text).group(1)
+    api = web.get("/api/v1/findings", headers={"Authorization": f"Bearer {value}"})
+    assert api.status_code == 200
+    again = web.get("/account").text
+    assert value not in again and "CMS" in again
+    too_much = web.post(
+        "/account/tokens", data={"label": "x", "role": "admin", "csrf_token": token}
+    )
+    assert "more rights than its user" in too_much.text

@@ -1,0 +1,173 @@
+"""The admin in a real browser (Debian's Chromium through Playwright) against a real server.
+
+A reviewer logs in, reads the dashboard chart, opens a finding with its highlighted
+passages, confirms it, exports CSV and writes a takedown notice; a hostile page stays
+inert. Screenshots of the dashboard and of a finding go to docs/.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from admin.app import create_app
+from tests.test_admin_app import PASSWORD, Seeded, seed
+
+playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs Debian's Chromium: apt-get install chromium"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server(ctx) -> Iterator[tuple[str, Seeded]]:
+    """The admin served by uvicorn on 127.0.0.1 in a thread, on a seeded installation."""
+    seeded = seed(ctx, pages=16)
+    port = _free_port()
+    config = uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not uv.started:
+        assert time.monotonic() < deadline, "the admin did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", seeded
+    uv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module; each test gets a fresh context (cookies, storage)."""
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(server, browser):
+    context = browser.new_context(
+        viewport={"width": 1440, "height": 900}, accept_downloads=True, locale="zh-CN"
+    )
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    yield tab
+    context.close()
+
+
+def _log_in(page, base: str, name: str) -> None:
+    page.goto(f"{base}/login")
+    page.fill("input[name=name]", name)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def test_a_reviewer_works_through_a_finding(server, page, ctx):
+    base, _ = server
+    problems: list[str] = []
+    # The evidence frame's own scripts are blocked by its sandbox, which Chromium reports.
+    page.on(
+        "console",
+        lambda msg: (
+            msg.type == "error" and "sandboxed" not in msg.text and problems.append(msg.text)
+        ),
+    )
+    page.on("dialog", lambda dialog: problems.append(f"dialog: {dialog.message}"))
+
+    _log_in(page, base, "rui")
+    page.wait_for_selector("#per-day.chart-ready .main-svg")  # plotly drew the chart
+    assert page.locator("#per-day .bars .point").count() > 0
+    open_count = ctx.db.findings.count_documents(
+        {"status": {"$in": ["new", "confirmed", "notice_sent"]}}
+    )
+    assert page.inner_text("#kpi-open") == str(open_count)
+    assert page.inner_text("#kpi-confirmed") == "3"
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / "admin-dashboard.png"), full_page=True)
+
+    # Open a new finding from the list.
+    page.goto(f"{base}/findings?status=new&domain=www.pirate-news.example&sort=-score")
+    page.locator("a.finding-link").first.click()
+    page.wait_for_selector("#master-text mark.hl")
+    page.frame_locator("iframe.evidence").locator("h1").wait_for()
+    assert page.locator("#master-text mark.hl").count() >= 1
+    assert page.locator("#page-text mark.hl").count() >= 1
+    page.locator("#page-text mark.hl").first.click()
+    index = page.locator("#page-text mark.hl").first.get_attribute("data-pair")
+    assert "focus" in page.locator(f"#master-{index}").get_attribute("class")
+    page.screenshot(path=str(DOCS / "admin-finding.png"), full_page=True)
+
+    # Confirm it, with a note.
+    page.fill("#workflow textarea[name=note]", "整段转载，未经授权")
+    page.click("#to-confirmed")
+    page.wait_for_selector(".flash-ok")
+    assert page.inner_text(".page-head .badge") == "Confirmed"
+    assert "整段转载，未经授权" in page.inner_text("#history")
+    finding_url = page.url
+
+    # Generate the Chinese notice and record that it was sent.
+    page.click("#notice-zh")
+    body = page.input_value("#notice-body")
+    assert "侵权删除通知" in page.input_value("input[name=subject]")
+    assert "SHA-256" in body and "http" in body
+    page.fill("input[name=recipient]", "abuse@pirate.example")
+    page.click("#record-notice")
+    page.wait_for_url(finding_url)
+    assert page.inner_text(".page-head .badge") == "Notice sent"
+
+    # Export the confirmed and noticed findings as CSV.
+    page.goto(f"{base}/findings?status=confirmed,notice_sent")
+    with page.expect_download() as download:
+        page.click("#export-csv")
+    rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text("utf-8-sig"))))
+    assert rows[0][:3] == ["id", "status", "work_id"]
+    assert len(rows) - 1 == ctx.db.findings.count_documents(
+        {"status": {"$in": ["confirmed", "notice_sent"]}}
+    )
+    assert problems == []
+
+
+def test_a_hostile_page_stays_inert_in_the_browser(server, page):
+    base, seeded = server
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    _log_in(page, base, "vic")
+    page.goto(f"{base}/findings/{seeded.xss}")
+    title = page.inner_text("#page-title")
+    assert "<script>" in title and "onerror=" in title  # shown as text…
+    assert page.locator("#page-title script, #page-title img").count() == 0  # …not as markup
+    frame = page.frame_locator("iframe.evidence")
+    frame.locator("h1").wait_for()
+    page.wait_for_timeout(300)
+    assert dialogs == []
+    assert page.title().endswith("evil.example · copytrack")  # the frame did not retitle it
+    assert page.locator("iframe.evidence").get_attribute("sandbox") == ""

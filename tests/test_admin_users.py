@@ -1,0 +1,148 @@
+"""Users, API tokens and login throttling (tracker.users), and their command line."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.cli import main
+from tracker.config import Settings
+from tracker.context import open_context
+from tracker.users import (
+    LoginThrottle,
+    UserError,
+    add_user,
+    create_token,
+    get_user,
+    list_tokens,
+    remove_user,
+    revoke_token,
+    set_password,
+    set_role,
+    verify_password,
+    verify_token,
+)
+
+PASSWORD = "correct horse battery"
+
+
+def test_passwords_are_hashed_with_argon2_and_verified(ctx):
+    add_user(ctx, "rui", PASSWORD, "reviewer")
+    stored = get_user(ctx, "rui")
+    assert stored["password_hash"].startswith("$argon2id$") and PASSWORD not in str(stored)
+    principal = verify_password(ctx, "rui", PASSWORD)
+    assert principal.name == "rui" and principal.role == "reviewer"
+    assert principal.can("viewer") and not principal.can("admin")
+    assert verify_password(ctx, "rui", "wrong password!") is None
+    assert verify_password(ctx, "nobody", PASSWORD) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "password", "role", "problem"),
+    [
+        ("ok", "short", "viewer", "too short"),
+        ("ok", "aaaaaaaaaaaa", "viewer", "too simple"),
+        ("bad name", PASSWORD, "viewer", "invalid user name"),
+        ("ok", PASSWORD, "root", "unknown role"),
+    ],
+)
+def test_bad_users_are_refused(ctx, name, password, role, problem):
+    with pytest.raises(UserError, match=problem):
+        add_user(ctx, name, password, role)
+
+
+def test_the_last_admin_stays_and_password_changes_end_sessions(ctx):
+    add_user(ctx, "ada", PASSWORD, "admin")
+    with pytest.raises(UserError, match="already exists"):
+        add_user(ctx, "ada", PASSWORD, "admin")
+    with pytest.raises(UserError, match="last admin"):
+        set_role(ctx, "ada", "viewer")
+    with pytest.raises(UserError, match="last admin"):
+        remove_user(ctx, "ada")
+    add_user(ctx, "bo", PASSWORD, "admin")
+    set_role(ctx, "ada", "viewer")
+    assert get_user(ctx, "ada")["role"] == "viewer"
+    epoch = get_user(ctx, "bo")["session_epoch"]
+    set_password(ctx, "bo", "another good password")
+    assert get_user(ctx, "bo")["session_epoch"] == epoch + 1
+    assert verify_password(ctx, "bo", "another good password").session_epoch == epoch + 1
+    with pytest.raises(UserError, match="no user"):
+        set_password(ctx, "ghost", PASSWORD)
+
+
+def test_tokens_are_stored_hashed_and_never_exceed_their_user(ctx):
+    add_user(ctx, "rui", PASSWORD, "reviewer")
+    add_user(ctx, "ada", PASSWORD, "admin")
+    token = create_token(ctx, "rui", "CMS import")
+    token_id = token.split("_")[1]
+    stored = ctx.db.tokens.find_one({"_id": token_id})
+    assert token not in str(stored) and token.split("_", 2)[2] not in str(stored)
+    assert verify_token(ctx, token).role == "reviewer"
+    assert ctx.db.tokens.find_one({"_id": token_id})["last_used"] is not None
+    assert verify_token(ctx, token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    assert verify_token(ctx, "not a token") is None
+    with pytest.raises(UserError, match="more rights"):
+        create_token(ctx, "rui", "x", role="admin")
+    with pytest.raises(UserError, match="label"):
+        create_token(ctx, "rui", "  ")
+    read_only = create_token(ctx, "ada", "dashboards", role="viewer")
+    assert verify_token(ctx, read_only).role == "viewer"
+    set_role(ctx, "rui", "viewer")  # demoting the user demotes its tokens
+    assert verify_token(ctx, token).role == "viewer"
+    assert [t["label"] for t in list_tokens(ctx, "rui")] == ["CMS import"]
+    assert not revoke_token(ctx, token_id, user="ada")  # not ada's token
+    assert revoke_token(ctx, token_id, user="rui")
+    assert verify_token(ctx, token) is None
+    add_user(ctx, "temp", PASSWORD, "viewer")
+    temp_token = create_token(ctx, "temp", "t")
+    remove_user(ctx, "temp")
+    assert verify_token(ctx, temp_token) is None and list_tokens(ctx, "temp") == []
+
+
+def test_failed_logins_are_throttled_per_client_and_name(ctx):
+    throttle = LoginThrottle(per_name=3, per_client=5, window_s=60)
+    for _ in range(3):
+        assert throttle.retry_after(ctx, "10.0.0.1", "rui") == 0
+        throttle.failed(ctx, "10.0.0.1", "rui")
+    assert 0 < throttle.retry_after(ctx, "10.0.0.1", "rui") <= 60
+    assert throttle.retry_after(ctx, "10.0.0.1", "ada") == 0  # another name
+    assert throttle.retry_after(ctx, "10.0.0.2", "rui") == 0  # another client
+    throttle.failed(ctx, "10.0.0.1", "ada")
+    throttle.failed(ctx, "10.0.0.1", "bo")
+    assert throttle.retry_after(ctx, "10.0.0.1", "cy") > 0  # the client tried too many
+    throttle.succeeded(ctx, "10.0.0.2", "rui")
+    assert throttle.retry_after(ctx, "10.0.0.2", "rui") == 0
+
+
+def test_the_command_line_manages_users_and_tokens(tracker_env):
+    runner = CliRunner()
+
+    def run(*args: str, stdin: str | None = None):
+        return runner.invoke(main, list(args), input=stdin, catch_exceptions=False)
+
+    added = run("user", "add", "ada", "--role", "admin", "--password-stdin", stdin=PASSWORD + "\n")
+    assert added.exit_code == 0 and "added\tada\tadmin" in added.output
+    prompted = run("user", "add", "rui", stdin=f"{PASSWORD}\n{PASSWORD}\n")
+    assert prompted.exit_code == 0 and "added\trui\treviewer" in prompted.output
+    weak = run("user", "add", "bo", "--password-stdin", stdin="123\n")
+    assert weak.exit_code == 1 and "too short" in weak.output
+    listed = run("user", "list")
+    assert [line.split("\t")[:2] for line in listed.output.splitlines()] == [
+        ["ada", "admin"],
+        ["rui", "reviewer"],
+    ]
+    created = run("token", "create", "rui", "--label", "CMS", "--role", "viewer")
+    token = created.output.strip()
+    ctx = open_context(Settings.from_env(tracker_env))
+    try:
+        assert verify_token(ctx, token).role == "viewer"
+        assert "CMS" in run("token", "list").output
+        assert run("token", "revoke", token.split("_")[1]).exit_code == 0
+        assert verify_token(ctx, token) is None
+    finally:
+        ctx.close()
+    assert run("token", "revoke", "nope").exit_code == 1
+    refused = run("user", "rm", "ada")
+    assert refused.exit_code == 1 and "last admin" in refused.output
+    assert run("user", "rm", "rui").output.strip() == "removed\trui"
+    assert "--port" in run("admin", "--help").output

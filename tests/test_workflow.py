@@ -1,0 +1,257 @@
+"""The reviewers' workflow, licensed domains, notices and reports on real servers."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+from bson import ObjectId
+
+from tests.corpus import texts
+from tracker.library import Work, add_work
+from tracker.pages import PageInput, scan_page, store_page
+from tracker.reports import (
+    FilterError,
+    FindingFilter,
+    dashboard,
+    domain_report,
+    find_findings,
+    findings_csv,
+    parse_filter,
+    safe_cell,
+    work_report,
+)
+from tracker.workflow import (
+    TRANSITIONS,
+    FindingNotFound,
+    WorkflowError,
+    add_licensed_domain,
+    build_notice,
+    bulk_set_status,
+    licensed_domain_of,
+    normalize_domain,
+    notices_of,
+    record_notice,
+    remove_licensed_domain,
+    set_notice_sender,
+    set_status,
+    suppress_licensed,
+)
+
+ZH = [t for t in texts("zh_news", 40) if len(t) > 550][:6]
+
+
+def found_on(ctx, url: str, work: int, raw: bytes = b"<html>copy</html>") -> ObjectId:
+    """Store and scan a page copying ``ZH[work]``; returns its finding."""
+    page_id, _ = store_page(ctx, PageInput(url=url, text="转载 " + ZH[work], raw=raw))
+    scan_page(ctx, page_id)
+    return ctx.db.findings.find_one({"page_id": page_id})["_id"]
+
+
+@pytest.fixture
+def library(ctx):
+    for i, text in enumerate(ZH[:3]):
+        add_work(ctx, Work(text=text, external_id=f"w{i}", title=f"作品{i}", author="记者"))
+    return ctx
+
+
+def status(ctx, finding_id: ObjectId) -> str:
+    return ctx.db.findings.find_one({"_id": finding_id})["status"]
+
+
+def test_status_changes_follow_the_workflow_and_are_recorded(library):
+    ctx = library
+    finding = found_on(ctx, "https://a.example/1", 0)
+    updated = set_status(ctx, finding, "confirmed", "rui", "verbatim")
+    assert updated["status"] == "confirmed"
+    assert updated["history"][-1]["by"] == "rui" and updated["history"][-1]["note"] == "verbatim"
+    assert [h["status"] for h in updated["history"]] == ["new", "confirmed"]
+    with pytest.raises(WorkflowError, match="can become notice_sent, dismissed, new"):
+        set_status(ctx, finding, "removed", "rui")
+    with pytest.raises(WorkflowError, match="whitelist"):
+        set_status(ctx, finding, "licensed", "rui")
+    with pytest.raises(WorkflowError, match="unknown status"):
+        set_status(ctx, finding, "deleted", "rui")
+    with pytest.raises(FindingNotFound):
+        set_status(ctx, ObjectId(), "confirmed", "rui")
+    for target in ("notice_sent", "removed", "new", "dismissed"):
+        set_status(ctx, finding, target, "rui")
+    assert status(ctx, finding) == "dismissed"
+    assert set(TRANSITIONS) == {
+        "new", "confirmed", "dismissed", "notice_sent", "removed", "licensed"
+    }  # fmt: skip
+
+
+def test_bulk_changes_move_only_what_the_workflow_allows(library):
+    ctx = library
+    ids = [found_on(ctx, f"https://b.example/{i}", i) for i in range(3)]
+    set_status(ctx, ids[0], "dismissed", "rui")
+    result = bulk_set_status(ctx, [*ids, ids[1], ObjectId()], "confirmed", "ada", "batch")
+    assert (result.changed, result.refused) == (3, 1)  # the unknown id is refused
+    assert {status(ctx, i) for i in ids} == {"confirmed"}
+    again = bulk_set_status(ctx, ids, "removed", "ada")
+    assert (again.changed, again.refused) == (0, 3)
+    with pytest.raises(WorkflowError):
+        bulk_set_status(ctx, ids, "licensed", "ada")
+
+
+def test_whitelisting_suppresses_old_and_new_findings_and_lifting_it_restores(library):
+    ctx = library
+    partner = found_on(ctx, "https://partner.example/a", 0)
+    sub = found_on(ctx, "https://news.partner.example/b", 1)
+    other = found_on(ctx, "https://notpartner.example/c", 2)
+    set_status(ctx, sub, "confirmed", "rui")
+    assert add_licensed_domain(ctx, "https://Partner.example/path", "ada", "contract 2026") == 2
+    assert status(ctx, partner) == status(ctx, sub) == "licensed"
+    assert status(ctx, other) == "new"
+    history = ctx.db.findings.find_one({"_id": sub})["history"][-1]
+    assert history["status"] == "licensed" and "partner.example" in history["note"]
+    assert licensed_domain_of(ctx, "a.b.partner.example") == "partner.example"
+    assert licensed_domain_of(ctx, "notpartner.example") is None
+
+    # A page found after the domain was whitelisted is licensed by its scan itself.
+    page_id, _ = store_page(ctx, PageInput(url="https://m.partner.example/d", text=ZH[2]))
+    scan_page(ctx, page_id)
+    assert ctx.db.findings.find_one({"page_id": page_id})["status"] == "licensed"
+    assert suppress_licensed(ctx, page_id) == 0
+
+    assert remove_licensed_domain(ctx, "partner.example", "ada") == 3
+    assert status(ctx, partner) == "new" and status(ctx, sub) == "confirmed"
+    with pytest.raises(WorkflowError, match="not on the whitelist"):
+        remove_licensed_domain(ctx, "partner.example", "ada")
+
+
+def test_overlapping_whitelist_entries_keep_covered_findings_licensed(library):
+    ctx = library
+    sub = found_on(ctx, "https://news.partner.example/b", 1)
+    add_licensed_domain(ctx, "partner.example", "ada")
+    add_licensed_domain(ctx, "news.partner.example", "ada")
+    assert remove_licensed_domain(ctx, "partner.example", "ada") == 0
+    assert status(ctx, sub) == "licensed"
+    assert ctx.db.findings.find_one({"_id": sub})["licensed_by"] == "news.partner.example"
+    remove_licensed_domain(ctx, "news.partner.example", "ada")
+    assert status(ctx, sub) == "new"
+
+
+@pytest.mark.parametrize(
+    ("value", "domain"),
+    [
+        ("Example.COM", "example.com"),
+        ("*.example.com", "example.com"),
+        ("https://news.example.com:8443/a?b", "news.example.com"),
+        ("例子.中国", "xn--fsqu00a.xn--fiqs8s"),
+    ],
+)
+def test_domains_are_normalized(value, domain):
+    assert normalize_domain(value) == domain
+
+
+@pytest.mark.parametrize("value", ["", "localhost", "exa mple.com", "a..b", "http://"])
+def test_bad_domains_are_refused(value):
+    with pytest.raises(WorkflowError):
+        normalize_domain(value)
+
+
+def test_notices_need_a_confirmed_finding_and_are_recorded_with_their_hash(library):
+    ctx = library
+    raw = b"<html><body>copied</body></html>"
+    finding_id = found_on(ctx, "https://copy.example/n", 0, raw=raw)
+    with pytest.raises(WorkflowError, match="confirmed"):
+        build_notice(ctx, finding_id, "zh")
+    set_status(ctx, finding_id, "confirmed", "rui")
+    with pytest.raises(WorkflowError, match="no notice template"):
+        build_notice(ctx, finding_id, "fr")
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
+    page = ctx.db.pages.find_one({"url": "https://copy.example/n"})
+    for lang, phrase in (("zh", "侵权删除通知"), ("en", "Copyright infringement notice")):
+        notice = build_notice(ctx, finding_id, lang)
+        assert phrase in notice.subject and "作品0" in notice.subject
+        assert "https://copy.example/n" in notice.body and page["raw_sha256"] in notice.body
+        assert "示例报业集团" in notice.body and "legal@news.example" in notice.body
+        assert notice.passages and notice.passages[0].page_text[:10] in notice.body
+    with pytest.raises(WorkflowError, match="say where"):
+        record_notice(ctx, finding_id, lang="en", subject="s", body="b", recipient=" ", by="r")
+    record = record_notice(
+        ctx, finding_id, lang="en", subject="s", body=notice.body, recipient="abuse@x", by="rui"
+    )
+    assert status(ctx, finding_id) == "notice_sent"
+    assert len(record["sha256"]) == 64 and notices_of(ctx, finding_id)[0]["_id"] == record["_id"]
+    record_notice(ctx, finding_id, lang="zh", subject="s", body="再次", recipient="form", by="rui")
+    assert len(notices_of(ctx, finding_id)) == 2  # a reminder can be sent
+    with pytest.raises(WorkflowError):
+        set_notice_sender(ctx, password="x")
+
+
+def test_filters_parse_and_select_findings(library):
+    ctx = library
+    ids = [found_on(ctx, f"https://s{i}.filter.example/{i}", i) for i in range(3)]
+    found_on(ctx, "https://elsewhere.example/x", 0)
+    set_status(ctx, ids[0], "confirmed", "rui")
+    flt = parse_filter({"status": "new,confirmed", "domain": "FILTER.example", "sort": "-score"})
+    assert flt.status == ("new", "confirmed") and flt.domain == "filter.example"
+    assert find_findings(ctx, flt).total == 3
+    assert find_findings(ctx, parse_filter({"work": "w0"})).total == 2
+    assert find_findings(ctx, parse_filter({"work": "nonexistent"})).total == 0
+    today = date.today()
+    assert find_findings(ctx, parse_filter({"since": str(today + timedelta(1))})).total == 0
+    assert find_findings(ctx, parse_filter({"until": str(today + timedelta(1))})).total == 4
+    assert find_findings(ctx, parse_filter({"min_score": "0.99", "max_score": "1"})).total >= 1
+    paged = find_findings(ctx, FindingFilter(sort="domain"), page=2, per_page=3)
+    assert paged.pages == 2 and len(paged.items) == 1 and paged.items[0]["domain"].startswith("s2")
+    for bad in ({"status": "gone"}, {"sort": "text"}, {"min_score": "2"}, {"since": "soon"}):
+        with pytest.raises(FilterError):
+            parse_filter(bad)
+    assert FindingFilter(status=("new",), min_score=0.5).as_params() == {
+        "status": "new",
+        "min_score": "0.5",
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ("=1+1", "'=1+1"),
+        ("+cmd", "'+cmd"),
+        ("-2", "'-2"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=x", "'\t=x"),
+        ("正常标题", "正常标题"),
+        (0.5, "0.5"),
+        (None, ""),
+    ],
+)
+def test_csv_cells_are_never_formulas(value, cell):
+    assert safe_cell(value) == cell
+
+
+def test_csv_export_and_reports(library):
+    ctx = library
+    first = found_on(ctx, "https://r.example/1", 0)
+    found_on(ctx, "https://r.example/2", 1)
+    found_on(ctx, "https://q.example/3", 0)
+    set_status(ctx, first, "confirmed", "rui")
+    csv_text = "".join(findings_csv(ctx, FindingFilter(), batch=1))
+    assert csv_text.startswith("\ufeffid,status,work_id")
+    assert csv_text.count("https://") == 3
+    report = work_report(ctx, "w0")
+    assert report.summary["total"] == 2 and report.summary["confirmed"] == 1
+    assert [label for label, _ in report.groups] == ["q.example", "r.example"]
+    by_domain = domain_report(ctx, "R.example")
+    assert by_domain.summary["total"] == 2
+    assert {label for label, _ in by_domain.groups} == {"作品0 (w0)", "作品1 (w1)"}
+    assert work_report(ctx, "missing") is None
+
+
+def test_dashboard_figures_are_cached_until_a_reviewer_acts(library):
+    ctx = library
+    finding = found_on(ctx, "https://d.example/1", 0)
+    found_on(ctx, "https://d.example/2", 1)
+    figures = dashboard(ctx)
+    assert figures["open"] == 2 and figures["new_this_week"] == 2
+    assert figures["per_day"][-1]["findings"] == 2
+    assert figures["top_domains"][0] == {"domain": "d.example", "findings": 2, "works": 2}
+    found_on(ctx, "https://d.example/3", 2)
+    assert dashboard(ctx)["open"] == 2  # cached
+    set_status(ctx, finding, "dismissed", "rui")
+    fresh = dashboard(ctx)
+    assert fresh["open"] == 2 and fresh["by_status"]["dismissed"] == 1

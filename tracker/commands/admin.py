@@ -1,0 +1,28 @@
+"""`copytrack admin`: serve the reviewers' web app and the JSON API."""
+
+from __future__ import annotations
+
+import click
+
+from ..context import open_context
+from ..loaders import load_object
+
+#: The app factory; tracker does not import the web layer until this command runs.
+APP_FACTORY = "admin.app:create_app"
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+def admin(host: str, port: int) -> None:
+    """Serve the admin (dashboard, findings, works, campaigns, API) with uvicorn."""
+    import uvicorn  # only this command needs a web server
+
+    ctx = open_context()
+    if not ctx.db.users.count_documents({"role": "admin"}, limit=1):
+        click.echo(
+            "copytrack: no admin user yet: create one with `copytrack user add NAME --role admin`",
+            err=True,
+        )
+    click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
+    uvicorn.run(load_object(APP_FACTORY)(ctx), host=host, port=port, log_level="info")

@@ -1,0 +1,121 @@
+"""`copytrack user add|list|rm|passwd` and `copytrack token create|list|revoke`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..context import open_context
+from ..users import (
+    ROLES,
+    UserError,
+    add_user,
+    create_token,
+    list_tokens,
+    list_users,
+    remove_user,
+    revoke_token,
+    set_password,
+)
+
+
+def _password(from_stdin: bool) -> str:
+    """The new password: the first line of stdin, or typed twice at a hidden prompt."""
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+
+
+def _fail(err: Exception) -> None:
+    click.echo(f"copytrack: {err}", err=True)
+    sys.exit(1)
+
+
+_PASSWORD_STDIN = click.option(
+    "--password-stdin", is_flag=True, help="Read the password from the first line of stdin."
+)
+
+
+@click.group()
+def user() -> None:
+    """Manage the admin's users (roles: viewer, reviewer, admin)."""
+
+
+@user.command()
+@click.argument("name")
+@click.option("--role", type=click.Choice(ROLES), default="reviewer", show_default=True)
+@_PASSWORD_STDIN
+def add(name: str, role: str, password_stdin: bool) -> None:
+    """Create user NAME; asks for the password (there is no default password)."""
+    ctx = open_context()
+    try:
+        add_user(ctx, name, _password(password_stdin), role)
+    except UserError as err:
+        _fail(err)
+    click.echo(f"added\t{name}\t{role}")
+
+
+@user.command(name="list")
+def list_() -> None:
+    """List users: name, role, creation time."""
+    for doc in list_users(open_context()):
+        click.echo(f"{doc['_id']}\t{doc['role']}\t{doc['created_at']:%Y-%m-%d %H:%M}")
+
+
+@user.command()
+@click.argument("name")
+def rm(name: str) -> None:
+    """Remove user NAME and revoke its API tokens."""
+    try:
+        remove_user(open_context(), name)
+    except UserError as err:
+        _fail(err)
+    click.echo(f"removed\t{name}")
+
+
+@user.command()
+@click.argument("name")
+@_PASSWORD_STDIN
+def passwd(name: str, password_stdin: bool) -> None:
+    """Set a new password for NAME (ends its sessions)."""
+    try:
+        set_password(open_context(), name, _password(password_stdin))
+    except UserError as err:
+        _fail(err)
+    click.echo(f"password changed\t{name}")
+
+
+@click.group()
+def token() -> None:
+    """Manage API tokens for integrations (sent as `Authorization: Bearer TOKEN`)."""
+
+
+@token.command()
+@click.argument("user_name", metavar="USER")
+@click.option("--label", required=True, help="What uses the token, e.g. 'CMS import'.")
+@click.option("--role", type=click.Choice(ROLES), help="Lower rights than the user's.")
+def create(user_name: str, label: str, role: str | None) -> None:
+    """Create a token acting as USER and print it (only once: it is stored hashed)."""
+    try:
+        click.echo(create_token(open_context(), user_name, label, role))
+    except UserError as err:
+        _fail(err)
+
+
+@token.command(name="list")
+@click.option("--user", "user_name", help="Only this user's tokens.")
+def list_tokens_(user_name: str | None) -> None:
+    """List tokens: id, user, role, label, last use."""
+    for doc in list_tokens(open_context(), user_name):
+        used = f"{doc['last_used']:%Y-%m-%d %H:%M}" if doc.get("last_used") else "never"
+        click.echo(f"{doc['_id']}\t{doc['user']}\t{doc['role']}\t{doc['label']}\t{used}")
+
+
+@token.command()
+@click.argument("token_id")
+def revoke(token_id: str) -> None:
+    """Revoke the token with id TOKEN_ID (the part after `ct_`)."""
+    if not revoke_token(open_context(), token_id):
+        _fail(LookupError(f"no token {token_id!r} (see `copytrack token list`)"))
+    click.echo(f"revoked\t{token_id}")

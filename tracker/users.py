@@ -1,0 +1,270 @@
+"""Reviewers and integrations: users with argon2-hashed passwords, API tokens, login throttling.
+
+Roles are ordered: a ``viewer`` reads, a ``reviewer`` also moves findings through the
+workflow and registers works, an ``admin`` also manages users, campaigns and settings.
+There is no default account: the first admin is made with ``copytrack user add``.
+
+API tokens look like ``ct_<id>_<secret>``; only the SHA-256 of the secret is stored (a
+256-bit random secret needs no slow hash), and a token never has more rights than the user
+who owns it, even after that user is demoted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from .context import Context
+
+ROLES = ("viewer", "reviewer", "admin")
+MIN_PASSWORD_CHARS = 10
+TOKEN_PREFIX = "ct"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+_TOKEN = re.compile(rf"^{TOKEN_PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{43}})$")
+# OWASP's recommended minimum for argon2id (19 MiB, 2 passes, 1 lane): about 0.15 s a hash on
+# a small server, so logins stay quick while guessing stays expensive. Hashes made with other
+# parameters are upgraded at the next successful login.
+_hasher = PasswordHasher(time_cost=2, memory_cost=19456, parallelism=1)
+
+
+@cache
+def _dummy_hash() -> str:
+    """Verified when the user does not exist, so a wrong name costs as much as a wrong password."""
+    return _hasher.hash(secrets.token_urlsafe(16))
+
+
+class UserError(ValueError):
+    """A user or token operation that cannot be done, with the reason."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who makes a request: a user, with the role it acts with (a token's may be lower)."""
+
+    name: str
+    role: str
+    token_id: str | None = None
+    session_epoch: int = 0
+
+    def can(self, role: str) -> bool:
+        """Whether this principal has at least ``role``."""
+        return has_role(self.role, role)
+
+
+def has_role(role: str, needed: str) -> bool:
+    """Whether ``role`` is ``needed`` or above it."""
+    return ROLES.index(role) >= ROLES.index(needed)
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise UserError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_CHARS:
+        raise UserError(f"password too short: use at least {MIN_PASSWORD_CHARS} characters")
+    if len(set(password)) < 4:
+        raise UserError("password too simple: use more different characters")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def get_user(ctx: Context, name: str) -> dict[str, Any] | None:
+    """The user document (with its password hash), or None."""
+    return ctx.db.users.find_one({"_id": name})
+
+
+def list_users(ctx: Context) -> list[dict[str, Any]]:
+    """Every user, by name, without password hashes."""
+    return list(ctx.db.users.find({}, {"password_hash": 0}).sort("_id", 1))
+
+
+def add_user(ctx: Context, name: str, password: str, role: str) -> None:
+    """Create a user; raises UserError for a bad name, role, weak password or existing user."""
+    if not _NAME.match(name):
+        raise UserError(
+            f"invalid user name {name!r}: letters, digits and _ . @ - (at most 64 characters)"
+        )
+    _check_role(role)
+    _check_password(password)
+    if get_user(ctx, name) is not None:
+        raise UserError(f"user {name!r} already exists")
+    ctx.db.users.insert_one(
+        {
+            "_id": name,
+            "role": role,
+            "password_hash": _hasher.hash(password),
+            "session_epoch": 0,
+            "created_at": _now(),
+        }
+    )
+
+
+def _admins_besides(ctx: Context, name: str) -> int:
+    return ctx.db.users.count_documents({"role": "admin", "_id": {"$ne": name}})
+
+
+def _require(ctx: Context, name: str) -> dict[str, Any]:
+    user = get_user(ctx, name)
+    if user is None:
+        raise UserError(f"no user {name!r}")
+    return user
+
+
+def set_role(ctx: Context, name: str, role: str) -> None:
+    """Change a user's role; the last admin cannot be demoted (nobody could manage users)."""
+    _check_role(role)
+    user = _require(ctx, name)
+    if user["role"] == "admin" and role != "admin" and not _admins_besides(ctx, name):
+        raise UserError(f"{name!r} is the last admin: make another admin first")
+    ctx.db.users.update_one({"_id": name}, {"$set": {"role": role}})
+
+
+def set_password(ctx: Context, name: str, password: str) -> None:
+    """Set a new password and end the user's sessions everywhere."""
+    _check_password(password)
+    _require(ctx, name)
+    ctx.db.users.update_one(
+        {"_id": name},
+        {"$set": {"password_hash": _hasher.hash(password)}, "$inc": {"session_epoch": 1}},
+    )
+
+
+def remove_user(ctx: Context, name: str) -> None:
+    """Remove a user and revoke its tokens; the last admin cannot be removed."""
+    user = _require(ctx, name)
+    if user["role"] == "admin" and not _admins_besides(ctx, name):
+        raise UserError(f"{name!r} is the last admin: make another admin first")
+    ctx.db.tokens.delete_many({"user": name})
+    ctx.db.users.delete_one({"_id": name})
+
+
+def verify_password(ctx: Context, name: str, password: str) -> Principal | None:
+    """The user's principal when the password is right, else None (timing-safe)."""
+    user = get_user(ctx, name)
+    try:
+        _hasher.verify(user["password_hash"] if user else _dummy_hash(), password)
+    except (VerificationError, InvalidHashError):
+        return None
+    if user is None:
+        return None
+    if _hasher.check_needs_rehash(user["password_hash"]):
+        ctx.db.users.update_one({"_id": name}, {"$set": {"password_hash": _hasher.hash(password)}})
+    return Principal(name, user["role"], session_epoch=user.get("session_epoch", 0))
+
+
+def _secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_token(ctx: Context, user: str, label: str, role: str | None = None) -> str:
+    """A new API token for ``user`` (shown once: only its hash is stored).
+
+    ``role`` lowers the token's rights below the user's (e.g. a read-only integration).
+    """
+    owner = _require(ctx, user)
+    role = role or owner["role"]
+    _check_role(role)
+    if not has_role(owner["role"], role):
+        raise UserError(f"a token cannot have more rights than its user ({owner['role']})")
+    label = label.strip()
+    if not label or len(label) > 100:
+        raise UserError("give the token a label of 1 to 100 characters (what uses it)")
+    token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+    ctx.db.tokens.insert_one(
+        {
+            "_id": token_id,
+            "user": user,
+            "label": label,
+            "role": role,
+            "hash": _secret_hash(secret),
+            "created_at": _now(),
+            "last_used": None,
+        }
+    )
+    return f"{TOKEN_PREFIX}_{token_id}_{secret}"
+
+
+def verify_token(ctx: Context, token: str) -> Principal | None:
+    """The principal a token acts as, or None when it is malformed, unknown or revoked."""
+    parsed = _TOKEN.match(token.strip())
+    if parsed is None:
+        return None
+    token_id, secret = parsed.groups()
+    doc = ctx.db.tokens.find_one({"_id": token_id})
+    if doc is None or not hmac.compare_digest(doc["hash"], _secret_hash(secret)):
+        return None
+    user = get_user(ctx, doc["user"])
+    if user is None:
+        return None
+    ctx.db.tokens.update_one({"_id": token_id}, {"$set": {"last_used": _now()}})
+    # The lower of the token's and the user's current role: demoting a user demotes its tokens.
+    role = min(doc["role"], user["role"], key=ROLES.index)
+    return Principal(doc["user"], role, token_id=token_id)
+
+
+def list_tokens(ctx: Context, user: str | None = None) -> list[dict[str, Any]]:
+    """Tokens (without hashes), newest first, of one user or all."""
+    query = {"user": user} if user else {}
+    return list(ctx.db.tokens.find(query, {"hash": 0}).sort("created_at", -1))
+
+
+def revoke_token(ctx: Context, token_id: str, user: str | None = None) -> bool:
+    """Delete a token (only one of ``user``'s when given); whether one was deleted."""
+    query: dict[str, Any] = {"_id": token_id}
+    if user:
+        query["user"] = user
+    return ctx.db.tokens.delete_one(query).deleted_count == 1
+
+
+@dataclass(frozen=True)
+class LoginThrottle:
+    """Counts failed logins in Redis per (client, name) and per client, over a window.
+
+    Redis makes the limit hold across admin processes; the per-client limit stops one
+    address from trying many names, the per-(client, name) one a guessing run on one user.
+    """
+
+    per_name: int = 5
+    per_client: int = 30
+    window_s: int = 900
+    prefix: str = "copytrack:login-fail"
+
+    def _keys(self, client: str, name: str) -> tuple[str, str]:
+        digest = hashlib.sha256(f"{client}\0{name.lower()}".encode()).hexdigest()[:32]
+        return f"{self.prefix}:pair:{digest}", f"{self.prefix}:client:{client}"
+
+    def retry_after(self, ctx: Context, client: str, name: str) -> int:
+        """Seconds until another attempt is allowed, or 0 when one is allowed now."""
+        pair, whole = self._keys(client, name)
+        waits = [
+            ctx.redis.ttl(key)
+            for key, limit in ((pair, self.per_name), (whole, self.per_client))
+            if int(ctx.redis.get(key) or 0) >= limit
+        ]
+        return max((max(wait, 1) for wait in waits), default=0)
+
+    def failed(self, ctx: Context, client: str, name: str) -> None:
+        """Count a failed attempt."""
+        with ctx.redis.pipeline() as pipe:
+            for key in self._keys(client, name):
+                pipe.incr(key)
+                pipe.expire(key, self.window_s, nx=True)
+            pipe.execute()
+
+    def succeeded(self, ctx: Context, client: str, name: str) -> None:
+        """Forget the failures of this (client, name)."""
+        ctx.redis.delete(self._keys(client, name)[0])
