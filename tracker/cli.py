@@ -60,3 +60,7 @@ def main() -> None:
 for _path in COMMANDS:
     _module, _, _name = _path.partition(":")
     main.add_command(getattr(import_module(_module), _name))
+
+
+if __name__ == "__main__":
+    main()

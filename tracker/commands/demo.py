@@ -1,60 +1,128 @@
-"""`copytrack demo`: the end-to-end story on the embedded default."""
+"""`copytrack demo`: the whole story on the embedded default, in a couple of minutes.
+
+A library from the shared corpus → the local test web full of pirated copies → a crawl
+campaign over it → findings → the admin, with a demo user and a one-time password.
+The test web and the admin are reached by dotted path (like every component tracker
+does not own), so tracker keeps importing neither the crawler nor the web layer.
+"""
 
 from __future__ import annotations
 
-import random
-from itertools import islice
+import os
+import secrets
 from pathlib import Path
+from typing import Any
 
 import click
 
-from fingerprinter import align, index_array, query_array
+from ..campaigns import Campaign, save_campaign, trigger_run, wait_for_run
+from ..config import Settings
+from ..context import Context, open_context
+from ..library import Work, add_work
+from ..loaders import load_object
+from ..servers import stop_servers
+from ..users import add_user, get_user, set_password
 
-from ..jsonl import BadLine, read_jsonl
+BUILD_SITE = "crawler.testweb:build_site"
+SERVE_SITE = "crawler.testweb:serve"
+APP_FACTORY = "admin.app:create_app"
+DEMO_DATA_DIR = ".copytrack-demo"
+DEMO_USER = "demo"
+CAMPAIGN = "demo-pirate-sites"
 
 
-def pirate(text: str, rng: random.Random) -> str:
-    """A lightly edited copy: a few characters dropped and an ad line after every paragraph."""
-    kept = "".join(ch for ch in text if rng.random() > 0.03)
-    return "\n".join(p + "\n更多精彩内容请关注本站" for p in kept.split("\n"))
+def load_library(ctx: Context, masters: list[dict[str, Any]]) -> int:
+    """Register the test web's masters; returns how many are in the library."""
+    for master in masters:
+        fields = {k: master.get(k) for k in ("title", "lang", "kind")}
+        add_work(ctx, Work(text=master["text"], external_id=master["id"], **fields))
+    return len(masters)
 
 
-def run_demo(documents: list[dict], seed: int = 7) -> list[str]:
-    """Fingerprint masters, then find which master each pirated or unrelated text copies."""
-    rng = random.Random(seed)
-    masters, strangers = documents[:-5], documents[-5:]
-    indexed = {doc["id"]: set(index_array(doc["text"]).values.tolist()) for doc in masters}
-    suspects = [(f"copy of {d['id']}", pirate(d["text"], rng)) for d in rng.sample(masters, 5)]
-    suspects += [(f"unrelated {d['id']}", d["text"]) for d in strangers]
-    lines = []
-    for name, text in suspects:
-        query = set(query_array(text).values.tolist())
-        hits = {mid: len(fps & query) for mid, fps in indexed.items()}
-        best = max(hits, key=hits.get)
-        if hits[best] == 0:
-            lines.append(f"{name:>32}: no match")
-            continue
-        master = next(d for d in masters if d["id"] == best)
-        found = align(master["text"], text)
-        lines.append(
-            f"{name:>32}: copies {best} ({hits[best]} granule hits, "
-            f"{found.master_coverage:.0%} of the work, {len(found.spans)} passages)"
+def demo_user(ctx: Context) -> str:
+    """Create (or reset) the demo admin user; returns its new one-time password."""
+    password = secrets.token_urlsafe(12)
+    if get_user(ctx, DEMO_USER):
+        set_password(ctx, DEMO_USER, password)
+    else:
+        add_user(ctx, DEMO_USER, password, "admin")
+    return password
+
+
+def _summary(ctx: Context, run: dict[str, Any]) -> None:
+    click.echo(
+        f"crawled: {run.get('pages', {}).get('fetched', 0)} pages; "
+        f"findings: {ctx.db.findings.count_documents({})} "
+        f"on {len(ctx.db.findings.distinct('url'))} pages"
+    )
+    for finding in ctx.db.findings.find().sort("score", -1).limit(5):
+        click.echo(
+            f"  {finding['master_coverage']:>4.0%} of {finding['master_external_id']:<20}"
+            f" copied at {finding['url']}"
         )
-    return lines
 
 
 @click.command()
 @click.option(
-    "--corpus",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=Path("../shared/corpus/zh_news.jsonl.gz"),
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8000,
     show_default=True,
-    help="JSONL file of works to use as the library.",
+    help="Port of the admin on 127.0.0.1.",
 )
-def demo(corpus: Path) -> None:
-    """Run the demo: a library from the shared corpus, pirated copies, and what copytrack finds."""
-    documents = [
-        item[1] for item in islice(read_jsonl(corpus), 105) if not isinstance(item, BadLine)
-    ]
-    for line in run_demo(documents):
-        click.echo(line)
+@click.option(
+    "--masters",
+    type=click.IntRange(2),
+    default=60,
+    show_default=True,
+    help="Works in the demo library.",
+)
+@click.option(
+    "--pages",
+    type=click.IntRange(4),
+    default=150,
+    show_default=True,
+    help="Article pages on the pirate sites.",
+)
+@click.option("--serve/--no-serve", default=True, help="Serve the admin at the end.")
+def demo(port: int, masters: int, pages: int, serve: bool) -> None:
+    """Run the demo: library → crawl of a local site full of copies → findings in the admin.
+
+    Uses its own data dir (./.copytrack-demo unless COPYTRACK_DATA_DIR is set) and crawls
+    only 127.0.0.1. Ctrl-C stops the admin, the test web and the demo's servers.
+    """
+    os.environ.setdefault("COPYTRACK_DATA_DIR", DEMO_DATA_DIR)
+    os.environ["COPYTRACK_ALLOW_PRIVATE_NETWORKS"] = "1"  # the test web is on loopback
+    settings = Settings.from_env()
+    click.echo(f"starting the embedded servers in {settings.data_dir} …")
+    ctx = open_context(settings)
+    web = load_object(BUILD_SITE)(
+        Path(settings.data_dir) / "testweb", n_masters=masters, n_pages=pages
+    )
+    running = load_object(SERVE_SITE)(web)
+    try:
+        click.echo(f"library: {load_library(ctx, web.masters)} works from the shared corpus")
+        for site, url in running.base_urls.items():
+            click.echo(f"test web: {site:<14} {url}/")
+        # Our own local sites: no need for the production politeness delays.
+        seeds = tuple(f"{url}/" for url in running.base_urls.values())
+        campaign = Campaign(name=CAMPAIGN, seeds=seeds, delay=0.02, concurrency=4)
+        save_campaign(ctx, campaign, replace=True)
+        click.echo(f"campaign {CAMPAIGN}: crawling and scanning …")
+        run = wait_for_run(ctx, trigger_run(ctx, CAMPAIGN), scan=True, timeout=900)
+        _summary(ctx, run)
+        password = demo_user(ctx)
+        if not serve:
+            return
+        import uvicorn  # only the serving part needs a web server
+
+        click.echo(
+            f"\nadmin: http://127.0.0.1:{port}/  user {DEMO_USER}  password {password}"
+            "\n(Ctrl-C stops the demo)"
+        )
+        uvicorn.run(load_object(APP_FACTORY)(ctx), host="127.0.0.1", port=port, log_level="warning")
+    finally:
+        running.stop()
+        ctx.close()
+        if settings.embedded_mongo or settings.embedded_redis:
+            stop_servers(settings.data_dir)
