@@ -1,0 +1,122 @@
+"""tracker.health: a real worker subprocess on the session's servers, and servers that are down."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pymongo
+import redis
+
+from tests.corpus import texts
+from tracker import tasks
+from tracker.celery_app import QUEUES, app, configure
+from tracker.commands.ops import COPYTRACK_COMMAND
+from tracker.context import Context
+from tracker.health import health
+from tracker.index import MemoryIndex
+from tracker.library import Work, add_work
+from tracker.pages import PageInput, store_page
+from tracker.servers import Endpoints
+
+
+@contextlib.contextmanager
+def _worker(ctx: Context, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`copytrack worker` on the scan queue, in its own process group, killed on the way out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    env.update(
+        COPYTRACK_MONGO_URL=ctx.endpoints.mongo_url,
+        COPYTRACK_REDIS_URL=ctx.endpoints.redis_url,
+        COPYTRACK_MONGO_DB=ctx.settings.mongo_db,
+        COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
+    )
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_health_follows_a_scan_from_the_queue_to_a_worker(ctx: Context, tmp_path: Path) -> None:
+    configure(app, ctx.endpoints, ctx.settings)
+    [text] = texts("zh_news", 1)
+    add_work(ctx, Work(text=text, external_id="news-0"))
+    page_id, _ = store_page(ctx, PageInput(url="http://pirate.example/0", text=text))
+    tasks.enqueue_scan(page_id)
+
+    waiting = health(ctx, timeout=0.5)
+    assert waiting["ok"] is True
+    for server in waiting["servers"].values():
+        assert server["ok"] is True and server["latency_ms"] >= 0
+    assert waiting["queues"] == {**dict.fromkeys(QUEUES, 0), "scan": 1}
+    assert waiting["in_progress"] == 0
+    assert waiting["workers"] == [] and waiting["last_scan_at"] is None
+    assert waiting["problems"] == ["no worker answered a ping within 0.5 s"]
+
+    log = tmp_path / "worker.log"
+    with _worker(ctx, log) as worker:
+        deadline = time.monotonic() + 60
+        while not ctx.db.pages.find_one({"_id": page_id, "scanned_at": {"$ne": None}}):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.1)
+        done = health(ctx, timeout=1.0)
+
+    assert done["ok"] is True and done["problems"] == []
+    assert done["workers"] == [f"copytrack-{worker.pid}@{socket.gethostname()}"]
+    assert done["queues"] == dict.fromkeys(QUEUES, 0)
+    scanned_at = ctx.db.pages.find_one({"_id": page_id})["scanned_at"]
+    assert done["last_scan_at"].startswith(scanned_at.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_servers_down_are_reported_within_the_timeout(ctx: Context) -> None:
+    port = _closed_port()
+    endpoints = Endpoints(
+        mongo_url=f"mongodb://127.0.0.1:{port}/?directConnection=true",
+        redis_url=f"redis://127.0.0.1:{port}/0",
+        embedded=False,
+    )
+    mongo: pymongo.MongoClient[dict] = pymongo.MongoClient(endpoints.mongo_url)
+    down = Context(
+        ctx.settings, endpoints, mongo["copytrack"], redis.Redis.from_url(endpoints.redis_url),
+        MemoryIndex(),
+    )  # fmt: skip
+    try:
+        start = time.monotonic()
+        report = health(down, timeout=0.5)
+        elapsed = time.monotonic() - start
+    finally:
+        down.close()
+    assert elapsed < 3.0
+    assert report["ok"] is False
+    assert {name: s["ok"] for name, s in report["servers"].items()} == {
+        "mongo": False,
+        "redis": False,
+    }
+    assert report["queues"] is None and report["workers"] is None
+    assert report["last_scan_at"] is None
+    assert [p.split(":")[0] for p in report["problems"]] == [
+        "mongo does not answer",
+        "redis does not answer",
+    ]
