@@ -435,6 +435,9 @@ def report(r: dict[str, Any]) -> str:
         "--concurrency 1` per worker process.",
         "- workers, both servers and this process share the cores: the ratio measures the "
         "fleet on one small machine, not what a worker adds on a machine of its own.",
+        "- CPU per page is summed over the named processes (Linux /proc): on machines of their "
+        "own, workers scan as many pages per second as their cores allow at that cost, until "
+        "Redis (single-threaded) or MongoDB runs out of CPU.",
         f"- load average at the end {os.getloadavg()[0]:.1f}.",
         "",
         "| figure | value |",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,6 +42,9 @@ class Alignment:
     suspect_coverage: float
     matched_letters: int
     matched_weight: float  # matched letters, Latin ones counted at params.latin_weight
+    # The part of matched_weight inside k-grams that match exactly: the evidence of copying,
+    # without the gaps that chaining bridges (edits, or mere paraphrase of the same story).
+    exact_weight: float
 
 
 def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
@@ -92,10 +95,13 @@ def _diagonal_runs(master_pos: np.ndarray, suspect_pos: np.ndarray, k: int) -> n
     return runs[np.argsort(runs[:, 2], kind="stable")]
 
 
-def _chain(runs: np.ndarray, k: int, gap: int) -> list[list[int]]:
-    """Chain runs that follow each other within ``gap`` letters on both texts."""
-    chains: list[list[int]] = []
-    open_chains: list[list[int]] = []
+def _chain(runs: np.ndarray, k: int, gap: int) -> list[list[Any]]:
+    """Chain runs that follow each other within ``gap`` letters on both texts.
+
+    A chain is ``[m0, m1, s0, s1, master intervals of its runs]``.
+    """
+    chains: list[list[Any]] = []
+    open_chains: list[list[Any]] = []
     for m0, m1, s0, s1 in runs.tolist():
         open_chains = [c for c in open_chains if s0 - c[3] <= gap]
         best = None
@@ -108,8 +114,9 @@ def _chain(runs: np.ndarray, k: int, gap: int) -> list[list[int]]:
         if best is not None:
             chain = best[1]
             chain[1], chain[3] = m1, s1
+            chain[4].append((m0, m1))
         else:
-            chain = [m0, m1, s0, s1]
+            chain = [m0, m1, s0, s1, [(m0, m1)]]
             chains.append(chain)
             open_chains.append(chain)
     return chains
@@ -157,7 +164,7 @@ def align_letters(
     located = [
         (Span(int(mo[m0]), int(mo[m1 - 1]) + 1, int(so[s0]), int(so[s1 - 1]) + 1), chain)
         for chain in chains
-        for m0, m1, s0, s1 in [chain]
+        for m0, m1, s0, s1 in [chain[:4]]
     ]
     if keep is not None:
         located = [(span, chain) for span, chain in located if keep(span)]
@@ -166,12 +173,18 @@ def align_letters(
     master_union = _union([(c[0], c[1]) for c in chains])
     master_letters = sum(hi - lo for lo, hi in master_union)
     suspect_letters = sum(hi - lo for lo, hi in _union([(c[2], c[3]) for c in chains]))
+    exact_union = _union([run for c in chains for run in c[4]])
+
+    def total(intervals: list[tuple[int, int]]) -> float:
+        return round(float(sum(weight[hi] - weight[lo] for lo, hi in intervals)), 2)
+
     return Alignment(
         spans=spans,
         master_coverage=master_letters / len(master) if len(master) else 0.0,
         suspect_coverage=suspect_letters / len(suspect) if len(suspect) else 0.0,
         matched_letters=master_letters,
-        matched_weight=round(float(sum(weight[hi] - weight[lo] for lo, hi in master_union)), 2),
+        matched_weight=total(master_union),
+        exact_weight=total(exact_union),
     )
 
 

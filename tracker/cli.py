@@ -18,6 +18,7 @@ COMMANDS = (
     "tracker.commands.library:library",
     "tracker.commands.library:reindex",
     "tracker.commands.check:check",
+    "tracker.commands.eval:eval_command",
     "tracker.commands.campaign:campaign",
     "tracker.commands.findings:findings",
     "tracker.commands.campaign:scheduler",

@@ -6,17 +6,22 @@
    share too is no candidate (boilerplate such as site footers cannot match on its own —
    content-anchored granules give a shared passage the same fingerprints everywhere);
 3. the masters with at least ``min_hits`` hits, best first, at most ``max_candidates``;
-4. the second round, ``fingerprinter.align``: passages where most hits are shared with
-   other masters are boilerplate and dropped; a candidate is reported when the matched
-   passages hold at least ``min_matched_letters`` letters (Latin letters weighted by
-   ``FingerprintParams.latin_weight``) and cover at least
-   ``min_coverage`` of the master or of the suspect.
+4. the second round, ``fingerprinter.align``: short passages where most hits are shared
+   with other masters are boilerplate and dropped (a long one, or one that makes up most
+   of the master, is content of near-duplicate masters: a copy of it copies each); a
+   candidate is reported when the matched passages hold at least ``min_matched_letters``
+   letters in exactly matching k-grams (``Alignment.exact_weight``: Latin letters weighted
+   by ``FingerprintParams.latin_weight``) or, for masters too short to hold that many,
+   cover ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of
+   the master or of the suspect.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from fingerprinter import Span, align_letters, query_array, to_letters
 
@@ -32,11 +37,18 @@ class MatchSettings:
     max_candidates: int = 10
     max_df: int = 20
     min_shared_hits: int = 12
-    min_matched_letters: int = 30
+    min_matched_letters: int = 100
     min_coverage: float = 0.05
+    whole_master_coverage: float = 0.8
+    boilerplate_max_chars: int = 150
+    boilerplate_max_share: float = 0.5
 
 
 DEFAULT_MATCH_SETTINGS = MatchSettings()
+
+#: Fetches masters (``external_id``, ``text``, ``title``) by integer id: MongoDB by default;
+#: evaluation sweeps pass one that reads masters kept in memory.
+MasterLoader = Callable[[Context, Iterable[int]], dict[int, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -69,8 +81,16 @@ class Candidate:
     # (start, end, shared) per hit, in suspect characters; shared = other masters have it too
     where: tuple[tuple[int, int, bool], ...]
 
-    def is_boilerplate(self, span: Span) -> bool:
-        """More of the hits inside this passage are shared with other masters than not."""
+    def is_boilerplate(self, span: Span, master_chars: int, settings: MatchSettings) -> bool:
+        """More of the hits inside this passage are shared with other masters than not, and
+        it is short: under ``boilerplate_max_chars`` characters and under
+        ``boilerplate_max_share`` of the master's ``master_chars`` (a footer, a disclaimer).
+        A longer shared passage is content that near-duplicate masters have in common."""
+        length = span.master_end - span.master_start
+        if length >= min(
+            settings.boilerplate_max_chars, settings.boilerplate_max_share * master_chars
+        ):
+            return False
         inside = [
             shared
             for start, end, shared in self.where
@@ -109,30 +129,35 @@ def candidates(
 
 
 def match_text(
-    ctx: Context, text: str, settings: MatchSettings = DEFAULT_MATCH_SETTINGS
+    ctx: Context,
+    text: str,
+    settings: MatchSettings = DEFAULT_MATCH_SETTINGS,
+    load_masters: MasterLoader = master_texts,
 ) -> list[Match]:
     """The masters ``text`` copies, best first (deterministic order)."""
     found = candidates(ctx, text, settings)
     if not found:
         return []
-    masters = master_texts(ctx, [c.master_id for c in found])
+    masters = load_masters(ctx, [c.master_id for c in found])
     suspect = to_letters(text, ctx.params.latin_mode)
     matches = []
     for candidate in found:
         master = masters.get(candidate.master_id)
         if master is None:  # removed between the index lookup and now
             continue
+        chars = len(master["text"])
         alignment = align_letters(
             to_letters(master["text"], ctx.params.latin_mode),
             suspect,
             ctx.params,
-            keep=lambda span, c=candidate: not c.is_boilerplate(span),
+            keep=lambda span, c=candidate, n=chars: not c.is_boilerplate(span, n, settings),
         )
         coverage = max(alignment.master_coverage, alignment.suspect_coverage)
-        if (
-            alignment.matched_weight < settings.min_matched_letters
-            or coverage < settings.min_coverage
-        ):
+        enough = (
+            alignment.exact_weight >= settings.min_matched_letters
+            or alignment.master_coverage >= settings.whole_master_coverage
+        )
+        if not enough or coverage < settings.min_coverage:
             continue
         matches.append(
             Match(
