@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +34,12 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+# The README's pictures are refreshed on request only, so a test run leaves the tree clean.
+DOCS = (
+    Path(__file__).resolve().parent.parent / "docs"
+    if os.environ.get("COPYTRACK_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="copytrack-shots-"))
+)
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="needs Debian's Chromium: apt-get install chromium"
