@@ -21,8 +21,9 @@ WORKDIR /app
 # Flower (Celery monitoring) is a service of the compose file, not a dependency of the
 # package.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
+RUN python -c "import tomllib; \
+        project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+        print('\n'.join(project['dependencies']))" > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt "flower==2.0.1" \
     && rm /tmp/requirements.txt
 

@@ -25,7 +25,6 @@ from tracker.evaluation import (
     Document,
     build_benchmark,
     evaluate,
-    hard_fp_rate,
     report_json,
     report_markdown,
     reuse,
@@ -39,11 +38,11 @@ from tracker.matcher import DEFAULT_MATCH_SETTINGS
 
 CORPUS = (("zh_news", 300), ("zh_novel", 60), ("en_news", 300), ("en_novel", 40))
 
-# Measured with the defaults on this benchmark: every figure was 1.000 (no false positive)
-# except zh recall 0.000 and en recall 0.000.
-FLOORS = {"f1": 0.98, "precision": 0.99, "recall": 0.97}
+# The defaults measure F1, precision and recall 1.000 in both languages on this benchmark,
+# with no false positive; one miss per attack (of ~12 suspects) stays above the floor.
+FLOORS = {"f1": 0.985, "precision": 0.99, "recall": 0.98}
 ATTACK_RECALL_FLOOR = 0.9
-HARD_FP_CEILING = 0.02
+MAX_HARD_FALSE_POSITIVES = 1  # of 60 hard negatives per language
 
 
 def small_corpus() -> list[Document]:
@@ -118,7 +117,8 @@ def test_accuracy_on_real_servers_stays_above_the_floors(ctx, bench):
         overall = scores[lang]["all"]
         for name, floor in FLOORS.items():
             assert getattr(overall, name) >= floor, (lang, name, overall)
-        assert hard_fp_rate(scores[lang]) <= HARD_FP_CEILING, lang
+        hard = scores[lang][HARD] + scores[lang][HARD_ADS]
+        assert hard.flagged <= MAX_HARD_FALSE_POSITIVES, (lang, hard)
         for label, s in scores[lang].items():
             if s.expected:
                 assert s.recall >= ATTACK_RECALL_FLOOR, (lang, label, s)

@@ -44,6 +44,8 @@ from tracker.servers import (
     stop_servers,
 )
 
+pytestmark = pytest.mark.timeout(150)
+
 # Seconds SecantusDB stays down once it has exited: beyond pymongo's 10 s server selection,
 # so the scan under way fails and Celery retries it.
 MONGO_DOWN = 11.0

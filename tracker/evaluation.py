@@ -11,8 +11,10 @@ Everything is deterministic for a given corpus and seed. See docs/accuracy.md.
 
 from __future__ import annotations
 
+import datetime
 import json
 import multiprocessing
+import platform
 import random
 import re
 import statistics
@@ -636,7 +638,13 @@ def _labels(scores: Mapping[str, Score]) -> Iterator[str]:
 def report_json(evaluation: Evaluation) -> dict[str, Any]:
     """Everything a run measured, JSON-ready."""
     scores = score(evaluation)
+    overall = sum((by_label["all"] for by_label in scores.values()), Score())
     return {
+        "run": {
+            "date": datetime.date.today().isoformat(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
         "seed": evaluation.seed,
         "masters": evaluation.masters,
         "suspects": len(evaluation.outcomes),
@@ -644,6 +652,7 @@ def report_json(evaluation: Evaluation) -> dict[str, Any]:
         "params_version": evaluation.params.version,
         "settings": asdict(evaluation.settings),
         "min_excerpt_chars": MIN_EXCERPT_CHARS,
+        "overall": overall.as_dict(),
         "languages": {
             lang: {
                 "overall": by_label["all"].as_dict(),
@@ -679,8 +688,14 @@ def report_markdown(evaluation: Evaluation) -> str:
     """The run as Markdown: overall figures and per-attack tables per language."""
     data = report_json(evaluation)
     lines = [
+        f"# copytrack eval, {data['run']['date']} ({data['run']['machine']}, "
+        f"Python {data['run']['python']})",
+        "",
         f"{data['masters']:,} masters, {data['suspects']:,} suspects, seed {evaluation.seed}; "
         f"fingerprint {evaluation.params.version}, {_settings_text(evaluation)}.",
+        "",
+        f"All languages: F1 **{data['overall']['f1']:.3f}**, precision "
+        f"{data['overall']['precision']:.3f}, recall {data['overall']['recall']:.3f}.",
         "",
     ]
     for lang, figures in data["languages"].items():
@@ -729,9 +744,12 @@ def report_markdown(evaluation: Evaluation) -> str:
 def _settings_text(evaluation: Evaluation) -> str:
     p, s = evaluation.params, evaluation.settings
     return (
-        f"granule {p.granule}, overlap {p.overlap}, levels {p.levels}, latin {p.latin_mode}; "
-        f"max_df {s.max_df}, min_shared_hits {s.min_shared_hits}, "
-        f"min_matched_letters {s.min_matched_letters}, min_coverage {s.min_coverage}"
+        f"granule {p.granule}, overlap {p.overlap}, levels {p.levels}, width {p.width}, "
+        f"latin {p.latin_mode} (weight {p.latin_weight}); min_matched_letters "
+        f"{s.min_matched_letters}, whole_master_coverage {s.whole_master_coverage}, "
+        f"min_coverage {s.min_coverage}, max_df {s.max_df}, min_shared_hits "
+        f"{s.min_shared_hits}, boilerplate under {s.boilerplate_max_chars} chars and "
+        f"{s.boilerplate_max_share:.0%} of the master"
     )
 
 

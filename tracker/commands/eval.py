@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -40,6 +41,8 @@ def scratch_context(params: FingerprintParams = DEFAULT_PARAMS) -> Iterator[Cont
 
     The evaluation never touches the configured installation: it needs an empty library.
     """
+    # SIGTERM too must unwind through the cleanup below, or the servers would outlive us.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="copytrack-eval-") as data_dir:
         try:
             ctx = open_context(Settings.from_env({"COPYTRACK_DATA_DIR": data_dir}), params)
