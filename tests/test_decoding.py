@@ -204,4 +204,5 @@ def test_declared_charset_round_trips_unless_bytes_are_utf8(text: str, label: st
     decoded = decode_html(body)
     # The only deviation allowed: bytes that are valid UTF-8 are read as UTF-8.
     if decoded.encoding != "utf-8" or codec == "utf-8":
-        assert text in decoded.text
+        # Some codecs do not round-trip every character (cp932 reads ¬ back as ￢).
+        assert text.encode(codec).decode(codec) in decoded.text

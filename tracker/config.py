@@ -26,7 +26,7 @@ COPYTRACK_VISIBILITY_TIMEOUT       3600             Seconds before Redis hands a
 COPYTRACK_INDEX_BUCKET_BITS        12               The index keeps 2**N Redis hashes; each
                                                     should hold under ~1,000 fingerprints, so
                                                     12 suits up to ~4M distinct fingerprints
-                                                    (~200k news articles). Changing it needs
+                                                    (~20k news articles). Changing it needs
                                                     `copytrack reindex`.
 COPYTRACK_CRAWL_FRONTIER           memory           Where a crawl keeps its request queue and
                                                     seen-URL filter: ``memory`` (one crawler

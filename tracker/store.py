@@ -19,6 +19,7 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("url", ASCENDING)], {"unique": True}),
         ([("content_sha256", ASCENDING)], {}),
         ([("run_id", ASCENDING)], {}),
+        ([("scanned_at", DESCENDING)], {}),  # health(): when did the last scan happen
     ],
     "findings": [
         ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),
