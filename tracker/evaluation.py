@@ -532,6 +532,7 @@ class Score:
     """
 
     suspects: int = 0
+    positives: int = 0  # suspects that copy something
     expected: int = 0
     found: int = 0  # expected pairs reported
     reported: int = 0
@@ -556,7 +557,8 @@ class Score:
 
     @property
     def top1_accuracy(self) -> float:
-        return self.top1 / self.suspects if self.suspects else 1.0
+        """Share of the copies whose best match is a master they copy."""
+        return self.top1 / self.positives if self.positives else 1.0
 
     @property
     def flagged_rate(self) -> float:
@@ -574,6 +576,7 @@ def _score(suspect: Suspect, outcome: Outcome) -> Score:
     found = [m for m in outcome.found if m not in suspect.acceptable]
     return Score(
         suspects=1,
+        positives=bool(expected),
         expected=len(expected),
         found=len(expected.intersection(found)),
         reported=len(found),
