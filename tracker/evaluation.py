@@ -17,6 +17,7 @@ import multiprocessing
 import platform
 import random
 import re
+import signal
 import statistics
 import time
 import unicodedata
@@ -445,6 +446,9 @@ _RUN: _Run | None = None
 
 def _start_worker() -> None:
     assert _RUN is not None
+    # A caller's SIGTERM handler (the CLI's, which stops the servers) is not the worker's:
+    # Pool.terminate() must end a worker at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if _RUN.own_connections:  # client sockets must not be shared across processes
         ctx = _RUN.ctx
         # The servers' URLs, so that the worker connects and never starts servers itself.
@@ -496,6 +500,8 @@ def evaluate(
                     outcomes.append(outcome)
                     if progress:
                         progress(1)
+                pool.close()
+                pool.join()
         else:
             for i in range(len(bench.suspects)):
                 outcomes.append(_match(i))
