@@ -3,7 +3,8 @@
     .venv/bin/python -m benchmarks.bench_fingerprint [--baseline-chars 300000]
 
 Measures chars/s of text → initials, of ``fingerprint`` (index side) and of
-``query_fingerprints`` (every offset), against
+``query_fingerprints`` (every offset) — each as the numpy arrays the tracker uses
+(``index_array``/``query_array``) and as the public list of ``Fingerprint`` — against
   * ``pypinyin.lazy_pinyin(text, style=Style.FIRST_LETTER)`` on the same text (the naive
     baseline; it is slow, so it runs on a prefix of ``--baseline-chars`` per language), and
   * a per-character Python dict lookup built from pypinyin's data (the obvious speed-up).
@@ -22,7 +23,7 @@ from pypinyin import Style, lazy_pinyin
 from pypinyin.pinyin_dict import pinyin_dict
 
 from benchmarks.shared_corpus import iter_documents
-from fingerprinter import index_array, query_array, to_letters
+from fingerprinter import fingerprint, index_array, query_array, query_fingerprints, to_letters
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fingerprint.md"
 
@@ -68,8 +69,10 @@ def main() -> None:
         per_char = chars_per_second(lookup, prefix)
         for name, func in (
             ("text → initials", to_letters),
-            ("fingerprint (index, stride n/2)", index_array),
-            ("query_fingerprints (every offset)", query_array),
+            ("index_array (index side, arrays)", index_array),
+            ("fingerprint (index side, list of Fingerprint)", fingerprint),
+            ("query_array (every offset, arrays)", query_array),
+            ("query_fingerprints (every offset, list)", query_fingerprints),
         ):
             speed = chars_per_second(func, text)
             rows.append((lang, name, len(text), speed, speed / naive, speed / per_char))

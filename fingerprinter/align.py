@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .initials import Letters, to_letters
-from .params import DEFAULT_PARAMS, FingerprintParams
+from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
 
 _MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
 
@@ -52,11 +52,13 @@ def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
     n = len(letters) - k + 1
     if n <= 0:
         return np.empty(0, dtype=np.uint64)
-    codes = np.zeros(n, dtype=np.uint64)
-    base = np.uint64(26)
-    for i in range(k):
-        codes = codes * base + letters[i : i + n].astype(np.uint64)
-    return codes
+    # Short k-grams fit in 32 bits, where numpy's arithmetic is ~4× faster.
+    dtype = np.uint32 if ALPHABET_SIZE**k < 2**32 else np.uint64
+    codes = letters[:n].astype(dtype)
+    for i in range(1, k):
+        codes *= dtype(ALPHABET_SIZE)
+        codes += letters[i : i + n]
+    return codes.astype(np.uint64, copy=False)
 
 
 def _matching_pairs(

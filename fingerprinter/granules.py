@@ -17,16 +17,17 @@ import numpy as np
 from .initials import Letters
 from .params import ALPHABET_SIZE
 
-# Granules per chunk: bounds the (chunk × 26) tables to a few tens of MB.
-CHUNK_GRANULES = 1 << 17
+# Granules per chunk: small enough that a chunk's (26 × segments) tables stay in cache
+# (measured: 2^14 is ~1.8× faster than 2^17 on the shared corpus).
+CHUNK_GRANULES = 1 << 14
 
 
 @dataclass(frozen=True)
 class GranuleCounts:
-    """Counts of one chunk of granules: ``counts[i, a]`` letters ``a`` in granule ``i``."""
+    """Counts of one chunk of granules: ``counts[a, i]`` letters ``a`` in granule ``i``."""
 
     first: np.ndarray  # index of each granule's first letter in the stream
-    counts: np.ndarray  # (granules, 26) int64
+    counts: np.ndarray  # (26, granules) int32, letter-major like everything downstream
     cjk: np.ndarray  # (granules,) number of letters from ideographs
 
 
@@ -37,24 +38,26 @@ def _counts_at(letters: Letters, first: np.ndarray, granule: int) -> GranuleCoun
     is_bound[first - base + granule] = True
     # rank[x] = boundaries at or before x. Letters with equal rank lie between the same two
     # boundaries, so one bincount over ranks gives the counts of every segment.
-    rank = np.cumsum(is_bound)
+    rank = np.cumsum(is_bound, dtype=np.int32)
     label = rank[:-1]
     segments = int(rank[-1]) + 1
-    # Letter-major layout: numpy's cumsum is ~10× faster along the contiguous axis.
+    # Letter-major layout: numpy's cumsum and take are far faster along the contiguous axis.
     per_segment = np.bincount(
-        letters.letters[base:stop].astype(np.int64) * segments + label,
+        letters.letters[base:stop].astype(np.int32) * segments + label,
         minlength=ALPHABET_SIZE * segments,
     ).reshape(ALPHABET_SIZE, segments)
-    cjk_segment = np.bincount(label[letters.is_cjk[base:stop]], minlength=segments)
     # cumulative[:, j] = counts of the letters before boundary j.
-    cumulative = np.cumsum(per_segment, axis=1)
-    cjk_cumulative = np.cumsum(cjk_segment)
+    cumulative = np.cumsum(per_segment, axis=1, dtype=np.int32)
     left = rank[first - base] - 1
     right = rank[first - base + granule] - 1
+    counts = np.take(cumulative, right, axis=1)
+    counts -= np.take(cumulative, left, axis=1)
+    cjk_cumulative = np.zeros(stop - base + 1, dtype=np.int32)
+    np.cumsum(letters.is_cjk[base:stop], dtype=np.int32, out=cjk_cumulative[1:])
     return GranuleCounts(
         first=first,
-        counts=(cumulative[:, right] - cumulative[:, left]).T,
-        cjk=cjk_cumulative[right] - cjk_cumulative[left],
+        counts=counts,
+        cjk=cjk_cumulative[first - base + granule] - cjk_cumulative[first - base],
     )
 
 

@@ -43,10 +43,10 @@ def level_table(params: FingerprintParams, frame: ReferenceFrame) -> np.ndarray:
 def pack(
     counts: np.ndarray, cjk: np.ndarray, params: FingerprintParams, frame: ReferenceFrame
 ) -> np.ndarray:
-    """Fingerprint values (uint64) of granules with these letter counts."""
+    """Fingerprint values (uint64) of granules with these letter counts ``(26, granules)``."""
     n = params.granule
-    script = (2 * cjk.astype(np.int64) >= n).astype(np.int64)  # the majority script's frame
-    row = (script[:, None] * ALPHABET_SIZE + np.arange(ALPHABET_SIZE)[None, :]) * (n + 1)
-    levels = level_table(params, frame)[row + counts]
+    script = 2 * cjk.astype(np.int32) >= n  # the majority script's frame
+    rows = counts + (np.arange(ALPHABET_SIZE, dtype=np.int32) * (n + 1))[:, None]
+    rows += (script.astype(np.int32) * (ALPHABET_SIZE * (n + 1)))[None, :]
     # Each letter owns its own bit field, so the sum is their concatenation.
-    return levels.sum(axis=1, dtype=np.uint64)
+    return np.take(level_table(params, frame), rows).sum(axis=0, dtype=np.uint64)

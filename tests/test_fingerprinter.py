@@ -21,10 +21,13 @@ from fingerprinter import (
     FingerprintParams,
     fingerprint,
     fit_reference,
+    granules,
     index_array,
     query_array,
     query_fingerprints,
+    sliding,
     to_letters,
+    winnowing,
 )
 from fingerprinter.align import kgram_codes
 from fingerprinter.fingerprint import granule_fingerprints
@@ -126,6 +129,20 @@ def test_every_offset_computation_equals_direct_counting():
             every = np.arange(len(letters) - params.granule + 1)
             direct = granule_fingerprints(letters, params, every, frame).values
             assert np.array_equal(sliding_values(letters, params, frame), direct)
+
+
+def test_chunk_boundaries_do_not_change_fingerprints(monkeypatch):
+    # Long texts are processed in chunks (of granules, letters and winnowing windows);
+    # tiny chunks put thousands of boundaries inside this text, and nothing may move.
+    text = "".join(ZH[:8]) + "".join(EN[:4])
+    expected_index, expected_query = index_array(text), query_array(text)
+    monkeypatch.setattr(granules, "CHUNK_GRANULES", 7)
+    monkeypatch.setattr(sliding, "CHUNK_LETTERS", 301)
+    monkeypatch.setattr(winnowing, "_CHUNK", 97)
+    for expected, got in ((expected_index, index_array(text)), (expected_query, query_array(text))):
+        assert len(got) == len(expected) > 1000
+        for field in ("values", "starts", "ends"):
+            assert np.array_equal(getattr(got, field), getattr(expected, field))
 
 
 def test_query_fingerprints_are_distinct_and_include_the_indexed_ones():
