@@ -10,6 +10,8 @@ Values are uint64 and the running sum wraps modulo 2**64, which is exact for dif
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .initials import Letters
@@ -18,38 +20,47 @@ from .quantize import level_table
 from .reference import ReferenceFrame
 
 # Letters per chunk: bounds memory to a few hundred MB whatever the text length.
-NO_LETTER = 255
 CHUNK_LETTERS = 1 << 21
+NO_LETTER = 255  # pads the letter stream; never equal to a letter code
 
 
 def _window_counts_of_own_letter(codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """For each position p with letter a: a's count in [p, p+n) and in [p-n, p)."""
-    # 2n byte-wise comparisons of the stream with itself shifted: each pass is one SIMD
-    # sweep over bytes, ~15× faster than binary searches in per-letter position lists.
+    # n byte-wise comparisons of the stream with itself shifted: each is one SIMD sweep
+    # over bytes, ~15× faster than binary searches in per-letter position lists.
+    # equal[p] (for shift j) says letter p recurs j later: it counts ahead of p and
+    # behind p + j.
     length = len(codes)
-    padded = np.full(length + 2 * n, NO_LETTER, dtype=np.uint8)  # never equals a letter
-    padded[n : n + length] = codes
+    padded = np.full(length + n, NO_LETTER, dtype=np.uint8)
+    padded[:length] = codes
     ahead = np.ones(length, dtype=np.uint8)  # counts ≤ n ≤ MAX_GRANULE = 255
-    behind = np.zeros(length, dtype=np.uint8)
+    behind = np.zeros(length + n, dtype=np.uint8)
     for shift in range(1, n + 1):
+        equal = padded[shift : shift + length] == codes
         if shift < n:
-            ahead += padded[n + shift : n + shift + length] == codes
-        behind += padded[n - shift : n - shift + length] == codes
+            ahead += equal
+        behind[shift : shift + length] += equal
+    behind = behind[:length]
     return ahead, behind
 
 
-def _step_tables(table: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+@lru_cache(maxsize=32)
+def _step_tables(params: FingerprintParams, frame: ReferenceFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per (frame, letter, count): value change when that letter leaves / enters a granule."""
-    levels = table.reshape(2, ALPHABET_SIZE, n + 1)
+    n = params.granule
+    levels = level_table(params, frame).reshape(2, ALPHABET_SIZE, n + 1)
     leave = np.zeros_like(levels)
     enter = np.zeros_like(levels)
     leave[:, :, 1:] = levels[:, :, :-1] - levels[:, :, 1:]
     enter[:, :, :-1] = levels[:, :, 1:] - levels[:, :, :-1]
-    return leave.reshape(2, -1), enter.reshape(2, -1)
+    leave, enter = leave.reshape(2, -1), enter.reshape(2, -1)
+    leave.setflags(write=False)  # cached: shared by every call
+    enter.setflags(write=False)
+    return leave, enter
 
 
 def _chunk_values(
-    codes: np.ndarray, cjk: np.ndarray, params: FingerprintParams, table: np.ndarray
+    codes: np.ndarray, cjk: np.ndarray, params: FingerprintParams, frame: ReferenceFrame
 ) -> np.ndarray:
     n = params.granule
     windows = len(codes) - n + 1
@@ -66,8 +77,8 @@ def _chunk_values(
     cjk_cumulative = np.zeros(len(codes) + 1, dtype=np.int64)
     np.cumsum(cjk, out=cjk_cumulative[1:])
     uses_cjk_frame = 2 * (cjk_cumulative[n:] - cjk_cumulative[:windows]) >= n
-    leave, enter = _step_tables(table, n)
-    levels = table.reshape(2, -1)
+    leave, enter = _step_tables(params, frame)
+    levels = level_table(params, frame).reshape(2, -1)
     by_frame = {}
     # Most texts are one script: compute the second frame only when some granule needs it.
     needed = (not uses_cjk_frame.all(), bool(uses_cjk_frame.any()))  # latin, cjk
@@ -100,13 +111,12 @@ def sliding_values(
     total = len(letters) - n + 1
     if total <= 0:
         return np.empty(0, dtype=np.uint64)
-    table = level_table(params, frame)
     codes, cjk = letters.letters, letters.is_cjk
     parts = []
     for first in range(0, total, CHUNK_LETTERS):
         last = min(first + CHUNK_LETTERS, total)
         stop = last + n - 1
-        values = _chunk_values(codes[first:stop], cjk[first:stop], params, table)
+        values = _chunk_values(codes[first:stop], cjk[first:stop], params, frame)
         if starts is not None:
             wanted = starts[np.searchsorted(starts, first) : np.searchsorted(starts, last)]
             values = values[wanted - first]
