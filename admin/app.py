@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import plotly
@@ -15,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
 from tracker.context import Context, process_context
+from tracker.health import server_health
 from tracker.reports import FilterError
 
 from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
@@ -89,9 +89,16 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     _install_error_handlers(app)
 
     @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, Any]:
-        """Liveness for load balancers: answers without a session, says nothing private."""
-        return {"ok": True}
+    def healthz() -> JSONResponse:
+        """For load balancers: 200 while MongoDB and Redis answer, 503 otherwise.
+
+        Answers without a session, so it says nothing more (admins get the full report at
+        /api/v1/health), and skips the slow worker ping: the admin serves without workers.
+        """
+        ok = all(server["ok"] for server in server_health(app.state.ctx).values())
+        return JSONResponse(
+            {"ok": ok}, status_code=200 if ok else 503, headers={"Cache-Control": "no-store"}
+        )
 
     @app.api_route("/static/vendor/plotly.min.js", methods=["GET", "HEAD"], include_in_schema=False)
     def plotly_js() -> FileResponse:

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 from charset_normalizer import from_bytes
 
-__all__ = ["Decoded", "UnusableContent", "decode_html", "normalize_charset"]
+__all__ = ["Decoded", "UnusableContent", "decode_html", "normalize_charset", "sniff_binary"]
 
 PRESCAN_BYTES = 4096
+#: Share of replaced (undecodable) characters above which a decoding is unusable.
+MAX_REPLACED_SHARE = 0.01
 # How much of the body the binary sniffer and the charset detector look at.
 SNIFF_BYTES = 8192
 DETECTOR_BYTES = 65536
@@ -40,6 +42,11 @@ class Decoded:
     encoding: str
     source: str
     replaced: int = 0  # undecodable byte sequences replaced by U+FFFD
+
+    @property
+    def undecodable(self) -> bool:
+        """Too many replaced sequences for the text to be the page's (binary, wrong charset)."""
+        return self.replaced > max(10, MAX_REPLACED_SHARE * len(self.text))
 
 
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -152,7 +159,8 @@ def normalize_charset(label: str | bytes | None) -> str | None:
     return _SUPERSET.get(name, name)
 
 
-def _sniff_binary(body: bytes) -> str | None:
+def sniff_binary(body: bytes) -> str | None:
+    """What binary file ``body`` is (magic number, NUL bytes), None if it may be text."""
     for magic, what in _MAGIC:
         if body.startswith(magic):
             return what
@@ -258,7 +266,7 @@ def decode_html(body: bytes, content_type: str | None = None) -> Decoded:
     if utf16:
         text, replaced = _lenient(body, utf16)
         return Decoded(text, utf16, "utf-16-sniff", replaced)
-    binary = _sniff_binary(body)
+    binary = sniff_binary(body)
     if binary:
         raise UnusableContent(f"not a text page: {binary}")
     if not body.strip():

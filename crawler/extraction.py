@@ -70,6 +70,15 @@ _PARSER = lxml.html.HTMLParser(
     remove_comments=True,
     remove_pis=True,
 )
+# Tags a flattened page keeps (none of them nests); block tags become paragraph breaks,
+# the other tags are dropped, and raw-text elements are dropped with their content.
+_FLAT_KEEP = frozenset({"html", "head", "title", "meta", "body", "p", "br"})
+_RAW_TEXT_END = {
+    name: re.compile(rf"</{name}\b", re.I) for name in ("script", "style", "template", "noscript")
+}
+# No "<" inside a tag: a failed match then stops at the next "<" (linear on any input).
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)\b[^<>]*>")
+_BREAKS = re.compile(r"(?:<p>\s*)+")
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 # One token per CJK character, one per run of other word characters.
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
@@ -116,7 +125,30 @@ def _prepare(html: str, options: ExtractionOptions) -> tuple[str, str | None]:
     return _INVALID_XML.sub("", html), wrapper_title
 
 
-def _parse(html: str) -> lxml.html.HtmlElement | None:
+def _flatten(html: str) -> str:
+    """The page's text and paragraph breaks without its element nesting.
+
+    One pass (no regex backtracking over the page): an unclosed <script> drops the rest.
+    """
+    parts: list[str] = []
+    pos = 0
+    while (tag := _TAG.search(html, pos)) is not None:
+        parts.append(html[pos : tag.start()])
+        pos = tag.end()
+        closing, name = tag.group(1), tag.group(2).lower()
+        if name in _RAW_TEXT_END and not closing:
+            end = _RAW_TEXT_END[name].search(html, pos)
+            pos = end.start() if end else len(html)
+        elif name in _FLAT_KEEP:
+            parts.append(tag.group(0))
+        elif name in _BLOCK_TAGS:
+            parts.append("<p>")
+    parts.append(html[pos:])
+    # One break per run: thousands of empty paragraphs would cost trafilatura seconds.
+    return _BREAKS.sub("<p>", "".join(parts))
+
+
+def _document(html: str) -> lxml.html.HtmlElement | None:
     # Bytes, so an XML declaration with an encoding does not make lxml refuse the string;
     # document_fromstring always yields <html>, which trafilatura needs for pages that
     # start with a <script> or a fragment.
@@ -124,6 +156,23 @@ def _parse(html: str) -> lxml.html.HtmlElement | None:
         return lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
     except (etree.ParserError, ValueError):
         return None
+
+
+def _parse(html: str) -> tuple[lxml.html.HtmlElement | None, str]:
+    """The parsed page and the HTML it was parsed from.
+
+    A page nested deeper than libxml2 parses (256 elements) is parsed flattened:
+    libxml2 drops whatever sits deeper, which browsers still show, so a copy could hide
+    there. (Its huge_tree option only moves the limit to 2048, and trafilatura takes
+    seconds on tables nested that deep; none of the shared real pages nests past 100.)
+    """
+    tree = _document(html)
+    if tree is not None and any(
+        error.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT for error in _PARSER.error_log
+    ):
+        html = _flatten(html)
+        tree = _document(html)
+    return tree, html
 
 
 def _link_density(element: etree._Element) -> float:
@@ -239,7 +288,7 @@ def extract(
     html, wrapper_title = _prepare(html, options)
     if not html.strip():
         return Extracted("", title=wrapper_title, reason="empty document")
-    tree = _parse(html)
+    tree, html = _parse(html)
     if tree is None:
         return Extracted("", title=wrapper_title, reason="no parsable HTML")
     primary, document = _trafilatura_text(tree, url, options)  # works on its own copy

@@ -1,26 +1,38 @@
 """One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`, and ``html_to_text``
 for HTML files given to `copytrack library add` and `check`.
 
-``fetch_text`` uses a plain HTTP client (urllib) with the crawler's User-Agent, size cap
-and private-network rule (checked for every redirect too). It is a user's one-off
-look-up, like a browser's, so it does not consult robots.txt.
+``fetch_text`` uses a plain HTTP client (urllib) with the crawler's User-Agent and limits
+(crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
+DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects, each checked
+against the private-network rule. It is a user's one-off look-up, like a browser's, so it
+does not consult robots.txt.
 """
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
+import zlib
 from email.message import Message
+from http.client import HTTPResponse
 from typing import IO, Any
 
 from tracker.config import Settings
 
 from . import settings as crawl_settings
-from .decoding import decode_html
+from .decoding import UnusableContent, decode_html
 from .extraction import extract
 from .netguard import check_url
 
 __all__ = ["FetchError", "fetch_text", "html_to_text"]
+
+_CHUNK = 65536
+# Content-Encodings fetch_text asks for and decompresses (wbits: gzip or zlib header, then
+# raw deflate, which some servers send as "deflate").
+_ACCEPT_ENCODING = "gzip, deflate"
+_COMPRESSED = frozenset({"gzip", "x-gzip", "deflate"})
+_WBITS = (zlib.MAX_WBITS | 32, -zlib.MAX_WBITS)
 
 
 class FetchError(ValueError):
@@ -30,25 +42,47 @@ class FetchError(ValueError):
 def html_to_text(body: bytes, content_type: str | None = None, url: str | None = None) -> str:
     """Article text of an HTML page given as bytes; FetchError if it has none.
 
-    Raises crawler.decoding.UnusableContent (a ValueError) for binary or empty bodies.
+    Raises crawler.decoding.UnusableContent (a ValueError) for binary, empty or
+    undecodable bodies.
     """
-    found = extract(decode_html(body, content_type).text, url)
+    decoded = decode_html(body, content_type)
+    if decoded.undecodable:
+        raise UnusableContent(
+            f"{decoded.replaced} byte sequences are not valid {decoded.encoding}: a binary "
+            "file, or a page in a charset it does not declare (add a <meta charset> tag)"
+        )
+    found = extract(decoded.text, url)
     if not found.text:
         raise FetchError(f"no article text found ({found.reason})")
     return found.text
 
 
 class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects only to URLs that pass the private-network rule."""
+    """Follows at most ``max_redirects`` redirects, each to a URL that passes the
+    private-network rule. One instance per fetch: it keeps that fetch's chain."""
 
-    def __init__(self, allow_private: bool) -> None:
+    def __init__(
+        self, allow_private: bool, max_redirects: int = crawl_settings.REDIRECT_MAX_TIMES
+    ) -> None:
         self.allow_private = allow_private
+        self.max_redirects = max_redirects
+        # urllib's own loop checks (HTTPError, "infinite loop") must not fire first.
+        self.max_repeats = self.max_redirections = max_redirects + 1
+        self.chain: list[str] = []
 
     def redirect_request(
         self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
         headers: Message, newurl: str,
     ) -> urllib.request.Request | None:  # fmt: skip
+        self.chain = self.chain or [req.full_url]
+        if len(self.chain) > self.max_redirects:
+            raise FetchError(
+                f"{self.chain[0]}: more than {self.max_redirects} redirects "
+                f"({' → '.join(self.chain)} → {newurl}); open it in a browser and check the "
+                "address it ends at, or save the page and check the file"
+            )
         _check(newurl, self.allow_private)
+        self.chain.append(newurl)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -63,6 +97,51 @@ def _check(url: str, allow_private: bool) -> None:
         raise FetchError(f"{url}: {err}") from None
 
 
+def _too_large(url: str, max_bytes: int, what: str = "") -> FetchError:
+    return FetchError(
+        f"{url}: larger than {max_bytes / 2**20:g} MB{what} (the crawler's DOWNLOAD_MAXSIZE): "
+        "not an article page; save the article's text and check the file instead"
+    )
+
+
+def _read(response: HTTPResponse, url: str, max_bytes: int, timeout: float) -> bytes:
+    """The body, refused past ``max_bytes`` or ``timeout`` seconds in all: the socket
+    timeout alone lets a server trickle a byte at a time for ever."""
+    length = response.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > max_bytes:
+        raise _too_large(url, max_bytes)
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := response.read1(_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise _too_large(url, max_bytes)
+        if time.monotonic() > deadline:
+            raise FetchError(
+                f"{url}: still downloading after {timeout:g} s (DOWNLOAD_TIMEOUT); try again "
+                "later, or save the page and check the file"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decompress(body: bytes, url: str, max_bytes: int) -> bytes:
+    """A gzip or deflate body, inflated no further than ``max_bytes``: a few kilobytes can
+    inflate to gigabytes (a compression bomb)."""
+    problem: zlib.error | None = None
+    for wbits in _WBITS:
+        try:
+            inflated = zlib.decompressobj(wbits).decompress(body, max_bytes + 1)
+        except zlib.error as err:
+            problem = err
+            continue
+        if len(inflated) > max_bytes:
+            raise _too_large(url, max_bytes, " once decompressed")
+        return inflated
+    raise FetchError(f"{url}: its compressed body is corrupt ({problem}); try again later")
+
+
 def fetch_text(
     url: str,
     allow_private: bool | None = None,
@@ -72,23 +151,31 @@ def fetch_text(
     """Fetch one URL and return its article text.
 
     ``allow_private`` defaults to COPYTRACK_ALLOW_PRIVATE_NETWORKS. Raises FetchError
-    (a ValueError) when the URL is refused, unreachable, too big or has no article text.
+    (a ValueError, its message starting with the URL) when the URL is refused,
+    unreachable, too big, too slow, redirects too often or has no article text.
     """
     if allow_private is None:
         allow_private = Settings.from_env().allow_private_networks
     _check(url, allow_private)
     opener = urllib.request.build_opener(_GuardedRedirects(allow_private))
-    request = urllib.request.Request(url, headers={"User-Agent": crawl_settings.USER_AGENT})
+    headers = {"User-Agent": crawl_settings.USER_AGENT, "Accept-Encoding": _ACCEPT_ENCODING}
+    request = urllib.request.Request(url, headers=headers)
     try:
         with opener.open(request, timeout=timeout) as response:
-            body = response.read(max_bytes + 1)
+            body = _read(response, url, max_bytes, timeout)
             content_type = response.headers.get("Content-Type")
+            encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
             final_url: Any = response.url
     except urllib.error.HTTPError as err:
         raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise FetchError(f"{url}: cannot fetch: {reason}") from None
-    if len(body) > max_bytes:
-        raise FetchError(f"{url}: larger than {max_bytes // 2**20} MB")
-    return html_to_text(body, content_type, final_url)
+    if encoding in _COMPRESSED:
+        body = _decompress(body, url, max_bytes)
+    elif encoding != "identity":
+        raise FetchError(f"{url}: sent in {encoding} encoding, which was not asked for")
+    try:
+        return html_to_text(body, content_type, final_url)
+    except ValueError as err:
+        raise FetchError(f"{url}: {err}") from None

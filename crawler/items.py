@@ -32,3 +32,12 @@ class PageProblem:
     detail: str
     skipped: bool
     status: int | None = None
+
+
+@dataclass
+class DroppedLinks:
+    """Links of a page (feed, sitemap) not followed, for the run's counts."""
+
+    url: str  # canonical URL of the page
+    count: int
+    reason: str  # links_over_limit (COPYTRACK_MAX_LINKS_PER_PAGE), bad_url (no request)

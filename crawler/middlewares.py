@@ -9,6 +9,7 @@ re-fetch policy (110) after it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import zlib
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,8 @@ SEED = "copytrack_seed"  # a campaign seed: domain check only, never served from
 SOURCE = "copytrack_source"  # items.STORED / items.NOT_MODIFIED when not a plain download
 _CONDITIONAL = "copytrack_conditional"  # the stored page a conditional GET revalidates
 _ROBOTS_PATH = "/robots.txt"
+
+log = logging.getLogger(__name__)
 
 
 class CrawlRefused(IgnoreRequest):
@@ -127,21 +130,26 @@ def _private_address_problem(host: str) -> str | None:
 class RefetchPolicyMiddleware:
     """Re-fetch policy against the pages already stored (dedupe across runs).
 
-    A page fetched less than the campaign's ``refetch_days`` ago is not requested again:
+    A page fetched less than the campaign's ``refetch_days`` ago, or since the failed run
+    this one resumes began (``COPYTRACK_RESUME_SINCE``), is not requested again:
     its stored copy is answered instead, so its links are still followed. An older one
     is requested conditionally (``If-None-Match`` / ``If-Modified-Since`` from its stored
     ``ETag`` / ``Last-Modified``); a 304 is answered with the stored copy too. Seeds are
     always fetched: they are where new links appear.
     """
 
-    def __init__(self, refetch_after: timedelta) -> None:
+    def __init__(self, refetch_after: timedelta, resume_since: datetime | None = None) -> None:
         self.refetch_after = refetch_after
+        self.resume_since = resume_since
         self.pages = process_context().db.pages
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RefetchPolicyMiddleware:
         days = float(_campaign(crawler).get("refetch_days") or 0)
-        return cls(timedelta(days=days))
+        since = crawler.settings.get("COPYTRACK_RESUME_SINCE")
+        if since:
+            log.info("resuming a failed run: pages fetched since %s are not fetched again", since)
+        return cls(timedelta(days=days), datetime.fromisoformat(since) if since else None)
 
     async def process_request(self, request: Request) -> Response | None:
         if request.meta.get(SEED) or urlparse_cached(request).path == _ROBOTS_PATH:
@@ -153,7 +161,8 @@ class RefetchPolicyMiddleware:
         if page is None or page.get("status") != 200:
             return None
         fetched_at = page["fetched_at"].replace(tzinfo=UTC)
-        if datetime.now(UTC) - fetched_at < self.refetch_after:
+        resumed = self.resume_since is not None and fetched_at >= self.resume_since
+        if resumed or datetime.now(UTC) - fetched_at < self.refetch_after:
             return await self._stored(request, url, STORED)
         headers = {k.lower(): v for k, v in (page.get("headers") or {}).items()}
         if "etag" in headers:

@@ -6,41 +6,57 @@ worker processes, store the page with its raw bytes, headers and metadata
 changed; an unchanged text is not scanned again. Pages without usable text (binary,
 empty, undecodable, no main text, not HTML) are stored too, with ``skip_reason``, and
 counted; so is every URL that gave no page (``PageProblem``). A page that had text and
-now answers 404/410 is stored empty: its rescan marks its findings ``removed``.
-The counts reach the run document every few seconds and at the end.
+now answers 404/410 is stored empty: its rescan marks its findings ``removed``. A page
+served from the store (fetched recently, or a 304) whose text was never scanned (its run
+died first) is scanned as this run's. The counts reach the run document every few
+seconds and at the end.
+
+Back-pressure: while the scan queue holds ``COPYTRACK_SCAN_QUEUE_MAX`` tasks, the crawl
+is paused (`ScanBackoff`) instead of filling Redis faster than the workers empty it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
+import redis
 from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 from scrapy.crawler import Crawler
 
-from tracker.campaigns import record_progress
+from tracker.campaigns import claim_unscanned, record_progress
+from tracker.celery_app import ROUTES
 from tracker.context import process_context
 from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
 
 from .decoding import UnusableContent, decode_html
 from .extraction import extract
-from .items import NETWORK, NOT_MODIFIED, STORED, FetchedPage, PageProblem
+from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
 
 #: Media types decoded as pages; anything else is stored as skipped ("not_html").
 PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
-#: Share of replaced (undecodable) characters above which a decoding is unusable.
-MAX_REPLACED_SHARE = 0.01
 GONE_STATUSES = frozenset({404, 410})
+#: The Celery queue of the scans this pipeline sends.
+SCAN_QUEUE = ROUTES["tracker.scan_page"]["queue"]
+#: Seconds between readings of the scan queue's depth while the crawl is paused.
+BACKOFF_POLL = 1.0
+#: Seconds after which a reading is stale anyway: other processes fill the queue too.
+DEPTH_REFRESH = 5.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,7 @@ def digest(body: bytes, content_type: str | None, url: str) -> Digest:
     except UnusableContent as err:
         reason = "empty" if str(err).startswith("empty") else "binary"
         return Digest(skip=reason, detail=str(err))
-    if decoded.replaced > max(10, MAX_REPLACED_SHARE * len(decoded.text)):
+    if decoded.undecodable:
         detail = f"{decoded.replaced} undecodable byte sequences as {decoded.encoding}"
         return Digest(encoding=decoded.encoding, skip="undecodable", detail=detail)
     found = extract(decoded.text, url)
@@ -76,6 +92,93 @@ def digest(body: bytes, content_type: str | None, url: str) -> Digest:
         return Digest(**common, encoding=decoded.encoding, skip="no_main_text",
                       detail=found.reason or "")  # fmt: skip
     return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
+
+
+class ScanBackoff:
+    """Pauses the crawl while the scan queue is full: a crawl outrunning the workers would
+    grow Redis without limit (``noeviction``: until writes fail).
+
+    Each item that may queue a scan first reserves room (`reserve`) and hands it back when
+    stored (`release`). The depth is known as its last reading plus the scans queued since
+    plus the reservations, so Redis is read only when that reaches ``bound`` (or the
+    reading is DEPTH_REFRESH old). A queue found full, once the items being stored have
+    queued their scans or not, pauses the engine (no new requests) and holds every item
+    back until the workers have taken the queue down to half the bound. A crawl process
+    alone on the queue thus never takes it past the bound.
+    """
+
+    def __init__(self, crawler: Crawler, client: redis.Redis, bound: int, label: str) -> None:
+        self.crawler = crawler
+        self.client = client
+        self.bound = bound  # 0: no bound
+        self.low = bound // 2
+        self.label = label  # who is paused, for the log
+        self._depth = 0  # at the last reading
+        self._queued = 0  # scans queued since the last reading
+        self._reserved = 0  # items storing now, each possibly queueing a scan
+        self._read_at = -DEPTH_REFRESH
+        self._lock = asyncio.Lock()
+        self._released = asyncio.Event()
+
+    def _expected(self) -> int:
+        return self._depth + self._queued + self._reserved
+
+    async def _read(self) -> None:
+        self._depth = await asyncio.to_thread(self.client.llen, SCAN_QUEUE)
+        self._queued = 0
+        self._read_at = time.monotonic()
+
+    async def reserve(self) -> None:
+        """Wait until the scan queue has room for one more scan, and take it."""
+        if not self.bound:
+            return
+        # One item at a time: the others wait here while the crawl is paused.
+        async with self._lock:
+            stale = time.monotonic() - self._read_at > DEPTH_REFRESH
+            if stale or self._expected() >= self.bound:
+                await self._read()
+            if self._expected() >= self.bound:
+                # Items being stored may queue a scan or not: full only if they did.
+                while self._reserved:
+                    self._released.clear()
+                    await self._released.wait()
+                await self._read()
+                if self._depth >= self.bound:
+                    await self._back_off()
+            self._reserved += 1
+
+    def release(self, queued: bool) -> None:
+        """Hand back a reservation; ``queued``: the item did queue a scan."""
+        if self.bound:
+            self._reserved -= 1
+            self._queued += queued
+            self._released.set()
+
+    async def _back_off(self) -> None:
+        assert self.crawler.engine is not None
+        engine = self.crawler.engine
+        engine.pause()
+        log.warning(
+            "%s paused: the scan queue holds %d tasks (bound %d); resuming once it is down to %d",
+            self.label,
+            self._depth,
+            self.bound,
+            self.low,
+        )
+        start = time.monotonic()
+        try:
+            # A crawl asked to stop lets its last items through rather than hang.
+            while self._expected() > self.low and engine.running:
+                await asyncio.sleep(BACKOFF_POLL)
+                await self._read()
+        finally:
+            engine.unpause()
+        log.warning(
+            "%s resumed after %.0f s: the scan queue holds %d tasks",
+            self.label,
+            time.monotonic() - start,
+            self._depth,
+        )
 
 
 class EvidencePipeline:
@@ -89,6 +192,12 @@ class EvidencePipeline:
         self.progress_every = settings.getfloat("COPYTRACK_PROGRESS_EVERY")
         self.processes = settings.getint("COPYTRACK_EXTRACT_PROCESSES") or os.cpu_count() or 1
         self.ctx = process_context()
+        self.backoff = ScanBackoff(
+            crawler,
+            self.ctx.redis,
+            self.ctx.settings.scan_queue_max,
+            f"crawl of campaign {self.campaign} (run {self.run_id})",
+        )
         self.counts: Counter[str] = Counter()
         self._flushed = time.monotonic()
         self._pool: ProcessPoolExecutor | None = None
@@ -111,13 +220,14 @@ class EvidencePipeline:
             self._pool.shutdown()
 
     async def process_item(self, item: Any) -> Any:
+        if isinstance(item, DroppedLinks):  # links not followed: only counted
+            self.counts[f"skipped.{item.reason}"] += item.count
+            return item
+        save: Callable[[], list[str]]
         if isinstance(item, PageProblem):
-            counts = await asyncio.to_thread(self._problem, item)
-        elif item.source == STORED:
-            counts = ["skipped.fresh"]
-        elif item.source == NOT_MODIFIED:
-            await asyncio.to_thread(self._touch, item.url)
-            counts = ["pages.fetched", "pages.unchanged"]
+            save = partial(self._problem, item)
+        elif item.source in (STORED, NOT_MODIFIED):
+            save = partial(self._reuse, item)
         else:
             assert item.source == NETWORK and self._pool is not None
             loop = asyncio.get_running_loop()
@@ -125,7 +235,14 @@ class EvidencePipeline:
             found = await loop.run_in_executor(
                 self._pool, digest, item.body, content_type, item.final_url
             )
-            counts = await asyncio.to_thread(self._store, item, found)
+            save = partial(self._store, item, found)
+        await self.backoff.reserve()
+        queued = True  # unless it says otherwise: a save that failed midway may have queued
+        try:
+            counts = await asyncio.to_thread(save)
+            queued = "scans_enqueued" in counts
+        finally:
+            self.backoff.release(queued)
         # Added only now: a flush during the awaits above swaps self.counts.
         self.counts.update(counts)
         if time.monotonic() - self._flushed > self.progress_every:
@@ -188,8 +305,20 @@ class EvidencePipeline:
             counts += self._save(gone, f"gone: {item.detail}")
         return counts
 
-    def _touch(self, url: str) -> None:
-        self.ctx.db.pages.update_one({"url": url}, {"$set": {"fetched_at": datetime.now(UTC)}})
+    def _reuse(self, item: FetchedPage) -> list[str]:
+        """A page answered from the store: fetched recently, or unchanged (304)."""
+        if item.source == NOT_MODIFIED:
+            self.ctx.db.pages.update_one(
+                {"url": item.url}, {"$set": {"fetched_at": datetime.now(UTC)}}
+            )
+            counts = ["pages.fetched", "pages.unchanged"]
+        else:
+            counts = ["skipped.fresh"]
+        page_id = claim_unscanned(self.ctx, item.url, self.run_id)
+        if page_id is not None:
+            enqueue_scan(page_id)
+            counts.append("scans_enqueued")
+        return counts
 
     async def _flush(self) -> None:
         counts, self.counts = self.counts, Counter()

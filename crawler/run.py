@@ -17,6 +17,7 @@ import argparse
 import logging
 import sys
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 from bson import ObjectId
@@ -55,9 +56,16 @@ def frontier_keys(run_id: ObjectId) -> dict[str, str]:
 
 
 def scrapy_settings(
-    campaign: Campaign, run_id: ObjectId, ctx: Context, frontier: str
+    campaign: Campaign,
+    run_id: ObjectId,
+    ctx: Context,
+    frontier: str,
+    resume_since: datetime | None = None,
 ) -> ScrapySettings:
-    """crawler.settings plus this campaign's limits and politeness overrides."""
+    """crawler.settings plus this campaign's limits and politeness overrides.
+
+    ``resume_since``: the run resumes a failed one; pages fetched since are not fetched again.
+    """
     settings = ScrapySettings()
     settings.setmodule("crawler.settings", priority="project")
     overrides: dict[str, Any] = {
@@ -66,6 +74,8 @@ def scrapy_settings(
         "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ctx.settings.allow_private_networks,
         "LOG_LEVEL": ctx.settings.log_level,
     }
+    if resume_since is not None:
+        overrides["COPYTRACK_RESUME_SINCE"] = resume_since.isoformat()
     if campaign.max_depth is not None:
         overrides["DEPTH_LIMIT"] = campaign.max_depth
     if campaign.max_pages is not None:
@@ -103,9 +113,15 @@ def _keep_alive(ctx: Context, name: str, run_id: ObjectId, stop: threading.Event
             log.exception("heartbeat of run %s failed", run_id)
 
 
-def crawl(ctx: Context, campaign: Campaign, run_id: ObjectId, frontier: str) -> str:
+def crawl(
+    ctx: Context,
+    campaign: Campaign,
+    run_id: ObjectId,
+    frontier: str,
+    resume_since: datetime | None = None,
+) -> str:
     """Run the spider to its end in this process; returns Scrapy's finish reason."""
-    process = CrawlerProcess(scrapy_settings(campaign, run_id, ctx, frontier))
+    process = CrawlerProcess(scrapy_settings(campaign, run_id, ctx, frontier, resume_since))
     crawler = process.create_crawler(CampaignSpider)
     process.crawl(crawler)
     process.start()
@@ -133,10 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         run_id = ObjectId(args.run_id)
         ctx = process_context()
         campaign = get_campaign(ctx, args.campaign)
-        join_run(ctx, run_id)
+        run = join_run(ctx, run_id)
     except (InvalidId, CampaignError, ConfigError) as err:
         print(f"crawler.run: {err}", file=sys.stderr)
         return 2
+    # pymongo hands back naive datetimes that are UTC.
+    resume_since = run["resume_since"].replace(tzinfo=UTC) if run.get("resume_since") else None
 
     stop = threading.Event()
     beat = threading.Thread(
@@ -145,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     beat.start()
     error = None
     try:
-        reason = crawl(ctx, campaign, run_id, args.frontier)
+        reason = crawl(ctx, campaign, run_id, args.frontier, resume_since)
         if reason == "shutdown":
             error = "interrupted (the crawl process was asked to stop)"
     except Exception as err:

@@ -27,14 +27,26 @@ AUTOTHROTTLE_START_DELAY = 1.0
 AUTOTHROTTLE_MAX_DELAY = 30.0
 AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
 
-DOWNLOAD_TIMEOUT = 30
-# Article pages are far smaller; bigger bodies are archives, media or traps.
+# Limits on what the crawled sites control (crawler.fetch applies them to `copytrack check
+# URL` too). Each refusal is counted in the run (`copytrack campaign show`) under its
+# reason: skipped.too_large, too_large_decompressed, too_many_redirects, links_over_limit,
+# bad_url; failed.invalid_sitemap for a sitemap bomb.
+DOWNLOAD_TIMEOUT = 30  # seconds for a whole download, however slowly the bytes trickle
+# Article pages are far smaller; bigger bodies are archives, media or traps. Scrapy applies
+# it to decompressed bodies too (HttpCompressionMiddleware, gzipped sitemaps), in 64 KB
+# steps: a gzip bomb stops after 3 MB of output, whatever it would inflate to.
 DOWNLOAD_MAXSIZE = 3 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 1024 * 1024
 RETRY_ENABLED = True
 RETRY_TIMES = 2
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
-REDIRECT_MAX_TIMES = 10
+# Moved pages take one or two hops (http → https → new path); longer chains are loops or
+# traps. <meta http-equiv="refresh"> hops count too.
+REDIRECT_MAX_TIMES = 5
+# Links followed from one page (or feed) in document order; the rest are dropped and
+# counted: generated link farms and calendar traps would otherwise flood the queue. 0: no
+# limit.
+COPYTRACK_MAX_LINKS_PER_PAGE = 500
 COOKIES_ENABLED = False  # nothing copytrack reads needs a session
 # No listening ports of its own: the crawl is controlled through its run.
 TELNETCONSOLE_ENABLED = False

@@ -39,6 +39,19 @@ def endpoints(embedded_data_dir: Path) -> Iterator[Endpoints]:
 
 
 @pytest.fixture
+def own(tmp_path: Path) -> Iterator[Settings]:
+    """Settings of a fresh installation on embedded servers started for this test alone
+    (for tests that stop or restart a server, which would break the session's)."""
+    data_dir = tmp_path / "data"
+    settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(data_dir)})
+    try:
+        ensure_servers(settings)
+        yield settings
+    finally:
+        stop_servers(data_dir)
+
+
+@pytest.fixture
 def redis_client(endpoints: Endpoints) -> Iterator[redis.Redis]:
     """A redis.Redis (bytes responses) on the embedded Valkey, database flushed first."""
     client = redis.Redis.from_url(endpoints.redis_url)
@@ -88,5 +101,14 @@ def tracker_env(
 def ctx(tracker_env: dict[str, str]) -> Iterator[Context]:
     """An open tracker Context on an empty library and index."""
     context = open_context(Settings.from_env(tracker_env))
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
+    """A context whose crawls may fetch loopback (the test web), on a fresh installation."""
+    monkeypatch.setenv("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "1")
+    context = open_context(Settings.from_env())
     yield context
     context.close()

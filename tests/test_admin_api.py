@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from datetime import datetime, timedelta
 from typing import get_args
 
@@ -9,9 +12,14 @@ import pytest
 from bson import ObjectId
 
 from admin.routes.api import ReviewStatus
-from tests.test_admin_app import ZH, client, login, seed
+from tests.test_admin_app import PASSWORD, ZH, client, login, seed
+from tests.test_fault_tolerance import wait_until
 from tracker import campaigns as tracker_campaigns
-from tracker.users import create_token, revoke_token
+from tracker.celery_app import QUEUES
+from tracker.config import Settings
+from tracker.context import open_context
+from tracker.servers import VALKEY, server_status
+from tracker.users import add_user, create_token, revoke_token
 from tracker.workflow import TRANSITIONS
 
 
@@ -42,6 +50,7 @@ def test_the_schema_lists_every_endpoint(api):
         "/api/v1/findings/{finding_id}",
         "/api/v1/campaigns",
         "/api/v1/campaigns/{name}/runs",
+        "/api/v1/health",
     }
     assert schema["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
 
@@ -193,3 +202,51 @@ def test_a_browser_session_may_call_the_api_with_its_csrf_header(api):
     assert http.patch(url, json={"status": "confirmed"}).status_code == 403
     ok = http.patch(url, json={"status": "confirmed"}, headers={"X-CSRF-Token": token})
     assert ok.status_code == 200
+
+
+def test_healthz_follows_the_servers_and_admins_get_the_full_report(own: Settings) -> None:
+    ctx = open_context(own)
+    try:
+        for name, role in (("ada", "admin"), ("vic", "viewer")):
+            add_user(ctx, name, PASSWORD, role)
+        admin = {"Authorization": f"Bearer {create_token(ctx, 'ada', 'monitoring')}"}
+        viewer = {"Authorization": f"Bearer {create_token(ctx, 'vic', 'dashboards')}"}
+        http = client(ctx)
+
+        up = http.get("/healthz")
+        assert up.status_code == 200 and up.json() == {"ok": True}
+        assert up.headers["cache-control"] == "no-store"
+        assert http.get("/api/v1/health").status_code == 401
+        assert http.get("/api/v1/health", headers=viewer).status_code == 403
+        report = http.get("/api/v1/health", headers=admin).json()
+        assert report["ok"] is True and report["last_scan_at"] is None
+        assert {name: s["ok"] for name, s in report["servers"].items()} == {
+            "mongo": True,
+            "redis": True,
+        }
+        assert report["queues"] == dict.fromkeys(QUEUES, 0) and report["in_progress"] == 0
+        assert report["workers"] == []
+        assert report["problems"] == ["no worker answered a ping within 1 s"]
+
+        [valkey] = [s for s in server_status(own.data_dir) if s.name == VALKEY]
+        os.kill(valkey.pid, signal.SIGTERM)
+        wait_until(
+            lambda: not any(s.alive for s in server_status(own.data_dir) if s.name == VALKEY),
+            20,
+            "valkey exit",
+        )
+
+        start = time.monotonic()
+        down = http.get("/healthz")
+        assert time.monotonic() - start < 3
+        # A load balancer takes this admin out; nobody unauthenticated learns why.
+        assert down.status_code == 503 and down.json() == {"ok": False}
+        assert str(valkey.port) not in down.text and "redis" not in down.text
+        report = http.get("/api/v1/health", headers=admin).json()  # tokens live in MongoDB
+        assert report["ok"] is False
+        assert report["servers"]["mongo"]["ok"] is True
+        assert report["servers"]["redis"]["ok"] is False
+        assert [p.split(":")[0] for p in report["problems"]] == ["redis does not answer"]
+        assert report["queues"] is None and report["workers"] is None
+    finally:
+        ctx.close()

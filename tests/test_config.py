@@ -18,6 +18,7 @@ def test_defaults() -> None:
     assert s.mongo_db == "copytrack"
     assert s.allow_private_networks is False
     assert s.log_level == "INFO"
+    assert s.scan_queue_max == 10_000
 
 
 def test_all_values(tmp_path: Path) -> None:
@@ -29,6 +30,7 @@ def test_all_values(tmp_path: Path) -> None:
             "COPYTRACK_MONGO_DB": "ct_prod",
             "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "yes",
             "COPYTRACK_LOG_LEVEL": "debug",
+            "COPYTRACK_SCAN_QUEUE_MAX": "0",
         }
     )
     assert s.mongo_url == "mongodb://db.example:27017/"
@@ -37,6 +39,7 @@ def test_all_values(tmp_path: Path) -> None:
     assert s.mongo_db == "ct_prod"
     assert s.allow_private_networks is True
     assert s.log_level == "DEBUG"
+    assert s.scan_queue_max == 0  # no bound
     assert not s.embedded_mongo and not s.embedded_redis
 
 
@@ -72,6 +75,7 @@ def test_bool_values(raw: str, expected: bool) -> None:
         ("COPYTRACK_VISIBILITY_TIMEOUT", "0", "seconds from 1"),
         ("COPYTRACK_INDEX_BUCKET_BITS", "40", "bits from 0 to 24"),
         ("COPYTRACK_INDEX_BUCKET_BITS", "-3", "bits from 0 to 24"),
+        ("COPYTRACK_SCAN_QUEUE_MAX", "lots", "tasks from 0"),
     ],
 )
 def test_rejects_bad_values(name: str, value: str, hint: str) -> None:

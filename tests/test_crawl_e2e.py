@@ -28,8 +28,7 @@ from tracker.campaigns import (
     wait_for_run,
 )
 from tracker.cli import main
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
 
 if not CORPUS_DIR.exists():
     pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
@@ -48,15 +47,6 @@ def web() -> TestWeb:
 def running(web: TestWeb) -> Iterator[RunningWeb]:
     with serve(web) as sites:
         yield sites
-
-
-@pytest.fixture
-def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
-    """A context whose crawls may fetch loopback (the test web), on a fresh installation."""
-    monkeypatch.setenv("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "1")
-    context = open_context(Settings.from_env())
-    yield context
-    context.close()
 
 
 def seeds(web: TestWeb, running: RunningWeb) -> list[str]:

@@ -36,10 +36,10 @@ def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> I
 
 def test_two_processes_share_one_frontier(crawl_ctx: Context, running: RunningWeb) -> None:
     seeds = [running.url(site) for site in running.base_urls]
-    # Per site one request at a time with a small delay: the crawl lasts long enough
-    # for the second process to take a share.
+    # Per site one request at a time with a delay: the crawl lasts ~6 s, longer than a
+    # crawl process takes to start on a busy machine, so the second one gets a share.
     campaign = Campaign.from_dict(
-        {"name": "shared", "seeds": seeds, "delay": 0.05, "concurrency": 1}
+        {"name": "shared", "seeds": seeds, "delay": 0.25, "concurrency": 1}
     )
     save_campaign(crawl_ctx, campaign)
     run_id = start_run(crawl_ctx, "shared")

@@ -41,7 +41,6 @@ from tracker.servers import (
     Endpoints,
     ensure_servers,
     server_status,
-    stop_servers,
 )
 
 pytestmark = pytest.mark.timeout(150)
@@ -49,18 +48,6 @@ pytestmark = pytest.mark.timeout(150)
 # Seconds SecantusDB stays down once it has exited: beyond pymongo's 10 s server selection,
 # so the scan under way fails and Celery retries it.
 MONGO_DOWN = 11.0
-
-
-@pytest.fixture
-def own(tmp_path: Path) -> Iterator[Settings]:
-    """Settings of a fresh installation on embedded servers started for this test alone."""
-    data_dir = tmp_path / "data"
-    settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(data_dir)})
-    try:
-        ensure_servers(settings)
-        yield settings
-    finally:
-        stop_servers(data_dir)
 
 
 def _env(endpoints: Endpoints, settings: Settings) -> dict[str, str]:
@@ -96,7 +83,7 @@ def _worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]
         proc.wait(timeout=10)
 
 
-def _wait(done: Callable[[], Any], timeout: float, what: str, log: Path | None = None) -> Any:
+def wait_until(done: Callable[[], Any], timeout: float, what: str, log: Path | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while not (result := done()):
         if time.monotonic() > deadline:
@@ -157,7 +144,7 @@ def _server(settings: Settings, name: str) -> Any:
 def _restart_valkey(settings: Settings, sig: signal.Signals) -> Endpoints:
     """Signal the embedded Valkey, wait for it to exit, start it again on its data (its AOF)."""
     os.kill(_server(settings, VALKEY).pid, sig)
-    _wait(lambda: not _server(settings, VALKEY).alive, 20, "valkey exit")
+    wait_until(lambda: not _server(settings, VALKEY).alive, 20, "valkey exit")
     return ensure_servers(settings)
 
 
@@ -199,8 +186,8 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
         assert _index_content(ctx) == grown
         assert ctx.redis.llen("scan") == len(pages) == 7
         with _worker(_env(endpoints, own), log):
-            _wait(lambda: _scanned(ctx) == len(pages), 60, "scan of every page", log)
-            _wait(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgements", log)
+            wait_until(lambda: _scanned(ctx) == len(pages), 60, "scan of every page", log)
+            wait_until(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgements", log)
         masters = {m["external_id"]: m["_id"] for m in ctx.db.masters.find({}, {"external_id": 1})}
         copied = [masters[f"news-{n}"] for n in range(4)]
         assert _findings(ctx) == set(zip([*pages[:3], pages[6]], copied, strict=True))
@@ -231,7 +218,7 @@ def _stop_secantus(pid: int, port: int, gone: Callable[[], bool]) -> None:
         now = time.monotonic()
         if now > deadline:
             os.kill(pid, signal.SIGKILL)
-            _wait(gone, 10, "SecantusDB killed")
+            wait_until(gone, 10, "SecantusDB killed")
             return
         if _accepts(port) and now - sent > 1:
             os.kill(pid, signal.SIGTERM)
@@ -278,13 +265,13 @@ def test_mongo_restart_worker_and_matcher_reconnect_and_no_scan_is_lost(
 
         with _worker(_env(ctx.endpoints, own), log):
             _send_scans(ctx.endpoints.redis_url, pages)
-            _wait(lambda: _scanned(ctx) >= 1, 60, "first scan", log)
+            wait_until(lambda: _scanned(ctx) >= 1, 60, "first scan", log)
             restarted = _restart_mongo_on_its_port(own, MONGO_DOWN)
             assert _scanned(ctx) < len(pages), "every scan ran before the restart"
             # The matcher's client (this process) finds the server again on its own.
             assert [match_text(ctx, text) for text in copies[:3]] == before
-            _wait(lambda: _scanned(ctx) == len(pages), 90, "scan of every page", log)
-            _wait(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgements", log)
+            wait_until(lambda: _scanned(ctx) == len(pages), 90, "scan of every page", log)
+            wait_until(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgements", log)
 
         # Scans that met the server down failed and were retried by Celery.
         assert "Retry in" in log.read_text(errors="replace")

@@ -19,7 +19,7 @@ from tracker import tasks
 from tracker.celery_app import QUEUES, app, configure
 from tracker.commands.ops import COPYTRACK_COMMAND
 from tracker.context import Context
-from tracker.health import health
+from tracker.health import health, server_health
 from tracker.index import MemoryIndex
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, store_page
@@ -27,7 +27,7 @@ from tracker.servers import Endpoints
 
 
 @contextlib.contextmanager
-def _worker(ctx: Context, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def worker_process(ctx: Context, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`copytrack worker` on the scan queue, in its own process group, killed on the way out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
     env.update(
@@ -68,9 +68,14 @@ def test_health_follows_a_scan_from_the_queue_to_a_worker(ctx: Context, tmp_path
     assert waiting["in_progress"] == 0
     assert waiting["workers"] == [] and waiting["last_scan_at"] is None
     assert waiting["problems"] == ["no worker answered a ping within 0.5 s"]
+    # The load balancers' probe: the servers alone, without waiting for workers.
+    start = time.monotonic()
+    servers = server_health(ctx, timeout=0.5)
+    assert time.monotonic() - start < 0.5
+    assert {name: s["ok"] for name, s in servers.items()} == {"mongo": True, "redis": True}
 
     log = tmp_path / "worker.log"
-    with _worker(ctx, log) as worker:
+    with worker_process(ctx, log) as worker:
         deadline = time.monotonic() + 60
         while not ctx.db.pages.find_one({"_id": page_id, "scanned_at": {"$ne": None}}):
             assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]

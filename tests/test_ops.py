@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +34,12 @@ def _env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def _status(data_dir: Path, **extra: str) -> tuple[int, str]:
-    """Exit status and output of `copytrack status`, run in this process."""
+def _status(data_dir: Path, *args: str, **extra: str) -> tuple[int, str]:
+    """Exit status and output of `copytrack status ARGS`, run in this process."""
     # None unsets: only COPYTRACK_DATA_DIR (and extra) of copytrack's variables apply.
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("COPYTRACK_")}
     env.update(COPYTRACK_DATA_DIR=str(data_dir), **extra)
-    result = CliRunner().invoke(main, ["status"], env=env)
+    result = CliRunner().invoke(main, ["status", *args], env=env)
     return result.exit_code, result.output
 
 
@@ -152,7 +154,9 @@ def test_status_reports_servers_queues_and_counts(
     embedded_data_dir: Path, redis_client: redis.Redis, mongo_db: Database[Any]
 ) -> None:
     mongo_db.masters.insert_many([{"_id": 1}, {"_id": 2}])
+    scanned_at = datetime(2025, 1, 31, 12, 0, 0)
     mongo_db.pages.insert_many([{"url": f"http://x.example/{n}"} for n in range(3)])
+    mongo_db.pages.update_one({}, {"$set": {"scanned_at": scanned_at}})
     mongo_db.findings.insert_one({"page_id": 1, "master_id": 1})
     redis_client.rpush("scan", b"t1", b"t2")
     redis_client.rpush("crawl", b"t3")
@@ -160,6 +164,9 @@ def test_status_reports_servers_queues_and_counts(
     try:
         # The session's embedded servers, found through their data dir.
         code, output = _status(embedded_data_dir, COPYTRACK_MONGO_DB=mongo_db.name)
+        json_code, json_output = _status(
+            embedded_data_dir, "--json", COPYTRACK_MONGO_DB=mongo_db.name
+        )
     finally:
         redis_client.flushdb()
     assert code == 0, output
@@ -171,12 +178,31 @@ def test_status_reports_servers_queues_and_counts(
     assert _figure(output, "in progress") == 0
     counts = {c: _figure(output, c) for c in ("masters", "pages", "findings", "postings")}
     assert counts == {"masters": 2, "pages": 3, "findings": 1, "postings": 3}
+    assert re.search(r"^workers \(answered a ping\)\n  none$", output, re.MULTILINE), output
+    assert re.search(r"^last scan\s+2025-01-31T12:00:00\+00:00$", output, re.MULTILINE), output
+    assert re.search(r"^problems\n  no worker answered a ping within 1 s$", output, re.M), output
+
+    # --json: the same figures, for scripts and monitoring.
+    assert json_code == 0, json_output
+    report = json.loads(json_output)
+    assert report["ok"] is True and report["workers"] == []
+    assert report["queues"] == {"ingest": 0, "scan": 2, "crawl": 1, "maintenance": 0}
+    assert report["in_progress"] == 0
+    assert report["last_scan_at"] == "2025-01-31T12:00:00+00:00"
+    assert report["problems"] == ["no worker answered a ping within 1 s"]
 
 
 def test_status_without_servers_says_so_and_starts_nothing(data_dir: Path) -> None:
     code, output = _status(data_dir)
     assert code == 1
     assert "mongo        not running" in output and "valkey       not running" in output
+    not_running = "embedded mongo and valkey not running (`copytrack up` starts it)"
+    assert f"problems\n  {not_running}" in output
+    code, output = _status(data_dir, "--json")
+    assert code == 1
+    report = json.loads(output)
+    assert report["ok"] is False and report["queues"] is None and report["workers"] is None
+    assert report["problems"] == [not_running]
     assert server_status(data_dir) == []
 
 
@@ -189,6 +215,9 @@ def test_up_comes_up_and_sigint_stops_everything_it_started(data_dir: Path, tmp_
         assert len(re.findall(r"answering", output)) == 2
         assert re.search(rf"^\s+up\s+pid {up.pid}\s", output, re.MULTILINE), output
         assert re.search(r"^\s+worker\s+pid \d+", output, re.MULTILINE), output
+        # The worker `up` started answers the health report's ping.
+        assert re.search(r"^workers \(answered a ping\)\n  copytrack-\d+@", output, re.M), output
+        assert re.search(r"^problems\n  none$", output, re.MULTILINE), output
         started = _tree(up.pid)
         assert len(started) >= 5  # up, two servers, the worker and its pool process
 

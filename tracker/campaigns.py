@@ -13,7 +13,9 @@ twice at once), records the run and starts ``python -m crawler.run`` in its own 
 the lock and the run's heartbeat while it works, adds its counts to the run, and on exit
 moves it to ``scanning``. The run is ``finished`` once every page it stored has been
 scanned (by Celery workers, or inline by ``wait_for_run``); ``refresh_run`` checks that,
-and fails runs whose crawl process vanished (no heartbeat).
+and fails runs whose crawl process vanished: no heartbeat, or (at once) every process of
+the run ran on this machine and is gone, as after a ``kill -9``. A run after a failed one
+resumes it: the pages the failed run fetched (``resume_since``) are not fetched again.
 
 tracker speaks no HTTP: the private-network check of the seeds is the crawler's, loaded
 by dotted path (``SEED_GUARD``) like the HTML helpers in tracker.loaders.
@@ -21,10 +23,12 @@ by dotted path (``SEED_GUARD``) like the HTML helpers in tracker.loaders.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -44,6 +48,7 @@ from pymongo.errors import DuplicateKeyError
 from .context import Context
 from .loaders import load_object
 from .pages import scan_page
+from .servers import process_running
 
 log = logging.getLogger(__name__)
 
@@ -328,24 +333,42 @@ def _utc(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _take_lock(ctx: Context, name: str, run_id: ObjectId) -> bool:
+    ttl = int(LOCK_TTL.total_seconds() * 1000)
+    return bool(ctx.redis.set(_lock_key(name), str(run_id), nx=True, px=ttl))
+
+
 def start_run(ctx: Context, name: str, trigger: str = "manual") -> ObjectId:
     """Take the campaign's lock and record a run in state ``starting``; returns its id.
 
     Raises CampaignBusy if the campaign is running. Runs left ``starting``/``running`` by
-    a crawl that died (its lock expired) are marked failed here.
+    a crawl that died (its lock expired, or its processes are gone) are marked failed
+    here. After a failed run, the new one resumes it (``resumes``, ``resume_since``).
     """
     get_campaign(ctx, name)
     run_id = ObjectId()
-    ttl = int(LOCK_TTL.total_seconds() * 1000)
-    if not ctx.redis.set(_lock_key(name), str(run_id), nx=True, px=ttl):
+    if not _take_lock(ctx, name, run_id):
         holder = ctx.redis.get(_lock_key(name))
-        raise CampaignBusy(name, holder.decode() if holder else None)
+        # A crawl killed outright holds its lock until it expires; refresh_run fails its
+        # run, and releases the lock, as soon as its processes are known to be gone.
+        if holder is not None and ObjectId.is_valid(holder.decode()):
+            with contextlib.suppress(CampaignError):  # its run is being recorded
+                refresh_run(ctx, ObjectId(holder.decode()))
+        if not _take_lock(ctx, name, run_id):
+            holder = ctx.redis.get(_lock_key(name))
+            raise CampaignBusy(name, holder.decode() if holder else None)
     now = datetime.now(UTC)
     ctx.db.runs.update_many(
         {"campaign": name, "state": {"$in": list(ACTIVE_STATES)}},
         {"$set": {"state": "failed", "finished_at": now,
                   "error": "abandoned: its crawl stopped without finishing"}},
     )  # fmt: skip
+    previous = ctx.db.runs.find_one({"campaign": name}, sort=[("started_at", DESCENDING)])
+    resume: dict[str, Any] = {}
+    if previous is not None and previous["state"] == "failed":
+        # What the failed run fetched, and the runs it resumed in turn, is not fetched again.
+        since = previous.get("resume_since") or previous["started_at"]
+        resume = {"resumes": previous["_id"], "resume_since": since}
     ctx.db.runs.insert_one(
         {
             "_id": run_id,
@@ -355,13 +378,42 @@ def start_run(ctx: Context, name: str, trigger: str = "manual") -> ObjectId:
             "started_at": now,
             "heartbeat_at": now,
             "active_crawlers": 0,
+            "crawl_processes": [],
             "pages": {"fetched": 0, "changed": 0, "unchanged": 0},
             "skipped": {},
             "failed": {},
             "scans_enqueued": 0,
+            **resume,
         }
     )
     return run_id
+
+
+def _pid_space() -> str:
+    """Where a pid names a process: this host and, in a container, its PID namespace."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no procfs
+        namespace = ""
+    return f"{socket.gethostname()} {namespace}".rstrip()
+
+
+def _crawl_process(pid: int) -> dict[str, Any]:
+    """How a run records one of its crawl processes."""
+    return {"where": _pid_space(), "pid": pid}
+
+
+def _crawl_died(run: Mapping[str, Any]) -> bool:
+    """True when every crawl process of the run ran here and none runs any more.
+
+    A process counts as running only with the run's id on its command line: a pid reused
+    by another process (after a reboot, say) does not keep a dead run alive.
+    """
+    processes = run.get("crawl_processes") or []
+    here, marker = _pid_space(), str(run["_id"])
+    return bool(processes) and all(
+        p["where"] == here and not process_running(p["pid"], marker) for p in processes
+    )
 
 
 def crawl_log_path(ctx: Context, run_id: ObjectId | str) -> Path:
@@ -392,7 +444,12 @@ def launch_crawl(ctx: Context, name: str, run_id: ObjectId) -> subprocess.Popen[
             # scheduler, and a Ctrl-C in their terminal does not cut it short.
             start_new_session=True,
         )
-    ctx.db.runs.update_one({"_id": run_id}, {"$set": {"pid": proc.pid, "log": str(log_path)}})
+    ctx.db.runs.update_one(
+        {"_id": run_id},
+        {"$set": {"pid": proc.pid, "log": str(log_path)},
+         # Recorded here too, not only by join_run: the process may die before it joins.
+         "$addToSet": {"crawl_processes": _crawl_process(proc.pid)}},
+    )  # fmt: skip
     return proc
 
 
@@ -424,11 +481,12 @@ def release_lock(ctx: Context, name: str, run_id: ObjectId) -> None:
 
 
 def join_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
-    """Register a crawl process with a starting or running run; returns the run."""
+    """Register this crawl process with a starting or running run; returns the run."""
     run = ctx.db.runs.find_one_and_update(
         {"_id": run_id, "state": {"$in": list(ACTIVE_STATES)}},
         {"$inc": {"active_crawlers": 1},
-         "$set": {"state": "running", "heartbeat_at": datetime.now(UTC)}},
+         "$set": {"state": "running", "heartbeat_at": datetime.now(UTC)},
+         "$addToSet": {"crawl_processes": _crawl_process(os.getpid())}},
         return_document=ReturnDocument.AFTER,
     )  # fmt: skip
     if run is None:
@@ -475,11 +533,14 @@ def record_progress(
 
 
 def finish_crawl(ctx: Context, run_id: ObjectId, error: str | None = None) -> bool:
-    """Unregister a crawl process; the last one moves the run on and drops the lock.
+    """Unregister this crawl process; the last one moves the run on and drops the lock.
 
     Returns True if this process was the run's last crawler.
     """
-    update: dict[str, Any] = {"$inc": {"active_crawlers": -1}}
+    update: dict[str, Any] = {
+        "$inc": {"active_crawlers": -1},
+        "$pull": {"crawl_processes": _crawl_process(os.getpid())},
+    }
     if error:
         update["$set"] = {"error": error}
     run = ctx.db.runs.find_one_and_update(
@@ -509,15 +570,31 @@ def pending_scans(ctx: Context, run_id: ObjectId) -> list[ObjectId]:
     return [p["_id"] for p in pages if _page_needs_scan(p, ctx.params.version)]
 
 
+def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None:
+    """Make a stored page whose text was never scanned the run's; returns its id to scan.
+
+    For pages a crawl serves from the store instead of fetching them: the run that stored
+    one may have died before its scan was queued or done. Claimed, the page is scanned
+    and counted with this run (``pending_scans``). None when the page is scanned already.
+    """
+    page = ctx.db.pages.find_one({"url": url}, {"content_sha256": 1, "scanned_as": 1})
+    if page is None or not _page_needs_scan(page, ctx.params.version):
+        return None
+    ctx.db.pages.update_one({"_id": page["_id"]}, {"$set": {"run_id": run_id}})
+    return page["_id"]
+
+
 def refresh_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
     """Move a run on when it is due: ``scanning`` → ``finished`` once its pages are scanned
-    (counting its findings), an active run without heartbeat → ``failed``."""
+    (counting its findings), an active run whose crawl died → ``failed``."""
     run = ctx.db.runs.find_one({"_id": run_id})
     if run is None:
         raise CampaignError(f"no run {run_id}")
     now = datetime.now(UTC)
-    if run["state"] in ACTIVE_STATES and now - _utc(run["heartbeat_at"]) > HEARTBEAT_STALE:
-        _fail(ctx, run_id, f"the crawl process stopped without finishing; see {run.get('log')}")
+    silent = now - _utc(run["heartbeat_at"]) > HEARTBEAT_STALE
+    if run["state"] in ACTIVE_STATES and (silent or _crawl_died(run)):
+        error = "interrupted: the crawl process stopped without finishing"
+        _fail(ctx, run_id, f"{error}; see {run.get('log')}")
         release_lock(ctx, run["campaign"], run_id)
     elif run["state"] == "scanning" and not pending_scans(ctx, run_id):
         touched = ctx.db.findings.count_documents({"run_id": run_id})

@@ -32,6 +32,9 @@ COPYTRACK_CRAWL_FRONTIER           memory           Where a crawl keeps its requ
                                                     seen-URL filter: ``memory`` (one crawler
                                                     process per run) or ``redis`` (scrapy-redis:
                                                     several crawler processes share a run).
+COPYTRACK_SCAN_QUEUE_MAX           10000            Crawls pause while more scans than this
+                                                    wait in the ``scan`` queue, and go on once
+                                                    it is down to half; 0: no bound.
 =================================  ===============  ==========================================
 """
 
@@ -54,6 +57,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
     "COPYTRACK_INDEX_BUCKET_BITS": ("12", "log2 of the number of index buckets"),
     "COPYTRACK_CRAWL_FRONTIER": ("memory", "crawl queue: memory or redis (shared by processes)"),
+    "COPYTRACK_SCAN_QUEUE_MAX": ("10000", "crawls pause while more scans wait (0: no bound)"),
 }
 
 DEFAULT_DATA_DIR = "./.copytrack"
@@ -61,6 +65,7 @@ DEFAULT_MONGO_DB = "copytrack"
 DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_VISIBILITY_TIMEOUT = 3600
 DEFAULT_INDEX_BUCKET_BITS = 12
+DEFAULT_SCAN_QUEUE_MAX = 10_000
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -88,6 +93,7 @@ class Settings:
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
     index_bucket_bits: int = DEFAULT_INDEX_BUCKET_BITS
     crawl_frontier: str = "memory"
+    scan_queue_max: int = DEFAULT_SCAN_QUEUE_MAX
 
     @property
     def embedded_mongo(self) -> bool:
@@ -173,6 +179,9 @@ class Settings:
         bucket_bits = whole_number(
             "COPYTRACK_INDEX_BUCKET_BITS", DEFAULT_INDEX_BUCKET_BITS, 0, 24, "bits"
         )
+        scan_queue_max = whole_number(
+            "COPYTRACK_SCAN_QUEUE_MAX", DEFAULT_SCAN_QUEUE_MAX, 0, 10**9, "tasks"
+        )
 
         crawl_frontier = (get("COPYTRACK_CRAWL_FRONTIER") or "memory").lower()
         if crawl_frontier not in ("memory", "redis"):
@@ -188,6 +197,7 @@ class Settings:
             visibility_timeout=visibility_timeout,
             index_bucket_bits=bucket_bits,
             crawl_frontier=crawl_frontier,
+            scan_queue_max=scan_queue_max,
         )
 
 

@@ -1,9 +1,10 @@
 """Health of an installation: servers, queues, workers and the last scan, in one dict.
 
-`health(ctx)` is what the admin's ``/healthz`` and `copytrack status` report. Every probe
-is bounded by ``timeout`` seconds, so a server that is down or hung makes the report say
-so instead of making the caller hang; the whole call takes about ``timeout`` (the worker
-ping waits that long for replies) plus the servers' round trips.
+`health(ctx)` is what `copytrack status` and the admin's ``/api/v1/health`` report;
+`server_health(ctx)`, its server probes alone, answers the load balancers' ``/healthz``.
+Every probe is bounded by ``timeout`` seconds, so a server that is down or hung makes the
+report say so instead of making the caller hang; `health` takes about ``timeout`` (the
+worker ping waits that long for replies) plus the servers' round trips.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 
 import pymongo
 import redis
+from celery import Celery
 from kombu.exceptions import OperationalError
 from pymongo.errors import PyMongoError
 
-from .celery_app import QUEUES, app, configure
+from .celery_app import QUEUES
 from .context import Context
 
 #: kombu's Redis hash of tasks delivered to a worker and not yet acknowledged.
@@ -36,47 +38,63 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     ``problems`` (one sentence each, empty when all is well). A figure that could not be
     read is None, with the reason in ``problems``.
     """
-    problems: list[str] = []
-    servers = {
-        "mongo": _timed(lambda: _ping_mongo(ctx, timeout)),
-        "redis": _timed(lambda: _ping_redis(ctx, timeout)),
-    }
+    servers = server_health(ctx, timeout)
+    report = _report(servers)
+    problems: list[str] = report["problems"]
     for name, server in servers.items():
         if not server["ok"]:
             problems.append(f"{name} does not answer: {server['error']}")
 
-    queues: dict[str, int] | None = None
-    in_progress: int | None = None
-    workers: list[str] | None = None
     if servers["redis"]["ok"]:
         try:
-            queues, in_progress = _queue_depths(ctx, timeout)
+            report["queues"], report["in_progress"] = _queue_depths(ctx, timeout)
         except redis.RedisError as err:
             problems.append(f"queue depths unavailable: {_describe(err)}")
         try:
-            workers = _ping_workers(ctx, timeout)
+            report["workers"] = _ping_workers(ctx, timeout)
         except (OperationalError, redis.RedisError, OSError) as err:
             problems.append(f"worker ping failed: {_describe(err)}")
         else:
-            if not workers:
+            if not report["workers"]:
                 problems.append(f"no worker answered a ping within {timeout:g} s")
 
-    last_scan: str | None = None
     if servers["mongo"]["ok"]:
         try:
-            last_scan = _last_scan(ctx, timeout)
+            report["last_scan_at"] = _last_scan(ctx, timeout)
         except PyMongoError as err:
             problems.append(f"last scan time unavailable: {_describe(err)}")
+    return report
 
+
+def server_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, dict[str, Any]]:
+    """Whether MongoDB and Redis answer: per server ``ok`` and ``latency_ms``, or ``error``.
+
+    The quick part of `health` (no worker ping), for probes that run every few seconds.
+    """
+    return {
+        "mongo": _timed(lambda: _ping_mongo(ctx, timeout)),
+        "redis": _timed(lambda: _ping_redis(ctx, timeout)),
+    }
+
+
+def unprobed(problem: str) -> dict[str, Any]:
+    """The report of an installation whose servers cannot even be probed (not started)."""
+    report = _report({name: {"ok": False, "error": problem} for name in ("mongo", "redis")})
+    report["problems"].append(problem)
+    return report
+
+
+def _report(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A report on these servers with every other figure unknown (None) and no problems."""
     return {
         "ok": all(server["ok"] for server in servers.values()),
         "checked_at": datetime.now(UTC).isoformat(),
         "servers": servers,
-        "queues": queues,
-        "in_progress": in_progress,
-        "workers": workers,
-        "last_scan_at": last_scan,
-        "problems": problems,
+        "queues": None,
+        "in_progress": None,
+        "workers": None,
+        "last_scan_at": None,
+        "problems": [],
     }
 
 
@@ -131,11 +149,13 @@ def _queue_depths(ctx: Context, timeout: float) -> tuple[dict[str, int], int]:
 
 def _ping_workers(ctx: Context, timeout: float) -> list[str]:
     """Names of the workers that answer a broadcast ping within ``timeout`` seconds."""
-    # The ping goes out through the process's Celery app (its producer pool), so the app
-    # must use this context's broker; configure it unless the process already did.
-    if "broker_url" not in app.conf:
-        configure(app, ctx.endpoints, ctx.settings)
-    replies = app.control.ping(timeout=timeout)
+    # An app of its own: the process's Celery app may be bound to another broker (or to
+    # none yet), and the ping must reach the workers of this context's Redis.
+    probe = Celery("copytrack-health", broker=ctx.endpoints.redis_url, set_as_current=False)
+    try:
+        replies = probe.control.ping(timeout=timeout)
+    finally:
+        probe.close()
     return sorted(name for reply in replies for name in reply)
 
 

@@ -276,6 +276,15 @@ def _proc_info(pid: int) -> tuple[str, str] | None:
     return state[:1], cmdline
 
 
+def process_running(pid: int, marker: str) -> bool:
+    """True if pid is a live (non-zombie) process whose command line contains ``marker``.
+
+    The marker tells the process apart from another that got its pid after it ended.
+    """
+    info = _proc_info(pid)
+    return info is not None and info[0] != "Z" and marker in info[1]
+
+
 def _live_info(pid: int) -> tuple[str, str] | None:
     """(state, command line) of a live process; None once it exited (reaped if ours)."""
     child = _CHILDREN.get(pid)

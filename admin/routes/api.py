@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.campaigns import CampaignBusy
+from tracker.health import health
 from tracker.library import Work
 from tracker.matcher import match_text
 from tracker.reports import find_findings, parse_filter, parse_object_id
@@ -160,6 +161,23 @@ class CampaignOut(BaseModel):
 class TriggerOut(BaseModel):
     campaign: str
     run_id: str
+
+
+class ServerHealthOut(BaseModel):
+    ok: bool
+    latency_ms: float | None = None
+    error: str | None = None
+
+
+class HealthOut(BaseModel):
+    ok: bool = Field(description="MongoDB and Redis both answer.")
+    checked_at: datetime
+    servers: dict[str, ServerHealthOut] = Field(description="mongo and redis.")
+    queues: dict[str, int] | None = Field(description="Tasks waiting per queue.")
+    in_progress: int | None = Field(description="Tasks delivered, not yet acknowledged.")
+    workers: list[str] | None = Field(description="Celery workers that answered a ping.")
+    last_scan_at: datetime | None
+    problems: list[str] = Field(description="One sentence each; empty when all is well.")
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -364,6 +382,14 @@ def trigger_run(request: Request, user: Admin, name: str) -> TriggerOut:
     except OSError as err:
         raise HTTPException(503, f"cannot start the crawl: {err}") from None
     return TriggerOut(campaign=name, run_id=str(run_id))
+
+
+@router.get(
+    "/health", response_model=HealthOut, summary="Servers, queues, workers and the last scan"
+)
+def health_report(request: Request, user: Admin) -> dict[str, Any]:
+    # About a second: it waits that long for the workers to answer a ping.
+    return health(app_context(request))
 
 
 def openapi_schema() -> dict[str, Any]:

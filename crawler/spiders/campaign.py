@@ -1,20 +1,26 @@
 """The campaign spider: seeds that are pages, sitemaps (or robots.txt) or RSS/Atom feeds.
 
-A seed's kind is read from its response, so campaigns just list URLs. Sitemaps go
-through SitemapSpider's parser (sitemap indexes, gzip, robots.txt ``Sitemap:`` lines),
+A seed's kind is read from its response, so campaigns just list URLs. Sitemaps are read
+with Scrapy's sitemap support (sitemap indexes, gzip, robots.txt ``Sitemap:`` lines),
 feeds give their entries' links, pages are handed to the pipeline and their links
-followed. Every request is canonicalized here; whether it is in the campaign's scope,
-on a public address, allowed by robots.txt or due for a re-fetch is decided by the
-downloader middlewares. Every URL that yields no page ends as a ``PageProblem`` item,
-so the run counts it.
+followed, up to ``COPYTRACK_MAX_LINKS_PER_PAGE`` per page; links not followed (over that
+limit, or no URL a request can be made of) are counted as ``DroppedLinks`` items. Every
+request is canonicalized here; whether it is in the campaign's scope, on a public
+address, allowed by robots.txt or due for a re-fetch is decided by the downloader
+middlewares. Every URL that yields no page ends as a ``PageProblem`` item, so the run
+counts it.
 """
 
 from __future__ import annotations
 
+import gzip
+import struct
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from lxml import etree
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import (
@@ -28,7 +34,8 @@ from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.spiders import SitemapSpider
-from scrapy.utils.sitemap import Sitemap
+from scrapy.spiders.sitemap import iterloc
+from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 from twisted.internet.error import (
     ConnectionRefusedError,
     DNSLookupError,
@@ -37,7 +44,8 @@ from twisted.internet.error import (
 )
 from twisted.python.failure import Failure
 
-from ..items import NETWORK, FetchedPage, PageProblem
+from ..decoding import sniff_binary
+from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
 from ..middlewares import SEED, SOURCE, CrawlRefused
 from ..urls import canonicalize
 
@@ -48,24 +56,35 @@ FEED_LINKS = (
     "//*[local-name()='item']/*[local-name()='link']/text()",
     "//*[local-name()='entry']/*[local-name()='link'][not(@rel) or @rel='alternate']/@href",
 )
-_SNIFF = 1024
+# What gunzip and inflate raise on a body that does not decompress.
+_CORRUPT_COMPRESSION = (zlib.error, EOFError, gzip.BadGzipFile, struct.error)
 # Download handlers raise Scrapy's or Twisted's exceptions, depending on the handler.
 _FAILURES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((DownloadTimeoutError, TimeoutError, TCPTimedOutError), "timeout"),
     ((CannotResolveHostError, DNSLookupError), "dns"),
     ((DownloadConnectionRefusedError, ConnectionRefusedError), "connection_refused"),
+    (_CORRUPT_COMPRESSION, "bad_compression"),
 )
+# The messages of Scrapy's IgnoreRequest for its two limits (RedirectMiddleware,
+# HttpCompressionMiddleware); tests/test_crawl_limits.py checks them against the real ones.
+_REDIRECT_LIMIT = "max redirections reached"
+_DECOMPRESSED_LIMIT = "exceeded DOWNLOAD_MAXSIZE"
 
 
 class CampaignSpider(SitemapSpider):
-    """Crawls one campaign (``COPYTRACK_CAMPAIGN`` setting, set by ``crawler.run``)."""
+    """Crawls one campaign (``COPYTRACK_CAMPAIGN`` setting, set by ``crawler.run``).
+
+    From SitemapSpider it takes the reading of sitemap bodies (gzip, DOWNLOAD_MAXSIZE);
+    the entries are turned into requests here, so a bad one is counted and skipped
+    instead of ending the callback and losing the rest of the sitemap.
+    """
 
     name = "campaign"
-    sitemap_rules = (("", "parse_page"),)
 
-    def __init__(self, campaign: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, campaign: dict[str, Any], max_links: int, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seeds = [canonicalize(seed) for seed in campaign["seeds"]]
+        self.max_links = max_links
         # Scope is the middlewares' job; the extractor only skips media and documents.
         self.link_extractor = LinkExtractor(canonicalize=False, unique=True)
 
@@ -74,13 +93,15 @@ class CampaignSpider(SitemapSpider):
         campaign = crawler.settings.getdict("COPYTRACK_CAMPAIGN")
         if not campaign:
             raise ValueError("no campaign: run crawls with `python -m crawler.run`")
-        return super().from_crawler(crawler, campaign, *args, **kwargs)
+        max_links = crawler.settings.getint("COPYTRACK_MAX_LINKS_PER_PAGE")
+        return super().from_crawler(crawler, campaign, max_links, *args, **kwargs)
 
     async def start(self) -> AsyncIterator[Request]:
         for seed in self.seeds:
             yield self._request(seed, self.parse_seed, seed=True)
 
     def _request(self, url: str, callback: Any, seed: bool = False) -> Request:
+        """A request for ``url``; ValueError if no request can be made of it."""
         url = canonicalize(url)
         # One politeness slot (delay, concurrency, AutoThrottle) per origin: Scrapy keys
         # slots by host name, so sites on different ports of one host would share one.
@@ -93,21 +114,54 @@ class CampaignSpider(SitemapSpider):
 
     def parse_seed(self, response: Response) -> Iterator[Any]:
         """A seed: a sitemap or robots.txt, a feed, or a page."""
-        kind = _xml_root(self, response)
+        xml = self._xml(response)
+        kind = xml.type if xml else None
         if response.url.endswith("/robots.txt") or kind in SITEMAP_ROOTS:
-            yield from self.parse_sitemap(response)
-        elif kind in FEED_ROOTS:
-            for xpath in FEED_LINKS:
-                for link in response.xpath(xpath).getall():
-                    yield self._request(response.urljoin(link.strip()), self.parse_page)
+            yield from self._sitemap_entries(response, xml)
+        elif kind in FEED_ROOTS and isinstance(response, TextResponse):
+            links = [
+                link.strip() for xpath in FEED_LINKS for link in response.xpath(xpath).getall()
+            ]
+            yield from self._follow_links(response, links, self.parse_page, self.max_links)
         else:
             yield from self.parse_page(response)
 
-    def parse_sitemap(self, response: Response) -> Iterator[Request]:
-        """Sitemap entries (and nested sitemaps), parsed by SitemapSpider."""
-        for request in self._parse_sitemap(response):
-            nested = request.callback == self._parse_sitemap
-            yield self._request(request.url, self.parse_sitemap if nested else self.parse_page)
+    def parse_sitemap(self, response: Response) -> Iterator[Request | PageProblem | DroppedLinks]:
+        """A nested sitemap (listed by robots.txt or a sitemap index)."""
+        xml = self._xml(response)
+        if response.url.endswith("/robots.txt") or (xml and xml.type in SITEMAP_ROOTS):
+            yield from self._sitemap_entries(response, xml)
+            return
+        detail = f"{response.url}: not a sitemap, corrupt, or over DOWNLOAD_MAXSIZE unzipped"
+        self.logger.warning(detail)
+        yield PageProblem(canonicalize(response.url), "invalid_sitemap", detail, skipped=False)
+
+    def _sitemap_entries(
+        self, response: Response, xml: Sitemap | None
+    ) -> Iterator[Request | DroppedLinks]:
+        """The URLs a sitemap or sitemap index lists, or the sitemaps a robots.txt names.
+
+        Not capped by COPYTRACK_MAX_LINKS_PER_PAGE: the protocol allows 50,000 URLs per
+        sitemap, and DOWNLOAD_MAXSIZE bounds them.
+        """
+        if response.url.endswith("/robots.txt") or xml is None:  # its Sitemap: lines
+            # No base_url: _follow_links resolves them, where a bad one is only counted.
+            sitemaps = list(sitemap_urls_from_robots(response.body))
+            yield from self._follow_links(response, sitemaps, self.parse_sitemap)
+            return
+        nested = xml.type == "sitemapindex"
+        callback = self.parse_sitemap if nested else self.parse_page
+        yield from self._follow_links(response, list(iterloc(xml)), callback)
+
+    def _xml(self, response: Response) -> Sitemap | None:
+        """An XML (or gzipped XML) response, parsed lazily; None for anything else."""
+        try:
+            body = self._get_sitemap_body(response)
+            return Sitemap(body) if body else None
+        # A corrupt gzip body (SitemapSpider lets gunzip's errors out); an empty or
+        # unparsable document.
+        except (*_CORRUPT_COMPRESSION, StopIteration, ValueError, etree.LxmlError):
+            return None
 
     def parse_page(self, response: Response) -> Iterator[Any]:
         """Hand the page to the pipeline and follow its links."""
@@ -120,26 +174,48 @@ class CampaignSpider(SitemapSpider):
             source=response.meta.get(SOURCE, NETWORK),
             redirected_from=list(response.meta.get("redirect_urls", [])),
         )
-        # Binary bodies served as text/html hold no links, only NUL bytes for lxml.
-        if isinstance(response, TextResponse) and b"\0" not in response.body[:_SNIFF]:
-            for link in self.link_extractor.extract_links(response):
-                yield self._request(link.url, self.parse_page)
+        # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
+        # NUL bytes do not make a page binary (nor stop its links from being followed).
+        if isinstance(response, TextResponse) and sniff_binary(response.body) is None:
+            links = [link.url for link in self.link_extractor.extract_links(response)]
+            yield from self._follow_links(response, links, self.parse_page, self.max_links)
+
+    def _follow_links(
+        self, response: Response, links: list[str], callback: Any, limit: int = 0
+    ) -> Iterator[Request | DroppedLinks]:
+        """Requests for the first ``limit`` usable links (0: all), relative ones resolved
+        against the response's URL; counts of the others.
+
+        A link no request can be made of (``mailto:``, a bad port or IPv6 address) is
+        skipped and counted, so it cannot stop the page's other links from being followed.
+        """
+        followed = unusable = 0
+        for n, url in enumerate(links):
+            if limit and followed == limit:
+                self.logger.warning(
+                    "%s has %d links: following the first %d (COPYTRACK_MAX_LINKS_PER_PAGE)",
+                    response.url, len(links), limit,
+                )  # fmt: skip
+                yield DroppedLinks(canonicalize(response.url), len(links) - n, "links_over_limit")
+                break
+            try:
+                request = self._request(response.urljoin(url), callback)
+            except ValueError:
+                unusable += 1
+                continue
+            followed += 1
+            yield request
+        if unusable:
+            self.logger.info("%s: %d links no request can be made of", response.url, unusable)
+            yield DroppedLinks(canonicalize(response.url), unusable, "bad_url")
 
     def on_error(self, failure: Failure) -> PageProblem:
         """Why a request gave no page, as an item for the run's counts."""
         request = failure.request  # type: ignore[attr-defined]
-        return problem_of(failure, canonicalize(request.url))
-
-
-def _xml_root(spider: SitemapSpider, response: Response) -> str | None:
-    """Root element name of an XML (or gzipped XML) response, None for anything else."""
-    body = spider._get_sitemap_body(response)
-    if not body:
-        return None
-    try:
-        return Sitemap(body).type
-    except (StopIteration, ValueError):  # empty or unparsable document
-        return None
+        problem = problem_of(failure, canonicalize(request.url))
+        if problem.reason == "too_many_redirects":  # Scrapy logs it at DEBUG only
+            self.logger.warning(problem.detail)
+        return problem
 
 
 def _headers(response: Response) -> dict[str, str]:
@@ -159,6 +235,16 @@ def problem_of(failure: Failure, url: str) -> PageProblem:
         return PageProblem(url, f"http_{status}", f"HTTP {status}", skipped=False, status=status)
     if isinstance(error, CrawlRefused):
         return PageProblem(url, error.reason, str(error), skipped=True)
+    if isinstance(error, IgnoreRequest) and str(error) == _REDIRECT_LIMIT:
+        request = failure.request  # type: ignore[attr-defined]
+        chain = [*request.meta.get("redirect_urls", []), request.url]
+        detail = (
+            f"{chain[0]}: more than {len(chain) - 1} redirects, not followed "
+            f"({' → '.join(chain)} → …); REDIRECT_MAX_TIMES is the limit"
+        )
+        return PageProblem(canonicalize(chain[0]), "too_many_redirects", detail, skipped=True)
+    if isinstance(error, IgnoreRequest) and _DECOMPRESSED_LIMIT in str(error):
+        return PageProblem(url, "too_large_decompressed", str(error), skipped=True)
     if isinstance(error, IgnoreRequest):
         # RobotsTxtMiddleware's refusal is a plain IgnoreRequest.
         reason = "robots" if "robots.txt" in str(error) else "ignored"

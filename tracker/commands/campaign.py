@@ -252,4 +252,5 @@ def describe_run(run: dict[str, Any]) -> str:
         f"skipped: {_counts(run.get('skipped', {}))}  failed: {_counts(run.get('failed', {}))}  "
         f"{found}"
     )
+    line += f"  resumes {run['resumes']}" if run.get("resumes") else ""
     return line + (f"  error: {run['error']}" if run.get("error") else "")

@@ -33,8 +33,18 @@ from fingerprinter import DEFAULT_PARAMS
 
 from ..celery_app import QUEUES, app, configure
 from ..config import Settings
+from ..context import Context
+from ..health import health, unprobed
 from ..index import RedisIndex
-from ..servers import MONGO, VALKEY, ensure_servers, server_status, stop_servers
+from ..servers import (
+    MONGO,
+    VALKEY,
+    Endpoints,
+    ServerStatus,
+    ensure_servers,
+    server_status,
+    stop_servers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +55,6 @@ _POLL = 0.1
 COPYTRACK_COMMAND = [
     sys.executable, "-c", "from tracker.cli import main; main(prog_name='copytrack')"
 ]  # fmt: skip
-_KOMBU_UNACKED_KEY = "unacked"  # kombu's Redis hash of delivered, unacknowledged tasks
 
 
 # --------------------------------------------------------------------------- process records
@@ -397,28 +406,55 @@ def _without_credentials(url: str) -> str:
     return f"{scheme}{sep}{netloc.rpartition('@')[2]}{slash}{path}"
 
 
-def _servers_section(settings: Settings) -> tuple[dict[str, str], bool]:
-    """Print the servers; returns the URLs to query and whether every server answers."""
+#: (name, configured URL, recorded embedded server) of each server.
+_Found = list[tuple[str, str | None, ServerStatus | None]]
+
+
+def _found_servers(settings: Settings) -> _Found:
+    """The servers `status` reports on; starts nothing."""
+    recorded = {s.name: s for s in server_status(settings.data_dir)}
+    return [(name, url, recorded.get(name)) for name, url in _server_urls(settings)]
+
+
+def _servers_section(settings: Settings, found: _Found) -> None:
     click.echo(f"servers (data dir {settings.data_dir})")
-    recorded_servers = {s.name: s for s in server_status(settings.data_dir)}
-    urls, healthy = {}, True
-    for name, configured in _server_urls(settings):
-        server = recorded_servers.get(name)
+    for name, configured, server in found:
         if configured:
             click.echo(f"  {name:<12} configured  {_without_credentials(configured)}")
-            urls[name] = configured
         elif server is None:
             click.echo(f"  {name:<12} not running (`copytrack up` starts it)")
-            healthy = False
         else:
             state = "answering" if server.answering else "NOT ANSWERING" if server.alive else "dead"
             click.echo(
                 f"  {name:<12} pid {server.pid:<8} port {server.port:<6} {state:<13} {server.url}"
             )
-            if server.answering:
-                urls[name] = server.url
-            healthy = healthy and server.answering
-    return urls, healthy
+
+
+def _status_context(settings: Settings, found: _Found) -> Context | None:
+    """A Context on the servers found (answering or not: health() tells), connecting lazily
+    and writing nothing; None when an embedded server is not running at all."""
+    urls = {
+        name: configured or server.url for name, configured, server in found if configured or server
+    }
+    if set(urls) != {MONGO, VALKEY}:
+        return None
+    mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(
+        urls[MONGO], serverSelectionTimeoutMS=5000
+    )
+    # The index's memory figure walks every index key: a generous timeout for a big index.
+    client = redis.Redis.from_url(urls[VALKEY], socket_timeout=30, socket_connect_timeout=5)
+    return Context(
+        settings,
+        Endpoints(urls[MONGO], urls[VALKEY], embedded=not all(c for _, c, _ in found)),
+        mongo[settings.mongo_db],
+        client,
+        RedisIndex(client, fingerprint_bits=DEFAULT_PARAMS.value_bits),
+    )
+
+
+def _not_running(found: _Found) -> str:
+    missing = " and ".join(name for name, configured, server in found if not (configured or server))
+    return f"embedded {missing} not running (`copytrack up` starts it)"
 
 
 def _processes_section(settings: Settings) -> None:
@@ -431,62 +467,49 @@ def _processes_section(settings: Settings) -> None:
         click.echo("  none (`copytrack up` or `copytrack worker` starts them)")
 
 
-def _queues_section(redis_url: str | None) -> bool:
+def _health_section(report: dict[str, Any]) -> None:
     click.echo("queues (tasks waiting)")
-    if redis_url is None:
-        click.echo("  unavailable: Redis is not running")
-        return False
-    client = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
-    try:
-        pipe = client.pipeline(transaction=False)
-        # copytrack's tasks carry no priority, so each queue is one Redis list.
-        for queue in QUEUES:
-            pipe.llen(queue)
-        pipe.hlen(_KOMBU_UNACKED_KEY)
-        *depths, running = pipe.execute()
-    except redis.RedisError as err:
-        click.echo(f"  unavailable: {err}")
-        return False
-    finally:
-        client.close()
-    for queue, depth in zip(QUEUES, depths, strict=True):
-        click.echo(f"  {queue:<12} {depth:>10}")
-    click.echo(f"  {'in progress':<12} {running:>10}  (delivered, not yet acknowledged)")
-    return True
+    if report["queues"] is None:
+        click.echo("  unavailable (see problems)")
+    else:
+        for queue, depth in report["queues"].items():
+            click.echo(f"  {queue:<12} {depth:>10}")
+        in_progress = report["in_progress"]
+        click.echo(f"  {'in progress':<12} {in_progress:>10}  (delivered, not yet acknowledged)")
+    workers = report["workers"]
+    click.echo("workers (answered a ping)")
+    for name in workers or ["none" if workers == [] else "unavailable (see problems)"]:
+        click.echo(f"  {name}")
+    known = report["servers"]["mongo"]["ok"]
+    last_scan = report["last_scan_at"] or ("never" if known else "unavailable (see problems)")
+    click.echo(f"last scan      {last_scan}")
+    click.echo("problems")
+    for problem in report["problems"] or ["none"]:
+        click.echo(f"  {problem}")
 
 
-def _library_section(settings: Settings, urls: dict[str, str]) -> bool:
+def _library_section(ctx: Context, report: dict[str, Any]) -> bool:
     click.echo("library")
     ok = True
-    if MONGO not in urls:
-        click.echo("  masters, pages, findings unavailable: MongoDB is not running")
+    if not report["servers"]["mongo"]["ok"]:
+        click.echo("  masters, pages, findings unavailable: MongoDB does not answer")
         ok = False
     else:
-        mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(
-            urls[MONGO], serverSelectionTimeoutMS=5000
-        )
         try:
-            db = mongo[settings.mongo_db]
             # Estimated counts come from collection metadata: no scan, however big.
             for name in ("masters", "pages", "findings"):
-                click.echo(f"  {name:<12} {db[name].estimated_document_count():>10}")
+                click.echo(f"  {name:<12} {ctx.db[name].estimated_document_count():>10}")
         except PyMongoError as err:
             click.echo(f"  unavailable: {err}")
             ok = False
-        finally:
-            mongo.close()
-    if VALKEY not in urls:
-        click.echo("  postings unavailable: Redis is not running")
+    if not report["servers"]["redis"]["ok"]:
+        click.echo("  postings unavailable: Redis does not answer")
         return False
-    # The memory figure walks every index key: a generous timeout for a big index.
-    client = redis.Redis.from_url(urls[VALKEY], socket_timeout=30, socket_connect_timeout=5)
     try:
-        stats = RedisIndex(client, fingerprint_bits=DEFAULT_PARAMS.value_bits).stats()
+        stats = ctx.index.stats()
     except redis.RedisError as err:
         click.echo(f"  postings unavailable: {err}")
         return False
-    finally:
-        client.close()
     click.echo(
         f"  {'postings':<12} {stats.postings:>10}  "
         f"({stats.bytes_per_posting:.1f} bytes/posting, {stats.memory_bytes:,} bytes)"
@@ -495,14 +518,33 @@ def _library_section(settings: Settings, urls: dict[str, str]) -> bool:
 
 
 @click.command()
-def status() -> None:
-    """Show servers, processes, queue depths and library figures; starts nothing.
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print only the health report (servers, queues, workers, last scan, problems) as JSON.",
+)
+def status(as_json: bool) -> None:
+    """Show servers, processes, queue depths, workers, the last scan and library figures;
+    starts nothing.
 
-    Exit status 1 when a server does not answer.
+    Exit status 1 when a server does not answer (or a library figure cannot be read).
     """
     settings = Settings.from_env()
-    urls, healthy = _servers_section(settings)
-    _processes_section(settings)
-    healthy = _queues_section(urls.get(VALKEY)) and healthy
-    healthy = _library_section(settings, urls) and healthy
+    found = _found_servers(settings)
+    if not as_json:
+        _servers_section(settings, found)
+        _processes_section(settings)
+    ctx = _status_context(settings, found)
+    try:
+        report = health(ctx) if ctx else unprobed(_not_running(found))
+        healthy = report["ok"]
+        if as_json:
+            click.echo(json.dumps(report, indent=2))
+        else:
+            _health_section(report)
+            healthy = ctx is not None and _library_section(ctx, report) and healthy
+    finally:
+        if ctx is not None:
+            ctx.close()
     sys.exit(0 if healthy else 1)
