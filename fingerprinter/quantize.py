@@ -38,4 +38,3 @@ def level_table(params: FingerprintParams, frame: ReferenceFrame) -> np.ndarray:
     table = np.ascontiguousarray(table.reshape(-1))
     table.setflags(write=False)
     return table
-
