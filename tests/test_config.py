@@ -19,6 +19,7 @@ def test_defaults() -> None:
     assert s.allow_private_networks is False
     assert s.log_level == "INFO"
     assert s.scan_queue_max == 10_000
+    assert s.crawl_frontier == "memory" and s.crawl_dispatch == "local"
 
 
 def test_all_values(tmp_path: Path) -> None:
@@ -31,6 +32,8 @@ def test_all_values(tmp_path: Path) -> None:
             "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "yes",
             "COPYTRACK_LOG_LEVEL": "debug",
             "COPYTRACK_SCAN_QUEUE_MAX": "0",
+            "COPYTRACK_CRAWL_FRONTIER": "Redis",
+            "COPYTRACK_CRAWL_DISPATCH": " queue ",
         }
     )
     assert s.mongo_url == "mongodb://db.example:27017/"
@@ -40,6 +43,7 @@ def test_all_values(tmp_path: Path) -> None:
     assert s.allow_private_networks is True
     assert s.log_level == "DEBUG"
     assert s.scan_queue_max == 0  # no bound
+    assert s.crawl_frontier == "redis" and s.crawl_dispatch == "queue"
     assert not s.embedded_mongo and not s.embedded_redis
 
 
@@ -76,6 +80,8 @@ def test_bool_values(raw: str, expected: bool) -> None:
         ("COPYTRACK_INDEX_BUCKET_BITS", "40", "bits from 0 to 24"),
         ("COPYTRACK_INDEX_BUCKET_BITS", "-3", "bits from 0 to 24"),
         ("COPYTRACK_SCAN_QUEUE_MAX", "lots", "tasks from 0"),
+        ("COPYTRACK_CRAWL_FRONTIER", "disk", "memory or redis"),
+        ("COPYTRACK_CRAWL_DISPATCH", "celery", "local or queue"),
     ],
 )
 def test_rejects_bad_values(name: str, value: str, hint: str) -> None:

@@ -122,6 +122,8 @@ def test_configuration_comes_from_the_environment(services: dict[str, dict[str, 
         assert not missing, f"{name} lacks {sorted(missing)}: add them to x-copytrack-env"
         assert env["COPYTRACK_MONGO_URL"].startswith("mongodb://mongo:27017/")
         assert env["COPYTRACK_REDIS_URL"].startswith("redis://redis:6379/")
+        # Runs crawl on the crawler service, wherever they are started.
+        assert env["COPYTRACK_CRAWL_DISPATCH"] == "queue"
     configured = _services(
         COPYTRACK_REDIS_URL="redis://cache.internal:6379/2",
         COPYTRACK_WORKER_QUEUES="scan",
@@ -140,6 +142,8 @@ def test_workers_scale_and_consume_their_queues(services: dict[str, dict[str, An
         assert "container_name" not in services[name] and "ports" not in services[name]
     assert services["worker"]["command"][-2:] == ["--queues", "ingest,scan,maintenance"]
     assert services["crawler"]["command"][-2:] == ["--queues", "crawl"]
+    # Its crawl logs go to the volume of the beat's and the admin's.
+    assert services["crawler"]["volumes"] == services["beat"]["volumes"]
 
 
 def test_admin_and_flower_listen_on_loopback_and_flower_needs_credentials(

@@ -27,18 +27,23 @@ from tracker.servers import Endpoints
 
 
 @contextlib.contextmanager
-def worker_process(ctx: Context, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`copytrack worker` on the scan queue, in its own process group, killed on the way out."""
+def worker_process(
+    ctx: Context, log: Path, queues: str = "scan", concurrency: int = 1
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`copytrack worker` on ctx's installation and the queues, in its own process group,
+    killed on the way out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
     env.update(
         COPYTRACK_MONGO_URL=ctx.endpoints.mongo_url,
         COPYTRACK_REDIS_URL=ctx.endpoints.redis_url,
         COPYTRACK_MONGO_DB=ctx.settings.mongo_db,
         COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
+        # The crawls it runs may fetch what ctx's may (the test web on loopback).
+        COPYTRACK_ALLOW_PRIVATE_NETWORKS=str(int(ctx.settings.allow_private_networks)),
     )
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"],
+            [*COPYTRACK_COMMAND, "worker", "--queues", queues, "--concurrency", str(concurrency)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,

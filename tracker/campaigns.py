@@ -4,18 +4,22 @@ A campaign (MongoDB ``campaigns``, unique ``name``) says what to crawl: seeds (p
 sitemaps, RSS/Atom feeds), allowed domains, allow/deny URL patterns, depth and page
 limits, politeness overrides, a cron schedule (UTC). A run (``runs``) records one crawl:
 
-    starting ─► running ─► scanning ─► finished
-        └──────────┴─────────────────► failed
+    (queued ─►) starting ─► running ─► scanning ─► finished
+        └───────────┴──────────┴─────────────────► failed
 
 ``trigger_run`` takes the campaign's Redis lock (``SET NX PX``: a campaign never runs
 twice at once), records the run and starts ``python -m crawler.run`` in its own process
-(Twisted's reactor cannot restart, and a crash stays contained). The crawl process renews
-the lock and the run's heartbeat while it works, adds its counts to the run, and on exit
-moves it to ``scanning``. The run is ``finished`` once every page it stored has been
-scanned (by Celery workers, or inline by ``wait_for_run``); ``refresh_run`` checks that,
-and fails runs whose crawl process vanished: no heartbeat, or (at once) every process of
-the run ran on this machine and is gone, as after a ``kill -9``. A run after a failed one
-resumes it: the pages the failed run fetched (``resume_since``) are not fetched again.
+(Twisted's reactor cannot restart, and a crash stays contained): right there with
+``COPYTRACK_CRAWL_DISPATCH=local``; with ``queue`` the run waits ``queued`` for a crawler
+worker, whose ``tracker.crawl_run`` task starts the process and waits for it
+(``crawl_queued_run``). The crawl process renews the lock and the run's heartbeat while it
+works, adds its counts to the run, and on exit moves it to ``scanning``. The run is
+``finished`` once every page it stored has been scanned (by Celery workers, or inline by
+``wait_for_run``); ``refresh_run`` checks that, and fails runs whose crawl process
+vanished: no heartbeat, or (at once) every process of the run ran on this machine and is
+gone, as after a ``kill -9``; a queued run only once it has waited ``QUEUE_WAIT``. A run
+after a failed one resumes it: the pages the failed run fetched (``resume_since``) are
+not fetched again.
 
 tracker speaks no HTTP: the private-network check of the seeds is the crawler's, loaded
 by dotted path (``SEED_GUARD``) like the HTML helpers in tracker.loaders.
@@ -42,9 +46,11 @@ from urllib.parse import urlsplit
 import yaml
 from bson import ObjectId
 from croniter import croniter
+from kombu.exceptions import OperationalError
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from .celery_app import CRAWL_TASK, app
 from .context import Context
 from .loaders import load_object
 from .pages import scan_page
@@ -60,7 +66,10 @@ CRAWL_COMMAND = [sys.executable, "-m", "crawler.run"]
 LOCK_TTL = timedelta(minutes=2)
 HEARTBEAT_EVERY = timedelta(seconds=15)  # lock renewal and run heartbeat by the crawl process
 HEARTBEAT_STALE = timedelta(seconds=90)  # a crawl silent this long has died
-ACTIVE_STATES = ("starting", "running")
+# A queued run has no process to heartbeat: it holds the campaign this long (crawlers busy
+# with long crawls, or none running yet), then fails, lest a lost task lock it for ever.
+QUEUE_WAIT = timedelta(hours=24)
+ACTIVE_STATES = ("queued", "starting", "running")
 DONE_STATES = ("finished", "failed")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -77,6 +86,7 @@ _COMPARE_AND_DELETE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
+
 
 class CampaignError(ValueError):
     """A campaign definition or file is invalid, or names no stored campaign."""
@@ -333,28 +343,31 @@ def _utc(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _take_lock(ctx: Context, name: str, run_id: ObjectId) -> bool:
-    ttl = int(LOCK_TTL.total_seconds() * 1000)
-    return bool(ctx.redis.set(_lock_key(name), str(run_id), nx=True, px=ttl))
+def _take_lock(ctx: Context, name: str, run_id: ObjectId, ttl: timedelta) -> bool:
+    px = int(ttl.total_seconds() * 1000)
+    return bool(ctx.redis.set(_lock_key(name), str(run_id), nx=True, px=px))
 
 
-def start_run(ctx: Context, name: str, trigger: str = "manual") -> ObjectId:
-    """Take the campaign's lock and record a run in state ``starting``; returns its id.
+def start_run(ctx: Context, name: str, trigger: str = "manual", queued: bool = False) -> ObjectId:
+    """Take the campaign's lock and record a run in state ``starting`` (``queued`` when a
+    crawler worker is to crawl it); returns its id.
 
-    Raises CampaignBusy if the campaign is running. Runs left ``starting``/``running`` by
-    a crawl that died (its lock expired, or its processes are gone) are marked failed
-    here. After a failed run, the new one resumes it (``resumes``, ``resume_since``).
+    Raises CampaignBusy if the campaign is running. Runs left active by a crawl that died
+    (its lock expired, or its processes are gone) are marked failed here. After a failed
+    run, the new one resumes it (``resumes``, ``resume_since``).
     """
     get_campaign(ctx, name)
     run_id = ObjectId()
-    if not _take_lock(ctx, name, run_id):
+    # Outlasts QUEUE_WAIT, after which refresh_run fails a run still queued.
+    ttl = QUEUE_WAIT + LOCK_TTL if queued else LOCK_TTL
+    if not _take_lock(ctx, name, run_id, ttl):
         holder = ctx.redis.get(_lock_key(name))
         # A crawl killed outright holds its lock until it expires; refresh_run fails its
         # run, and releases the lock, as soon as its processes are known to be gone.
         if holder is not None and ObjectId.is_valid(holder.decode()):
             with contextlib.suppress(CampaignError):  # its run is being recorded
                 refresh_run(ctx, ObjectId(holder.decode()))
-        if not _take_lock(ctx, name, run_id):
+        if not _take_lock(ctx, name, run_id, ttl):
             holder = ctx.redis.get(_lock_key(name))
             raise CampaignBusy(name, holder.decode() if holder else None)
     now = datetime.now(UTC)
@@ -374,7 +387,7 @@ def start_run(ctx: Context, name: str, trigger: str = "manual") -> ObjectId:
             "_id": run_id,
             "campaign": name,
             "trigger": trigger,
-            "state": "starting",
+            "state": "queued" if queued else "starting",
             "started_at": now,
             "heartbeat_at": now,
             "active_crawlers": 0,
@@ -454,25 +467,75 @@ def launch_crawl(ctx: Context, name: str, run_id: ObjectId) -> subprocess.Popen[
 
 
 def trigger_run(ctx: Context, name: str, trigger: str = "manual") -> ObjectId:
-    """Start a run of the campaign in a crawl process; returns the run id.
+    """Start a run of the campaign; returns the run id.
 
-    Raises CampaignBusy (with the running run's id) if the campaign is already running.
+    ``COPYTRACK_CRAWL_DISPATCH=local``: its crawl process starts here. ``queue``: the run
+    is recorded ``queued`` and a crawler worker crawls it (`crawl_queued_run`). Raises
+    CampaignBusy (with the running run's id) if the campaign is already running, OSError
+    if the crawl can neither start nor be queued (the run is then failed).
     """
-    run_id = start_run(ctx, name, trigger)
+    queued = ctx.settings.crawl_dispatch == "queue"
+    run_id = start_run(ctx, name, trigger, queued=queued)
     try:
-        launch_crawl(ctx, name, run_id)
+        if queued:
+            _queue_crawl(name, run_id)
+        else:
+            launch_crawl(ctx, name, run_id)
     except OSError as err:
-        _fail(ctx, run_id, f"cannot start the crawl process: {err}")
-        release_lock(ctx, name, run_id)
+        _abort(ctx, name, run_id, f"cannot start the crawl: {err}")
         raise
     return run_id
 
 
-def _fail(ctx: Context, run_id: ObjectId, error: str) -> None:
+def _queue_crawl(name: str, run_id: ObjectId) -> None:
+    # By name: tracker.tasks imports this module. Its route sends it to the crawl queue.
+    try:
+        app.send_task(CRAWL_TASK, args=[name, str(run_id)])
+    except OperationalError as err:  # kombu's form of a broker connection error
+        raise ConnectionError(f"cannot queue the crawl task: {err}") from err
+
+
+def crawl_queued_run(ctx: Context, name: str, run_id: ObjectId, worker: str = "") -> dict[str, Any]:
+    """Crawl a queued run: start its crawl process here and wait for it to end.
+
+    The body of the ``tracker.crawl_run`` task; ``worker`` (the Celery worker's name) is
+    recorded on the run. Only the delivery that moves the run from ``queued`` to
+    ``starting`` crawls: a task delivered again (its worker died, or the crawl outlasted
+    the visibility timeout) finds the run started, finished or failed and returns; a run
+    that crashed is resumed by the campaign's next run, as in ``local`` dispatch. A crawl
+    process that cannot start, or ends without moving the run on, fails the run and
+    frees the campaign. Returns ``run_id``, ``crawled`` and the run's ``state``.
+    """
+    now = datetime.now(UTC)
+    claimed = ctx.db.runs.find_one_and_update(
+        {"_id": run_id, "state": "queued", "started_at": {"$gt": now - QUEUE_WAIT}},
+        # The heartbeat counts from now: the time spent in the queue was no silence.
+        {"$set": {"state": "starting", "heartbeat_at": now, "worker": worker}},
+    )
+    if claimed is not None:
+        try:
+            proc = launch_crawl(ctx, name, run_id)
+        except OSError as err:
+            _abort(ctx, name, run_id, f"cannot start the crawl process: {err}")
+        else:
+            code = proc.wait()
+            run = ctx.db.runs.find_one({"_id": run_id}) or {}
+            # Still active with no process of it left: it died before reporting to the run.
+            if run.get("state") in ACTIVE_STATES and _crawl_died(run):
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+                error = f"the crawl process {how} without finishing the run; see {run['log']}"
+                _abort(ctx, name, run_id, error)
+    run = refresh_run(ctx, run_id)
+    return {"run_id": str(run_id), "crawled": claimed is not None, "state": run["state"]}
+
+
+def _abort(ctx: Context, name: str, run_id: ObjectId, error: str) -> None:
+    """Fail the run and free its campaign."""
     ctx.db.runs.update_one(
         {"_id": run_id},
         {"$set": {"state": "failed", "finished_at": datetime.now(UTC), "error": error}},
     )
+    release_lock(ctx, name, run_id)
 
 
 def release_lock(ctx: Context, name: str, run_id: ObjectId) -> None:
@@ -591,11 +654,8 @@ def refresh_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
     if run is None:
         raise CampaignError(f"no run {run_id}")
     now = datetime.now(UTC)
-    silent = now - _utc(run["heartbeat_at"]) > HEARTBEAT_STALE
-    if run["state"] in ACTIVE_STATES and (silent or _crawl_died(run)):
-        error = "interrupted: the crawl process stopped without finishing"
-        _fail(ctx, run_id, f"{error}; see {run.get('log')}")
-        release_lock(ctx, run["campaign"], run_id)
+    if error := _stopped(run, now):
+        _abort(ctx, run["campaign"], run_id, error)
     elif run["state"] == "scanning" and not pending_scans(ctx, run_id):
         touched = ctx.db.findings.count_documents({"run_id": run_id})
         new = ctx.db.findings.count_documents(
@@ -609,6 +669,21 @@ def refresh_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
     else:
         return run
     return ctx.db.runs.find_one({"_id": run_id}) or run
+
+
+def _stopped(run: Mapping[str, Any], now: datetime) -> str | None:
+    """Why an active run will never finish (its error), or None if it still may."""
+    if run["state"] == "queued":
+        # No crawl process yet: neither silence nor dead processes say anything.
+        if now - _utc(run["started_at"]) <= QUEUE_WAIT:
+            return None
+        hours = QUEUE_WAIT.total_seconds() / 3600
+        return (f"no crawler worker took it from the crawl queue within {hours:g} h "
+                "(is `copytrack worker --queues crawl` running?)")  # fmt: skip
+    silent = now - _utc(run["heartbeat_at"]) > HEARTBEAT_STALE
+    if run["state"] in ACTIVE_STATES and (silent or _crawl_died(run)):
+        return f"interrupted: the crawl process stopped without finishing; see {run.get('log')}"
+    return None
 
 
 def refresh_runs(ctx: Context) -> None:

@@ -1,7 +1,8 @@
 """The Celery app of copytrack: one app, ``tracker``, with Redis as broker and result backend.
 
 Queues, routed by task name (`ROUTES`): ``ingest`` (register works), ``scan`` (match a
-stored page against the library), ``crawl`` (tasks named ``crawler.*``), ``maintenance``
+stored page against the library), ``crawl`` (crawl a campaign run, with
+``COPYTRACK_CRAWL_DISPATCH=queue``; and tasks named ``crawler.*``), ``maintenance``
 (reindex and housekeeping; also where a task without a route lands).
 
 Finding the broker. Importing this module connects to nothing and starts nothing. The
@@ -22,7 +23,15 @@ whole worker dies, Redis hands it to another worker once ``COPYTRACK_VISIBILITY_
 seconds have passed since it was delivered. Either way a task can run twice, and a task
 running longer than that timeout is handed out a second time while it still runs: every
 task must be idempotent (scans upsert findings keyed by (page, master), re-adding a known
-text changes nothing) and the timeout must stay above the longest task.
+text changes nothing) and the timeout must stay above the longest task. Crawl tasks are
+the exception: one lasts its whole crawl, and a second delivery finds the run taken and
+returns (`tracker.campaigns.crawl_queued_run`).
+
+Prefetch. Each pool process holds at most one task (``worker_prefetch_multiplier=1`` with
+``acks_late``: a running task counts until it is acknowledged), and the prefork pool's
+default "fair" scheduling hands a task only to an idle pool process. So a long crawl
+occupies one pool process and delays no task behind it: a crawler worker runs up to its
+``--concurrency`` crawls at once and leaves the rest in Redis for other crawlers.
 """
 
 from __future__ import annotations
@@ -37,10 +46,14 @@ from .servers import Endpoints, ensure_servers
 #: Every queue a copytrack worker consumes by default.
 QUEUES = ("ingest", "scan", "crawl", "maintenance")
 
+#: The task crawling a queued campaign run (tracker.tasks.crawl_run), sent by name.
+CRAWL_TASK = "tracker.crawl_run"
+
 #: task name (or glob) -> queue.
 ROUTES = {
     "tracker.ingest_work": {"queue": "ingest"},
     "tracker.scan_page": {"queue": "scan"},
+    CRAWL_TASK: {"queue": "crawl"},
     "crawler.*": {"queue": "crawl"},
     "tracker.reindex": {"queue": "maintenance"},
 }

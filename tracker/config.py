@@ -32,6 +32,10 @@ COPYTRACK_CRAWL_FRONTIER           memory           Where a crawl keeps its requ
                                                     seen-URL filter: ``memory`` (one crawler
                                                     process per run) or ``redis`` (scrapy-redis:
                                                     several crawler processes share a run).
+COPYTRACK_CRAWL_DISPATCH           local            Where a campaign run crawls: ``local`` (a
+                                                    child process of whoever starts the run) or
+                                                    ``queue`` (a task on the ``crawl`` queue,
+                                                    run by a crawler worker).
 COPYTRACK_SCAN_QUEUE_MAX           10000            Crawls pause while more scans than this
                                                     wait in the ``scan`` queue, and go on once
                                                     it is down to half; 0: no bound.
@@ -57,6 +61,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
     "COPYTRACK_INDEX_BUCKET_BITS": ("12", "log2 of the number of index buckets"),
     "COPYTRACK_CRAWL_FRONTIER": ("memory", "crawl queue: memory or redis (shared by processes)"),
+    "COPYTRACK_CRAWL_DISPATCH": ("local", "where runs crawl: local process or queue (crawlers)"),
     "COPYTRACK_SCAN_QUEUE_MAX": ("10000", "crawls pause while more scans wait (0: no bound)"),
 }
 
@@ -66,6 +71,8 @@ DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_VISIBILITY_TIMEOUT = 3600
 DEFAULT_INDEX_BUCKET_BITS = 12
 DEFAULT_SCAN_QUEUE_MAX = 10_000
+CRAWL_FRONTIERS = ("memory", "redis")
+CRAWL_DISPATCHES = ("local", "queue")
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -92,7 +99,8 @@ class Settings:
     log_level: str = DEFAULT_LOG_LEVEL
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
     index_bucket_bits: int = DEFAULT_INDEX_BUCKET_BITS
-    crawl_frontier: str = "memory"
+    crawl_frontier: str = CRAWL_FRONTIERS[0]
+    crawl_dispatch: str = CRAWL_DISPATCHES[0]
     scan_queue_max: int = DEFAULT_SCAN_QUEUE_MAX
 
     @property
@@ -183,9 +191,11 @@ class Settings:
             "COPYTRACK_SCAN_QUEUE_MAX", DEFAULT_SCAN_QUEUE_MAX, 0, 10**9, "tasks"
         )
 
-        crawl_frontier = (get("COPYTRACK_CRAWL_FRONTIER") or "memory").lower()
-        if crawl_frontier not in ("memory", "redis"):
-            raise _invalid("COPYTRACK_CRAWL_FRONTIER", crawl_frontier, "memory or redis")
+        def choice(name: str, choices: tuple[str, ...]) -> str:
+            value = (get(name) or choices[0]).lower()
+            if value not in choices:
+                raise _invalid(name, value, " or ".join(choices))
+            return value
 
         return cls(
             mongo_url=mongo_url,
@@ -196,7 +206,8 @@ class Settings:
             log_level=log_level,
             visibility_timeout=visibility_timeout,
             index_bucket_bits=bucket_bits,
-            crawl_frontier=crawl_frontier,
+            crawl_frontier=choice("COPYTRACK_CRAWL_FRONTIER", CRAWL_FRONTIERS),
+            crawl_dispatch=choice("COPYTRACK_CRAWL_DISPATCH", CRAWL_DISPATCHES),
             scan_queue_max=scan_queue_max,
         )
 

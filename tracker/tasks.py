@@ -14,11 +14,12 @@ from typing import Any
 
 import redis
 from bson import ObjectId
+from celery import Task
 from celery.result import AsyncResult
 from pymongo.errors import ConnectionFailure
 
-from . import library, pages
-from .celery_app import app
+from . import campaigns, library, pages
+from .celery_app import CRAWL_TASK, app
 from .context import open_context, process_context
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,14 @@ def reindex() -> dict[str, Any]:
     finally:
         ctx.close()
     return {"masters": count, "postings": stats.postings}
+
+
+@app.task(name=CRAWL_TASK, bind=True, **_RETRY)
+def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
+    """Crawl a queued run of campaign ``name``, its crawl process a child of this one; the
+    task lasts as long as the crawl (`tracker.campaigns.crawl_queued_run`)."""
+    ctx, worker = process_context(), self.request.hostname or ""
+    return campaigns.crawl_queued_run(ctx, name, ObjectId(run_id), worker=worker)
 
 
 def enqueue_scan(page_id: ObjectId | str) -> AsyncResult:

@@ -136,7 +136,7 @@ class StatusIn(Strict):
 class RunOut(BaseModel):
     id: str
     campaign: str
-    state: str = Field(description="starting, running, scanning, finished or failed")
+    state: str = Field(description="queued, starting, running, scanning, finished or failed")
     trigger: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

@@ -167,16 +167,20 @@ def show(name: str) -> None:
 )
 @click.option("--timeout", type=float, default=None, help="Give up waiting after SECONDS.")
 def run(name: str, wait: bool, timeout: float | None) -> None:  # fmt: skip
-    """Start a run of campaign NAME in a crawl process now.
+    """Start a run of campaign NAME now, in a crawl process here (or, with
+    COPYTRACK_CRAWL_DISPATCH=queue, queued for a crawler worker: `copytrack worker`).
 
     Without --wait it returns at once; the crawl's log is DATA/logs/crawl-RUN.log, and its
     pages are scanned by the workers (`copytrack worker` or `copytrack up`). With --wait
-    it scans the run's pages itself as they arrive, so it needs no worker, and exits 1 if
-    the run failed.
+    it scans the run's pages itself as they arrive, so it needs no scan worker, and exits
+    1 if the run failed.
     """
     ctx = open_context()
     run_id = trigger_run(ctx, name)
-    click.echo(f"started run {run_id} of {name}; log: {crawl_log_path(ctx, run_id)}")
+    if ctx.settings.crawl_dispatch == "queue":
+        click.echo(f"queued run {run_id} of {name} for a crawler worker (crawl queue)")
+    else:
+        click.echo(f"started run {run_id} of {name}; log: {crawl_log_path(ctx, run_id)}")
     if not wait:
         return
     try:
@@ -239,7 +243,8 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def describe_run(run: dict[str, Any]) -> str:
-    """One line: id, state, times, pages fetched/changed/unchanged, skips, failures, findings."""
+    """One line: id, state, times, pages fetched/changed/unchanged, skips, failures, findings
+    (then the run it resumes, the crawler worker that crawled it, its error)."""
     pages = run.get("pages", {})
     findings = run.get("findings")
     found = f"findings new {findings['new']}, updated {findings['updated']}" if findings else (
@@ -253,4 +258,5 @@ def describe_run(run: dict[str, Any]) -> str:
         f"{found}"
     )
     line += f"  resumes {run['resumes']}" if run.get("resumes") else ""
+    line += f"  crawled by {run['worker']}" if run.get("worker") else ""
     return line + (f"  error: {run['error']}" if run.get("error") else "")

@@ -93,6 +93,7 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
     """
     os.environ.setdefault("COPYTRACK_DATA_DIR", DEMO_DATA_DIR)
     os.environ["COPYTRACK_ALLOW_PRIVATE_NETWORKS"] = "1"  # the test web is on loopback
+    os.environ["COPYTRACK_CRAWL_DISPATCH"] = "local"  # it starts no crawler worker
     settings = Settings.from_env()
     click.echo(f"starting the embedded servers in {settings.data_dir} …")
     ctx = open_context(settings)
