@@ -28,7 +28,11 @@ from tracker.servers import Endpoints
 
 @contextlib.contextmanager
 def worker_process(
-    ctx: Context, log: Path, queues: str = "scan", concurrency: int = 1
+    ctx: Context,
+    log: Path,
+    queues: str = "scan",
+    concurrency: int = 1,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`copytrack worker` on ctx's installation and the queues, in its own process group,
     killed on the way out."""
@@ -40,6 +44,7 @@ def worker_process(
         COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
         # The crawls it runs may fetch what ctx's may (the test web on loopback).
         COPYTRACK_ALLOW_PRIVATE_NETWORKS=str(int(ctx.settings.allow_private_networks)),
+        **(extra_env or {}),
     )
     with open(log, "ab") as out:
         proc = subprocess.Popen(

@@ -39,8 +39,10 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 
 from .config import Settings
+from .logs import configure_logging
 from .servers import Endpoints, ensure_servers
 
 #: Every queue a copytrack worker consumes by default.
@@ -114,3 +116,10 @@ def _resolve_broker(sender: Celery, **_: Any) -> None:
         return
     settings = Settings.from_env()
     configure(sender, ensure_servers(settings), settings)
+
+
+@setup_logging.connect
+def _setup_logging(loglevel: str | int | None = None, **_: Any) -> None:
+    """copytrack's log format in workers too (a receiver here stops Celery's own set-up)."""
+    settings = Settings.from_env()
+    configure_logging(loglevel or settings.log_level, settings.log_format)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from importlib import import_module
 
@@ -10,6 +9,7 @@ import click
 
 from .config import ConfigError, Settings
 from .index import IndexVersionMismatch
+from .logs import configure_logging
 from .servers import ServerStartError
 
 #: Subcommands, by dotted path (module:attribute), in the order `--help` lists them.
@@ -52,10 +52,8 @@ def main() -> None:
     which pages copy which work. Configuration comes from COPYTRACK_* environment
     variables; with none set, copytrack starts its own servers in ./.copytrack.
     """
-    level = Settings.from_env().log_level
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    settings = Settings.from_env()
+    configure_logging(settings.log_level, settings.log_format)
 
 
 for _path in COMMANDS:

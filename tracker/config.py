@@ -19,6 +19,9 @@ COPYTRACK_ALLOW_PRIVATE_NETWORKS   false            Let the crawler fetch privat
                                                     addresses (1/true/yes/on or
                                                     0/false/no/off). Off protects against SSRF.
 COPYTRACK_LOG_LEVEL                INFO             DEBUG, INFO, WARNING, ERROR or CRITICAL.
+COPYTRACK_LOG_FORMAT               text             ``text`` (lines for people) or ``json`` (one
+                                                    object per line, with page, campaign and
+                                                    run ids as fields, for log pipelines).
 COPYTRACK_VISIBILITY_TIMEOUT       3600             Seconds before Redis hands a task whose
                                                     worker died (unacknowledged) to another
                                                     worker. Keep it above the longest task,
@@ -58,6 +61,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_MONGO_DB": ("copytrack", "MongoDB database name"),
     "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ("false", "allow crawling private/loopback addresses"),
     "COPYTRACK_LOG_LEVEL": ("INFO", "logging level"),
+    "COPYTRACK_LOG_FORMAT": ("text", "log lines: text or json (structured, with ids)"),
     "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
     "COPYTRACK_INDEX_BUCKET_BITS": ("12", "log2 of the number of index buckets"),
     "COPYTRACK_CRAWL_FRONTIER": ("memory", "crawl queue: memory or redis (shared by processes)"),
@@ -73,6 +77,7 @@ DEFAULT_INDEX_BUCKET_BITS = 12
 DEFAULT_SCAN_QUEUE_MAX = 10_000
 CRAWL_FRONTIERS = ("memory", "redis")
 CRAWL_DISPATCHES = ("local", "queue")
+LOG_FORMATS = ("text", "json")
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -97,6 +102,7 @@ class Settings:
     mongo_db: str = DEFAULT_MONGO_DB
     allow_private_networks: bool = False
     log_level: str = DEFAULT_LOG_LEVEL
+    log_format: str = LOG_FORMATS[0]
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
     index_bucket_bits: int = DEFAULT_INDEX_BUCKET_BITS
     crawl_frontier: str = CRAWL_FRONTIERS[0]
@@ -204,6 +210,7 @@ class Settings:
             mongo_db=mongo_db,
             allow_private_networks=allow_private,
             log_level=log_level,
+            log_format=choice("COPYTRACK_LOG_FORMAT", LOG_FORMATS),
             visibility_timeout=visibility_timeout,
             index_bucket_bits=bucket_bits,
             crawl_frontier=choice("COPYTRACK_CRAWL_FRONTIER", CRAWL_FRONTIERS),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,6 +15,8 @@ from .context import Context
 from .findings import RecordResult, record_findings
 from .matcher import match_text
 from .workflow import suppress_licensed
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,17 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
                 "scanned_at": datetime.now(UTC),
                 "matches": len(matches),
             }
+        },
+    )
+    log.info(
+        "page scanned: %d matching works",
+        len(matches),
+        extra={
+            "page_id": str(page_id),
+            "url": page.get("url"),
+            "campaign": page.get("campaign"),
+            "run_id": str(page["run_id"]) if page.get("run_id") else None,
+            "findings": len(matches),
         },
     )
     return ScanResult(page_id, scanned=True, matches=len(matches), record=record)

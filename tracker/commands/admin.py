@@ -25,4 +25,7 @@ def admin(host: str, port: int) -> None:
             err=True,
         )
     click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
-    uvicorn.run(load_object(APP_FACTORY)(ctx), host=host, port=port, log_level="info")
+    # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
+    uvicorn.run(
+        load_object(APP_FACTORY)(ctx), host=host, port=port, log_level="info", log_config=None
+    )
