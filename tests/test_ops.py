@@ -27,10 +27,10 @@ from tracker.index import RedisIndex
 from tracker.servers import free_port, server_status, stop_servers
 
 
-def _env(data_dir: Path) -> dict[str, str]:
-    """This environment with only COPYTRACK_DATA_DIR set among copytrack's variables."""
+def _env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """This environment with only COPYTRACK_DATA_DIR (and extra) among copytrack's variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
-    env["COPYTRACK_DATA_DIR"] = str(data_dir)
+    env.update(COPYTRACK_DATA_DIR=str(data_dir), **extra)
     return env
 
 
@@ -108,13 +108,15 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def _background(args: list[str], data_dir: Path, log: Path) -> Iterator[subprocess.Popen[str]]:
+def _background(
+    args: list[str], data_dir: Path, log: Path, **extra: str
+) -> Iterator[subprocess.Popen[str]]:
     """`copytrack ARGS` in its own session, output to log; killed with its children if it
     still runs on the way out."""
     with open(log, "a") as err:
         proc = subprocess.Popen(
             [*COPYTRACK_COMMAND, *args],
-            env=_env(data_dir),
+            env=_env(data_dir, **extra),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=err,
@@ -231,11 +233,13 @@ def test_up_comes_up_and_sigint_stops_everything_it_started(data_dir: Path, tmp_
 
 def test_down_stops_a_background_stack(data_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "stack.log"
-    with _background(["up", "-c", "1", "--admin-port", str(free_port())], data_dir, log) as up:
-        _wait(lambda: _workers(data_dir), 60, "worker of up answering a ping")
+    # Crawls dispatched to crawler workers: `up` starts one beside the scan worker.
+    args = ["up", "-c", "1", "--admin-port", str(free_port())]
+    with _background(args, data_dir, log, COPYTRACK_CRAWL_DISPATCH="queue") as up:
+        _wait(lambda: len(_workers(data_dir)) == 2, 60, "worker and crawler of up answering")
         # One more worker, on its own: it finds the servers `up` started in the data dir.
         with _background(["worker", "-c", "1"], data_dir, log) as extra:
-            _wait(lambda: len(_workers(data_dir)) == 2, 60, "second worker answering a ping")
+            _wait(lambda: len(_workers(data_dir)) == 3, 60, "third worker answering a ping")
             started = _tree(up.pid) | _tree(extra.pid)
 
             stopped = _down(data_dir)

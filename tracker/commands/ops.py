@@ -260,14 +260,24 @@ def _stop_child(child: _Child) -> None:
     log.info("stopped %s", child.name)
 
 
-def _services(concurrency: int | None, admin_port: int) -> list[tuple[str, list[str]]]:
-    """What `up` runs as child processes: (name, copytrack arguments), started in order."""
-    worker_args = ["worker"] + (["--concurrency", str(concurrency)] if concurrency else [])
-    return [
-        ("worker", worker_args),
-        ("scheduler", ["scheduler"]),
-        ("admin", ["admin", "--port", str(admin_port)]),
-    ]
+def _services(
+    concurrency: int | None, admin_port: int, crawl_dispatch: str
+) -> list[tuple[str, list[str]]]:
+    """What `up` runs as child processes: (name, copytrack arguments), started in order.
+
+    With crawls dispatched to the crawl queue, a worker of its own takes them: crawls
+    last minutes, and in the scan worker's pool they could hold every process while
+    their own pages wait to be scanned (and the crawls, paused on the full scan queue,
+    wait for those scans).
+    """
+    pool = ["--concurrency", str(concurrency)] if concurrency else []
+    other_queues = ",".join(q for q in QUEUES if q != "crawl")
+    services = [("worker", ["worker", "--queues", other_queues, *pool])]
+    if crawl_dispatch == "queue":
+        services.append(("crawler", ["worker", "--queues", "crawl", *pool]))
+    services.append(("scheduler", ["scheduler"]))
+    services.append(("admin", ["admin", "--port", str(admin_port)]))
+    return services
 
 
 def _server_urls(settings: Settings) -> tuple[tuple[str, str | None], ...]:
@@ -342,7 +352,7 @@ def up(concurrency: int | None, admin_port: int) -> None:
                 COPYTRACK_REDIS_URL=endpoints.redis_url,
                 COPYTRACK_DATA_DIR=str(settings.data_dir),
             )
-            for name, args in _services(concurrency, admin_port):
+            for name, args in _services(concurrency, admin_port, settings.crawl_dispatch):
                 children.append(_start_child(name, args, env))
             _print_stack(settings, children)
             while not (dead := [c for c in children if c.proc.poll() is not None]):
