@@ -53,7 +53,7 @@ from pymongo.errors import DuplicateKeyError
 from .celery_app import CRAWL_TASK, app
 from .context import Context
 from .loaders import load_object
-from .pages import scan_page
+from .pages import needs_scan, scan_page
 from .servers import process_running
 
 log = logging.getLogger(__name__)
@@ -623,14 +623,10 @@ def finish_crawl(ctx: Context, run_id: ObjectId, error: str | None = None) -> bo
     return True
 
 
-def _page_needs_scan(page: Mapping[str, Any], version: Any) -> bool:
-    return page.get("scanned_as") != [page.get("content_sha256"), version]
-
-
 def pending_scans(ctx: Context, run_id: ObjectId) -> list[ObjectId]:
     """Pages stored by the run whose current text has not been scanned yet."""
     pages = ctx.db.pages.find({"run_id": run_id}, {"content_sha256": 1, "scanned_as": 1})
-    return [p["_id"] for p in pages if _page_needs_scan(p, ctx.params.version)]
+    return [p["_id"] for p in pages if needs_scan(p, ctx.params.version)]
 
 
 def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None:
@@ -641,7 +637,7 @@ def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None
     and counted with this run (``pending_scans``). None when the page is scanned already.
     """
     page = ctx.db.pages.find_one({"url": url}, {"content_sha256": 1, "scanned_as": 1})
-    if page is None or not _page_needs_scan(page, ctx.params.version):
+    if page is None or not needs_scan(page, ctx.params.version):
         return None
     ctx.db.pages.update_one({"_id": page["_id"]}, {"$set": {"run_id": run_id}})
     return page["_id"]

@@ -17,6 +17,7 @@ COMMANDS = (
     "tracker.commands.demo:demo",
     "tracker.commands.library:library",
     "tracker.commands.library:reindex",
+    "tracker.commands.rescan:rescan",
     "tracker.commands.check:check",
     "tracker.commands.eval:eval_command",
     "tracker.commands.campaign:campaign",

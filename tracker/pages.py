@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -84,13 +85,25 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     return before["_id"], before.get("content_sha256") != content_sha
 
 
+def needs_scan(page: Mapping[str, Any], version: str) -> bool:
+    """Whether a page's current text was never scanned with fingerprint ``version``."""
+    return page.get("scanned_as") != [page.get("content_sha256"), version]
+
+
+def unscanned_pages(ctx: Context, campaign: str | None = None) -> list[ObjectId]:
+    """Pages (of the campaign) whose current text was not scanned with ctx's parameters:
+    their scan was lost (a Redis crash, a dead worker) or the parameters changed."""
+    query = {} if campaign is None else {"campaign": campaign}
+    pages = ctx.db.pages.find(query, {"content_sha256": 1, "scanned_as": 1})
+    return [page["_id"] for page in pages if needs_scan(page, ctx.params.version)]
+
+
 def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResult:
     """Match a stored page against the library and record its findings (idempotent)."""
     page = ctx.db.pages.find_one({"_id": page_id})
     if page is None:
         raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
-    scanned_as = (page.get("content_sha256"), ctx.params.version)
-    if not force and page.get("scanned_as") == list(scanned_as):
+    if not force and not needs_scan(page, ctx.params.version):
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
     matches = match_text(ctx, page.get("text") or "")
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
@@ -99,7 +112,7 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         {"_id": page_id},
         {
             "$set": {
-                "scanned_as": list(scanned_as),
+                "scanned_as": [page.get("content_sha256"), ctx.params.version],
                 "scanned_at": datetime.now(UTC),
                 "matches": len(matches),
             }

@@ -39,11 +39,14 @@ _RETRY: dict[str, Any] = {
 
 
 @app.task(name="tracker.scan_page", **_RETRY)
-def scan_page(page_id: str) -> dict[str, Any]:
-    """Match a stored page against the library and record its findings."""
+def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
+    """Match a stored page against the library and record its findings.
+
+    ``force``: even if its text was scanned with these parameters already.
+    """
     ctx, oid = process_context(), ObjectId(page_id)
     try:
-        result = pages.scan_page(ctx, oid)
+        result = pages.scan_page(ctx, oid, force=force)
     except LookupError:
         # KeyError and IndexError are LookupErrors too: only a missing page is expected.
         if ctx.db.pages.count_documents({"_id": oid}, limit=1):
@@ -93,6 +96,6 @@ def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
     return campaigns.crawl_queued_run(ctx, name, ObjectId(run_id), worker=worker)
 
 
-def enqueue_scan(page_id: ObjectId | str) -> AsyncResult:
+def enqueue_scan(page_id: ObjectId | str, force: bool = False) -> AsyncResult:
     """Queue a scan of a stored page (on the ``scan`` queue, by its route)."""
-    return scan_page.delay(str(page_id))
+    return scan_page.delay(str(page_id), force=force)
