@@ -500,8 +500,8 @@ def evaluate(
                     outcomes.append(outcome)
                     if progress:
                         progress(1)
-                pool.close()
-                pool.join()
+                # Leaving the block terminates the workers: every result is in, and
+                # joining them could wait on a thread a library left in the fork.
         else:
             for i in range(len(bench.suspects)):
                 outcomes.append(_match(i))
