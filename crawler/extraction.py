@@ -235,9 +235,11 @@ def _html_lines(element: lxml.html.HtmlElement) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _readability_text(html: str, url: str | None) -> str:
+def _readability_text(html: str) -> str:
     try:
-        summary = ReadabilityDocument(html, url=url).summary(html_partial=True)
+        # No url: readability only needs it to make links absolute, which costs time
+        # (lxml rewrites every link) and leaves the text as it is.
+        summary = ReadabilityDocument(html).summary(html_partial=True)
         return _html_lines(lxml.html.fragment_fromstring(summary, create_parent="div"))
     except Exception:  # readability raises bare Exceptions on unusable documents
         return ""
@@ -292,7 +294,7 @@ def extract(
     if tree is None:
         return Extracted("", title=wrapper_title, reason="no parsable HTML")
     primary, document = _trafilatura_text(tree, url, options)  # works on its own copy
-    second = _readability_text(html, url) if options.fallback else ""
+    second = _readability_text(html) if options.fallback else ""
     text, extractor = _combine(primary, second, options)
 
     title = (document.title if document else None) or _page_title(tree) or wrapper_title

@@ -27,6 +27,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from tracker.context import process_context
 
 from .items import NOT_MODIFIED, STORED
+from .lookup import PageLookup
 from .netguard import PrivateAddressError, check_host
 from .urls import UrlScope, canonicalize
 
@@ -135,13 +136,17 @@ class RefetchPolicyMiddleware:
     its stored copy is answered instead, so its links are still followed. An older one
     is requested conditionally (``If-None-Match`` / ``If-Modified-Since`` from its stored
     ``ETag`` / ``Last-Modified``); a 304 is answered with the stored copy too. Seeds are
-    always fetched: they are where new links appear.
+    always fetched: they are where new links appear. The pages a site has are read when
+    the crawl first reaches it (`PageLookup`): one stored later, by another crawl, is
+    fetched again.
     """
 
     def __init__(self, refetch_after: timedelta, resume_since: datetime | None = None) -> None:
         self.refetch_after = refetch_after
         self.resume_since = resume_since
-        self.pages = process_context().db.pages
+        pages = process_context().db.pages
+        self.known = PageLookup(pages, ("fetched_at", "headers", "status"), by_site=True)
+        self.stored = PageLookup(pages, ("raw_zlib", "headers", "final_url"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RefetchPolicyMiddleware:
@@ -155,9 +160,7 @@ class RefetchPolicyMiddleware:
         if request.meta.get(SEED) or urlparse_cached(request).path == _ROBOTS_PATH:
             return None
         url = canonicalize(request.url)
-        page = await asyncio.to_thread(
-            self.pages.find_one, {"url": url}, {"fetched_at": 1, "headers": 1, "status": 1}
-        )
+        page = await self.known.get(url)
         if page is None or page.get("status") != 200:
             return None
         fetched_at = page["fetched_at"].replace(tzinfo=UTC)
@@ -181,9 +184,7 @@ class RefetchPolicyMiddleware:
 
     async def _stored(self, request: Request, url: str, source: str) -> Response | None:
         """The stored copy as a response; None if the page was deleted meanwhile."""
-        page = await asyncio.to_thread(
-            self.pages.find_one, {"url": url}, {"raw_zlib": 1, "headers": 1, "final_url": 1}
-        )
+        page = await self.stored.get(url)
         if page is None:
             return None
         body = zlib.decompress(page["raw_zlib"])

@@ -1,15 +1,15 @@
 """The evidence pipeline: page bytes → decoded text → article text → tracker → scan queue.
 
-For every fetched page: decode (crawler.decoding) and extract (crawler.extraction) in
-worker processes, store the page with its raw bytes, headers and metadata
-(tracker.pages.store_page), and queue a scan (tracker.tasks.enqueue_scan) when its text
-changed; an unchanged text is not scanned again. Pages without usable text (binary,
-empty, undecodable, no main text, not HTML) are stored too, with ``skip_reason``, and
-counted; so is every URL that gave no page (``PageProblem``). A page that had text and
-now answers 404/410 is stored empty: its rescan marks its findings ``removed``. A page
-served from the store (fetched recently, or a 304) whose text was never scanned (its run
-died first) is scanned as this run's. The counts reach the run document every few
-seconds and at the end.
+For every fetched page, in worker processes (the crawl's process keeps to the network):
+decode (crawler.decoding) and extract (crawler.extraction), store the page with its raw
+bytes, headers and metadata (tracker.pages.store_page), and queue a scan
+(tracker.tasks.enqueue_scan) when its text changed; an unchanged text is not scanned
+again. Pages without usable text (binary, empty, undecodable, no main text, not HTML)
+are stored too, with ``skip_reason``, and counted; so is every URL that gave no page
+(``PageProblem``). A page that had text and now answers 404/410 is stored empty: its
+rescan marks its findings ``removed``. A page served from the store (fetched recently,
+or a 304) whose text was never scanned (its run died first) is scanned as this run's.
+The counts reach the run document every few seconds and at the end.
 
 Back-pressure: while the scan queue holds ``COPYTRACK_SCAN_QUEUE_MAX`` tasks, the crawl
 is paused (`ScanBackoff`) instead of filling Redis faster than the workers empty it.
@@ -22,13 +22,16 @@ import logging
 import multiprocessing
 import os
 import socket
+import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from multiprocessing import forkserver
 from typing import Any
 
 import redis
@@ -38,13 +41,14 @@ from scrapy.crawler import Crawler
 
 from tracker.campaigns import claim_unscanned, record_progress
 from tracker.celery_app import ROUTES
-from tracker.context import process_context
+from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
 
 from .decoding import UnusableContent, decode_html
 from .extraction import extract
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
+from .lookup import PageLookup
 
 #: Media types decoded as pages; anything else is stored as skipped ("not_html").
 PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
@@ -94,6 +98,50 @@ def digest(body: bytes, content_type: str | None, url: str) -> Digest:
     return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
 
 
+def store_fetched(item: FetchedPage, campaign: str, run_id: ObjectId) -> list[str]:
+    """Digest a downloaded page and store it (queueing its scan); returns the run's counts.
+
+    Runs in a worker process (with connections of its own), so that all of a page's CPU
+    work, storing included (hashes, compression, BSON, the task message), stays off the
+    crawl's process: the reactor's thread would wait for the GIL meanwhile.
+    """
+    found = digest(item.body, _header(item.headers, "content-type"), item.final_url)
+    page = PageInput(
+        url=item.url,
+        text=found.text,
+        raw=item.body,
+        final_url=item.final_url,
+        status=item.status,
+        headers=item.headers,
+        title=found.title,
+        author=found.author,
+        published=found.date,
+        encoding=found.encoding,
+        extractor=found.extractor,
+        campaign=campaign,
+        run_id=run_id,
+        skip_reason=f"{found.skip}: {found.detail}" if found.skip else None,
+    )
+    counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
+    return counts + save_page(process_context(), page)
+
+
+def save_page(ctx: Context, page: PageInput) -> list[str]:
+    """Store a page and queue its scan if its text changed; returns the run's counts."""
+    try:
+        page_id, changed = store_page(ctx, page)
+    except DuplicateKeyError:
+        # Two responses for one URL (a redirect and its target) raced to insert it.
+        page_id, changed = store_page(ctx, page)
+    counts = []
+    if changed:
+        enqueue_scan(page_id)
+        counts.append("scans_enqueued")
+    if not page.skip_reason:
+        counts.append("pages.changed" if changed else "pages.unchanged")
+    return counts
+
+
 class ScanBackoff:
     """Pauses the crawl while the scan queue is full: a crawl outrunning the workers would
     grow Redis without limit (``noeviction``: until writes fail).
@@ -124,8 +172,11 @@ class ScanBackoff:
         return self._depth + self._queued + self._reserved
 
     async def _read(self) -> None:
+        # Scans queued (released) while the reading is out may have been queued after it:
+        # they stay counted. Only those released before it are surely in it.
+        counted = self._queued
         self._depth = await asyncio.to_thread(self.client.llen, SCAN_QUEUE)
-        self._queued = 0
+        self._queued -= counted
         self._read_at = time.monotonic()
 
     async def reserve(self) -> None:
@@ -191,6 +242,7 @@ class EvidencePipeline:
         self.crawler_name = f"{socket.gethostname()}-{os.getpid()}"
         self.progress_every = settings.getfloat("COPYTRACK_PROGRESS_EVERY")
         self.processes = settings.getint("COPYTRACK_EXTRACT_PROCESSES") or os.cpu_count() or 1
+        self.niceness = settings.getint("COPYTRACK_EXTRACT_NICENESS")
         self.ctx = process_context()
         self.backoff = ScanBackoff(
             crawler,
@@ -198,51 +250,85 @@ class EvidencePipeline:
             self.ctx.settings.scan_queue_max,
             f"crawl of campaign {self.campaign} (run {self.run_id})",
         )
+        # Whether a page now answering 404/410 had text.
+        self.texts = PageLookup(self.ctx.db.pages, ("text",), by_site=True)
         self.counts: Counter[str] = Counter()
         self._flushed = time.monotonic()
         self._pool: ProcessPoolExecutor | None = None
+        self._pool_started: asyncio.Future[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> EvidencePipeline:
         return cls(crawler)
 
-    def open_spider(self) -> None:
+    async def open_spider(self) -> None:
         # forkserver: the workers do not inherit the reactor's threads and sockets; its
-        # server imports this module (trafilatura, lxml) once for all workers. Like any
-        # multiprocessing program, one embedding a crawl needs `if __name__ == "__main__"`.
+        # server imports this module (trafilatura, lxml) and warms trafilatura's caches
+        # once for all workers. Like any multiprocessing program, one embedding a crawl
+        # needs `if __name__ == "__main__"`.
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload(["crawler.extract_preload"])
         self._pool = ProcessPoolExecutor(self.processes, mp_context=context)
+        # Started now, from a thread: the first worker waits a second or more for the
+        # forkserver's imports, which would block the reactor (and inflate the latencies
+        # AutoThrottle measures) if the first page started it.
+        self._pool_started = asyncio.ensure_future(asyncio.to_thread(self._start_workers))
+
+    def _start_workers(self) -> None:
+        assert self._pool is not None
+        if sys.platform == "linux":
+            # Linux keeps nice values per thread, and a process inherits its creator's:
+            # the forkserver started from a thread of lower priority, and every worker
+            # it forks, run at that priority (imports and warm-up included). Elsewhere
+            # nice values are per process: extraction keeps the crawl's priority.
+            starter = threading.Thread(target=self._start_forkserver, name="forkserver-start")
+            starter.start()
+            starter.join()
+        # One task per worker, all in flight at once: each one starts another worker.
+        for started in [self._pool.submit(os.getpid) for _ in range(self.processes)]:
+            started.result()
+
+    def _start_forkserver(self) -> None:
+        os.nice(self.niceness)  # this thread's only
+        forkserver.ensure_running()
 
     async def close_spider(self) -> None:
         await self._flush()
         if self._pool is not None:
+            assert self._pool_started is not None
+            # Not before the workers have started (had they failed, every page said so).
+            await asyncio.wait([self._pool_started])
             self._pool.shutdown()
 
     async def process_item(self, item: Any) -> Any:
         if isinstance(item, DroppedLinks):  # links not followed: only counted
             self.counts[f"skipped.{item.reason}"] += item.count
             return item
-        save: Callable[[], list[str]]
+        counts: list[str] = []
+        save: Callable[[], Awaitable[list[str]]] | None = None
         if isinstance(item, PageProblem):
-            save = partial(self._problem, item)
+            counts.append(f"{'skipped' if item.skipped else 'failed'}.{item.reason}")
+            if item.status in GONE_STATUSES:
+                known = await self.texts.get(item.url)
+                if known and known.get("text"):  # it had text: stored empty, rescanned
+                    save = partial(asyncio.to_thread, self._gone, item)
         elif item.source in (STORED, NOT_MODIFIED):
-            save = partial(self._reuse, item)
+            save = partial(asyncio.to_thread, self._reuse, item)
         else:
-            assert item.source == NETWORK and self._pool is not None
+            assert item.source == NETWORK and self._pool_started is not None
+            await asyncio.shield(self._pool_started)  # an item cancelled leaves it be
             loop = asyncio.get_running_loop()
-            content_type = _header(item.headers, "content-type")
-            found = await loop.run_in_executor(
-                self._pool, digest, item.body, content_type, item.final_url
+            save = partial(
+                loop.run_in_executor, self._pool, store_fetched, item, self.campaign, self.run_id
             )
-            save = partial(self._store, item, found)
-        await self.backoff.reserve()
-        queued = True  # unless it says otherwise: a save that failed midway may have queued
-        try:
-            counts = await asyncio.to_thread(save)
-            queued = "scans_enqueued" in counts
-        finally:
-            self.backoff.release(queued)
+        if save is not None:
+            await self.backoff.reserve()
+            queued = True  # unless it says otherwise: a save that failed midway may have queued
+            try:
+                counts += await save()
+                queued = "scans_enqueued" in counts
+            finally:
+                self.backoff.release(queued)
         # Added only now: a flush during the awaits above swaps self.counts.
         self.counts.update(counts)
         if time.monotonic() - self._flushed > self.progress_every:
@@ -251,59 +337,15 @@ class EvidencePipeline:
 
     # ------------------------------------------------------------------ blocking parts
     # Run in threads (MongoDB and Redis calls must not stall the reactor); each returns
-    # its counts, which only the reactor's thread adds up.
+    # its counts, which only the reactor's thread adds up (as those of store_fetched).
 
-    def _save(self, page: PageInput, skip_reason: str | None) -> list[str]:
-        try:
-            page_id, changed = store_page(self.ctx, page)
-        except DuplicateKeyError:
-            # Two responses for one URL (a redirect and its target) raced to insert it.
-            page_id, changed = store_page(self.ctx, page)
-        if skip_reason:
-            self.ctx.db.pages.update_one({"_id": page_id}, {"$set": {"skip_reason": skip_reason}})
-        elif changed:
-            self.ctx.db.pages.update_one(
-                {"_id": page_id, "skip_reason": {"$exists": True}}, {"$unset": {"skip_reason": ""}}
-            )
-        counts = []
-        if changed:
-            enqueue_scan(page_id)
-            counts.append("scans_enqueued")
-        if not skip_reason:
-            counts.append("pages.changed" if changed else "pages.unchanged")
-        return counts
-
-    def _store(self, item: FetchedPage, found: Digest) -> list[str]:
-        page = PageInput(
-            url=item.url,
-            text=found.text,
-            raw=item.body,
-            final_url=item.final_url,
-            status=item.status,
-            headers=item.headers,
-            title=found.title,
-            author=found.author,
-            published=found.date,
-            encoding=found.encoding,
-            extractor=found.extractor,
-            campaign=self.campaign,
-            run_id=self.run_id,
-        )
-        counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
-        return counts + self._save(page, f"{found.skip}: {found.detail}" if found.skip else None)
-
-    def _problem(self, item: PageProblem) -> list[str]:
-        counts = [f"{'skipped' if item.skipped else 'failed'}.{item.reason}"]
-        if item.status not in GONE_STATUSES:
-            return counts
-        known = self.ctx.db.pages.find_one({"url": item.url}, {"text": 1})
-        if known and known.get("text"):
-            gone = PageInput(
-                url=item.url, text="", status=item.status, campaign=self.campaign,
-                run_id=self.run_id,
-            )  # fmt: skip
-            counts += self._save(gone, f"gone: {item.detail}")
-        return counts
+    def _gone(self, item: PageProblem) -> list[str]:
+        """A page that had text and now answers 404/410: stored empty."""
+        gone = PageInput(
+            url=item.url, text="", status=item.status, campaign=self.campaign,
+            run_id=self.run_id, skip_reason=f"gone: {item.detail}",
+        )  # fmt: skip
+        return save_page(self.ctx, gone)
 
     def _reuse(self, item: FetchedPage) -> list[str]:
         """A page answered from the store: fetched recently, or unchanged (304)."""

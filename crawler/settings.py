@@ -70,8 +70,14 @@ ITEM_PIPELINES = {
     "crawler.pipelines.EvidencePipeline": 300,
 }
 
-# Decoding and extraction run in this many worker processes (CPU-bound; the reactor's
-# thread keeps downloading meanwhile). 0: one per CPU.
+# Decoding, extraction and storing run in this many worker processes (CPU-bound; the
+# reactor's thread keeps downloading meanwhile). 0: one per CPU.
 COPYTRACK_EXTRACT_PROCESSES = 0
+# ... this much nicer than the crawl (Linux): downloading comes first. Extraction competing
+# for the CPU delays the reactor's reading of responses; AutoThrottle takes that for the
+# sites' latency and slows the crawl (for the rest of it, if only error pages follow).
+# On a machine busy with other work the workers wait their turn, and Scrapy stops
+# downloading while their pages exceed SCRAPER_SLOT_MAX_ACTIVE_SIZE.
+COPYTRACK_EXTRACT_NICENESS = 10
 # Counts reach the run document at least this often (seconds).
 COPYTRACK_PROGRESS_EVERY = 2.0

@@ -37,6 +37,7 @@ class PageInput:
     extractor: str | None = None
     campaign: str | None = None
     run_id: Any = None
+    skip_reason: str | None = None  # why a page has no text to scan (binary, gone, …)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     """Store or refresh a page keyed by URL; returns (id, whether its text changed).
 
     The raw bytes are kept zlib-compressed with their SHA-256, so the evidence can be
-    shown and verified later.
+    shown and verified later. A ``skip_reason`` is stored with the page, or removed when
+    it has none. One round trip to MongoDB.
     """
     now = datetime.now(UTC)
     content_sha = hashlib.sha256(page.text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -73,15 +75,20 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "campaign": page.campaign,
         "run_id": page.run_id,
     }
+    new_id = ObjectId()  # a new page's id is made here: no second query to learn it
+    update: dict[str, Any] = {
+        "$set": fields,
+        "$setOnInsert": {"_id": new_id, "first_fetched_at": now},
+    }
+    if page.skip_reason:
+        fields["skip_reason"] = page.skip_reason
+    else:
+        update["$unset"] = {"skip_reason": ""}
     before = ctx.db.pages.find_one_and_update(
-        {"url": page.url},
-        {"$set": fields, "$setOnInsert": {"first_fetched_at": now}},
-        upsert=True,
-        projection={"content_sha256": 1},
+        {"url": page.url}, update, upsert=True, projection={"content_sha256": 1}
     )
     if before is None:
-        page_id = ctx.db.pages.find_one({"url": page.url}, {"_id": 1})["_id"]
-        return page_id, True
+        return new_id, True
     return before["_id"], before.get("content_sha256") != content_sha
 
 
