@@ -4,11 +4,12 @@ For every fetched page, in worker processes (the crawl's process keeps to the ne
 decode (crawler.decoding) and extract (crawler.extraction), store the page with its raw
 bytes, headers and metadata (tracker.pages.store_page), and queue a scan
 (tracker.tasks.enqueue_scan) when its text changed; an unchanged text is not scanned
-again. Pages without usable text (binary, empty, undecodable, no main text, not HTML)
-are stored too, with ``skip_reason``, and counted; so is every URL that gave no page
-(``PageProblem``). A page that had text and now answers 404/410 is stored empty: its
-rescan marks its findings ``removed``. A page served from the store (fetched recently,
-or a 304) whose text was never scanned (its run died first) is scanned as this run's.
+again. Pages without usable text (binary, empty, undecodable, no main text, not HTML,
+over ``COPYTRACK_EXTRACT_CPU_SECONDS`` of extraction) are stored too, with
+``skip_reason``, and counted; so is every URL that gave no page (``PageProblem``). A
+page that had text and now answers 404/410 is stored empty: its rescan marks its
+findings ``removed``. A page served from the store (fetched recently, or a 304) whose
+text was never scanned (its run died first) is scanned as this run's.
 The counts reach the run document every few seconds and at the end.
 
 Back-pressure: while the scan queue holds ``COPYTRACK_SCAN_QUEUE_MAX`` tasks, the crawl
@@ -45,6 +46,7 @@ from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
 
+from .cpucap import CpuTimeExceeded, cpu_cap
 from .decoding import UnusableContent, decode_html
 from .extraction import extract
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
@@ -77,8 +79,20 @@ class Digest:
     detail: str = ""
 
 
-def digest(body: bytes, content_type: str | None, url: str) -> Digest:
-    """Decode and extract one page (runs in a worker process)."""
+def digest(body: bytes, content_type: str | None, url: str, cpu_seconds: float = 0) -> Digest:
+    """Decode and extract one page (runs in a worker process).
+
+    ``cpu_seconds``: given up after this much CPU time (skip reason ``too_slow``); the
+    cap needs the main thread. 0: no cap.
+    """
+    try:
+        with cpu_cap(cpu_seconds):
+            return _digest(body, content_type, url)
+    except CpuTimeExceeded as err:
+        return Digest(skip="too_slow", detail=f"decoding and extraction took {err}")
+
+
+def _digest(body: bytes, content_type: str | None, url: str) -> Digest:
     media_type = (content_type or "text/html").split(";")[0].strip().lower()
     if media_type not in PAGE_TYPES:
         return Digest(skip="not_html", detail=f"Content-Type {media_type}")
@@ -98,14 +112,17 @@ def digest(body: bytes, content_type: str | None, url: str) -> Digest:
     return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
 
 
-def store_fetched(item: FetchedPage, campaign: str, run_id: ObjectId) -> list[str]:
+def store_fetched(
+    item: FetchedPage, campaign: str, run_id: ObjectId, cpu_seconds: float
+) -> list[str]:
     """Digest a downloaded page and store it (queueing its scan); returns the run's counts.
 
     Runs in a worker process (with connections of its own), so that all of a page's CPU
     work, storing included (hashes, compression, BSON, the task message), stays off the
     crawl's process: the reactor's thread would wait for the GIL meanwhile.
     """
-    found = digest(item.body, _header(item.headers, "content-type"), item.final_url)
+    content_type = _header(item.headers, "content-type")
+    found = digest(item.body, content_type, item.final_url, cpu_seconds)
     page = PageInput(
         url=item.url,
         text=found.text,
@@ -243,6 +260,7 @@ class EvidencePipeline:
         self.progress_every = settings.getfloat("COPYTRACK_PROGRESS_EVERY")
         self.processes = settings.getint("COPYTRACK_EXTRACT_PROCESSES") or os.cpu_count() or 1
         self.niceness = settings.getint("COPYTRACK_EXTRACT_NICENESS")
+        self.cpu_seconds = settings.getfloat("COPYTRACK_EXTRACT_CPU_SECONDS")
         self.ctx = process_context()
         self.backoff = ScanBackoff(
             crawler,
@@ -319,7 +337,13 @@ class EvidencePipeline:
             await asyncio.shield(self._pool_started)  # an item cancelled leaves it be
             loop = asyncio.get_running_loop()
             save = partial(
-                loop.run_in_executor, self._pool, store_fetched, item, self.campaign, self.run_id
+                loop.run_in_executor,
+                self._pool,
+                store_fetched,
+                item,
+                self.campaign,
+                self.run_id,
+                self.cpu_seconds,
             )
         if save is not None:
             await self.backoff.reserve()

@@ -79,5 +79,8 @@ COPYTRACK_EXTRACT_PROCESSES = 0
 # On a machine busy with other work the workers wait their turn, and Scrapy stops
 # downloading while their pages exceed SCRAPER_SLOT_MAX_ACTIVE_SIZE.
 COPYTRACK_EXTRACT_NICENESS = 10
+# A page whose decoding and extraction take more CPU time than this (seconds) is stored
+# without text, skip reason "too_slow", rather than hold a worker (pages take 0.01-0.5 s).
+COPYTRACK_EXTRACT_CPU_SECONDS = 60.0
 # Counts reach the run document at least this often (seconds).
 COPYTRACK_PROGRESS_EVERY = 2.0

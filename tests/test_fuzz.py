@@ -16,7 +16,6 @@ import gzip
 import json
 import os
 import re
-import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.utils.test import get_crawler
 
 from benchmarks.bench_extraction import read_page
+from crawler.cpucap import CpuTimeExceeded, cpu_cap
 from crawler.extraction import extract
 from crawler.fetch import html_to_text
 from crawler.items import DroppedLinks, FetchedPage, PageProblem
@@ -83,31 +83,23 @@ class CaseTooSlow(Exception):
 
 
 @contextmanager
-def cpu_cap(what: str, seconds: float = CPU_CAP_SECONDS) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` of CPU time; fail if it took longer anyway.
-
-    SIGPROF, not SIGALRM: pytest-timeout owns SIGALRM. Code that swallows the exception
-    (readability catches every Exception) is still caught by the check on the way out.
-    """
-
-    def expired(signum: int, frame: Any) -> None:
-        raise CaseTooSlow(f"{what}: over {seconds:.0f} s of CPU time")
-
-    previous = signal.signal(signal.SIGPROF, expired)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
+def checked_cpu_cap(what: str, seconds: float = CPU_CAP_SECONDS) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` of CPU time (the crawler's own cap); fail if
+    it took longer anyway (code that swallowed the interruption, or digest's own report
+    of it as a page too slow to extract)."""
     started = time.process_time()
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
+        with cpu_cap(seconds):
+            yield
+    except CpuTimeExceeded as err:
+        raise CaseTooSlow(f"{what}: {err}") from None
     used = time.process_time() - started
     if used > seconds:
         raise CaseTooSlow(f"{what}: took {used:.1f} s of CPU time (cap {seconds:.0f} s)")
 
 
 def capped(what: str, call: Callable[[], T]) -> T:
-    with cpu_cap(what):
+    with checked_cpu_cap(what):
         return call()
 
 
