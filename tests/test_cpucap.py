@@ -16,6 +16,7 @@ from bson import ObjectId
 from crawler.cpucap import CpuTimeExceeded, cpu_cap
 from crawler.items import FetchedPage
 from crawler.pipelines import digest, store_fetched
+from tracker.celery_app import app, configure
 from tracker.context import Context, process_context
 
 URL = "http://pirate.example/novel/1.html"
@@ -68,7 +69,9 @@ def test_digest_gives_up_a_page_over_its_cpu_time() -> None:
 
 @pytest.fixture
 def worker_ctx(crawl_ctx: Context) -> Iterator[Context]:
-    """The context an extraction worker opens for itself, on this test's servers."""
+    """The context an extraction worker opens for itself, on this test's servers (and the
+    Celery app pointed at them first, as `configure` requires)."""
+    configure(app, crawl_ctx.endpoints, crawl_ctx.settings)
     process_context.cache_clear()
     yield process_context()
     process_context().close()

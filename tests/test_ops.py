@@ -22,7 +22,7 @@ from pymongo.database import Database
 
 from fingerprinter import DEFAULT_PARAMS
 from tracker.cli import main
-from tracker.commands.ops import COPYTRACK_COMMAND, stack_processes
+from tracker.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
 from tracker.index import RedisIndex
 from tracker.servers import free_port, server_status, stop_servers
 
@@ -149,7 +149,7 @@ def _down(data_dir: Path) -> str:
 def _assert_all_stopped(pids: set[int], data_dir: Path) -> None:
     _wait(lambda: not [p for p in pids if _alive(p)], 10, "exit of every process")
     assert server_status(data_dir) == []
-    assert not list((data_dir / "run").glob("*.json"))
+    assert not list(records_dir(data_dir).glob("*.json"))
 
 
 def test_status_reports_servers_queues_and_counts(
@@ -250,3 +250,20 @@ def test_down_stops_a_background_stack(data_dir: Path, tmp_path: Path) -> None:
     _assert_all_stopped(started, data_dir)
 
     assert "nothing was running" in _down(data_dir)
+
+
+def test_hosts_sharing_a_data_dir_see_only_their_own_processes(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Containers sharing the volume each have their own pids: `down` in one must never
+    # signal a pid recorded by another.
+    monkeypatch.setenv("COPYTRACK_DATA_DIR", str(data_dir))
+    monkeypatch.setattr("socket.gethostname", lambda: "crawler-1")
+    with recorded(data_dir, "worker"):
+        [proc] = stack_processes(data_dir)
+        assert (proc.pid, proc.role) == (os.getpid(), "worker")
+        monkeypatch.setattr("socket.gethostname", lambda: "worker-1")
+        assert stack_processes(data_dir) == []
+        assert "nothing was running" in CliRunner().invoke(main, ["down"]).output
+        monkeypatch.setattr("socket.gethostname", lambda: "crawler-1")
+        assert [p.pid for p in stack_processes(data_dir)] == [os.getpid()]  # still recorded

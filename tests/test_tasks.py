@@ -31,7 +31,7 @@ from pymongo.database import Database
 from tests.corpus import texts
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.commands.ops import COPYTRACK_COMMAND
+from tracker.commands.ops import COPYTRACK_COMMAND, records_dir
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work
@@ -227,7 +227,7 @@ def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
 
         worker.send_signal(signal.SIGTERM)  # warm shutdown
         assert worker.wait(timeout=20) == 0, log.read_text()
-    assert not list((ctx.settings.data_dir / "run").glob("*.json"))  # its record is gone
+    assert not list(records_dir(ctx.settings.data_dir).glob("*.json"))  # its record is gone
 
 
 def test_ingest_reindex_and_scan_of_a_deleted_page(ctx: Context, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -48,7 +49,7 @@ from ..servers import (
 
 log = logging.getLogger(__name__)
 
-RUN_DIR = "run"
+RUN_DIR = "run"  # DATA/run/HOSTNAME/PID.json: containers sharing DATA each have their pids
 WORKER_STOP_TIMEOUT = 30.0  # a worker's warm shutdown waits for its running tasks
 _POLL = 0.1
 #: Runs the copytrack CLI with this interpreter, wherever the console script is (or isn't).
@@ -71,10 +72,16 @@ class StackProcess:
     record: Path
 
 
+def records_dir(data_dir: Path) -> Path:
+    """Where this host's processes are recorded. Only these: a pid names a process on its
+    own host (container) only, and `down` must never signal another host's pid."""
+    return data_dir / RUN_DIR / socket.gethostname()
+
+
 @contextlib.contextmanager
 def recorded(data_dir: Path, role: str) -> Iterator[None]:
     """Record this process in DATA/run for as long as the block runs."""
-    run_dir = data_dir / RUN_DIR
+    run_dir = records_dir(data_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     path, tmp = run_dir / f"{pid}.json", run_dir / f".{pid}.tmp"
@@ -106,7 +113,7 @@ def _held(record: Path) -> bool:
 def stack_processes(data_dir: Path) -> list[StackProcess]:
     """The live processes recorded for data_dir, oldest first; stale records are removed."""
     found = []
-    for record in (data_dir / RUN_DIR).glob("*.json"):
+    for record in records_dir(data_dir).glob("*.json"):
         if not _held(record):
             record.unlink(missing_ok=True)
             continue
