@@ -29,7 +29,9 @@ from tracker.campaigns import (
     HEARTBEAT_EVERY,
     Campaign,
     CampaignError,
+    drop_frontier,
     finish_crawl,
+    frontier_prefix,
     get_campaign,
     heartbeat,
     join_run,
@@ -47,7 +49,7 @@ FRONTIER_GRACE = 10.0  # seconds every process of a shared frontier must idle be
 
 def frontier_keys(run_id: ObjectId) -> dict[str, str]:
     """Redis keys of a run's shared frontier: request queue, seen filter, busy mark."""
-    prefix = f"copytrack:frontier:{run_id}"
+    prefix = frontier_prefix(run_id)
     return {
         "SCHEDULER_QUEUE_KEY": f"{prefix}:requests",
         "SCHEDULER_DUPEFILTER_KEY": f"{prefix}:dupefilter",
@@ -172,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         beat.join()
-    if finish_crawl(ctx, run_id, error) and args.frontier == "redis":
-        ctx.redis.delete(*frontier_keys(run_id).values())
+    if finish_crawl(ctx, run_id, error):
+        drop_frontier(ctx, run_id)
     return 1 if error else 0
 
 

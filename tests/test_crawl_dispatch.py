@@ -5,6 +5,7 @@ once, and the next run resumes it; a task delivered again does nothing."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
-from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show
+from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show, _state
 from tests.test_fault_tolerance import wait_until
 from tests.test_health import worker_process
 from tracker import campaigns
@@ -176,3 +177,29 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
     found = {f["url"] for f in ctx.db.findings.find({}, {"url": 1})}
     stored_copies = copies & {p["url"] for p in pages}
     assert stored_copies and len(stored_copies & found) >= 0.9 * len(stored_copies)
+
+
+def test_a_crawler_worker_told_to_stop_stops_its_crawl_within_its_grace_period(
+    queue_ctx: Context, site: tuple[TestWeb, RunningWeb], tmp_path: Path
+) -> None:
+    ctx, (web, running) = queue_ctx, site
+    # Slow enough that the crawl is far from done when the worker is told to stop.
+    _campaign(ctx, web, running, "deploy", delay=0.25, concurrency=1)
+    run_id = trigger_run(ctx, "deploy")
+    log = tmp_path / "worker.log"
+    with worker_process(ctx, log, queues="crawl", concurrency=1) as worker:
+        wait_until(lambda: ctx.db.pages.count_documents({"run_id": run_id}) >= 3, 60, "pages", log)
+        crawl_pid = get_run(ctx, run_id)["pid"]
+        worker.send_signal(signal.SIGTERM)  # as `docker compose stop` does
+        # Its warm shutdown waits for the crawl task, which ends as its crawl does.
+        assert worker.wait(timeout=30) == 0, log.read_text()[-3000:]
+    assert f"asked crawl process {crawl_pid} to stop" in log.read_text()
+    assert _state(crawl_pid) in ("Z", None)
+
+    run = get_run(ctx, run_id)
+    assert run["state"] == "failed"
+    assert run["error"] == "interrupted (the crawl process was asked to stop)"
+    assert not ctx.redis.exists(_lock("deploy"))  # the next run may start, and resume it
+    # Every page it stored is counted: its counts were recorded on the way out.
+    assert run["pages"]["fetched"] == ctx.db.pages.count_documents({"run_id": run_id}) >= 3
+    assert "Received SIGTERM, shutting down gracefully" in Path(run["log"]).read_text()

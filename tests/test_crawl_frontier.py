@@ -10,7 +10,16 @@ import pytest
 
 from crawler.run import frontier_keys
 from crawler.testweb import CORPUS_DIR, RunningWeb, build_site, serve
-from tracker.campaigns import Campaign, launch_crawl, save_campaign, start_run, wait_for_run
+from tests.test_crawl_recovery import _kill
+from tests.test_fault_tolerance import wait_until
+from tracker.campaigns import (
+    Campaign,
+    launch_crawl,
+    refresh_run,
+    save_campaign,
+    start_run,
+    wait_for_run,
+)
 from tracker.config import Settings
 from tracker.context import Context, open_context
 
@@ -63,3 +72,21 @@ def test_two_processes_share_one_frontier(crawl_ctx: Context, running: RunningWe
     assert crawl_ctx.db.pages.count_documents({"run_id": run_id}) == run["pages"]["fetched"]
     # The last process cleared the run's frontier.
     assert not crawl_ctx.redis.exists(*frontier_keys(run_id).values())
+
+
+def test_the_frontier_of_a_run_that_died_is_dropped_when_it_fails(
+    crawl_ctx: Context, running: RunningWeb
+) -> None:
+    seeds = [running.url(site) for site in running.base_urls]
+    campaign = Campaign.from_dict({"name": "dies", "seeds": seeds, "delay": 0.25, "concurrency": 1})
+    save_campaign(crawl_ctx, campaign)
+    run_id = start_run(crawl_ctx, "dies")
+    crawl = launch_crawl(crawl_ctx, "dies", run_id)
+    keys = list(frontier_keys(run_id).values())
+    wait_until(lambda: crawl_ctx.db.pages.count_documents({"run_id": run_id}) >= 2, 60, "pages")
+    assert crawl_ctx.redis.exists(*keys) >= 2  # requests waiting, URLs seen
+    _kill(crawl.pid)  # no chance to clean up after itself
+    assert refresh_run(crawl_ctx, run_id)["state"] == "failed"
+    # Its requests would otherwise stay in Redis for good: the next run has a frontier of
+    # its own and resumes from the pages stored.
+    assert not crawl_ctx.redis.exists(*keys)

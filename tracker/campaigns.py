@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -529,13 +530,45 @@ def crawl_queued_run(ctx: Context, name: str, run_id: ObjectId, worker: str = ""
     return {"run_id": str(run_id), "crawled": claimed is not None, "state": run["state"]}
 
 
+def stop_crawls(ctx: Context, worker: str) -> list[int]:
+    """Ask the crawl processes a crawler worker started to stop; returns their pids.
+
+    For a worker told to stop (a deploy, ``docker compose stop``): SIGTERM lets each crawl
+    finish the requests under way, record its counts and fail its run as interrupted,
+    which the campaign's next run resumes, well within the worker's grace period.
+    """
+    here, stopped = _pid_space(), []
+    active = {"worker": worker, "state": {"$in": list(ACTIVE_STATES)}}
+    for run in ctx.db.runs.find(active, {"crawl_processes": 1}):
+        for proc in run.get("crawl_processes") or []:
+            if proc["where"] == here and process_running(proc["pid"], str(run["_id"])):
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    os.kill(proc["pid"], signal.SIGTERM)
+                    stopped.append(proc["pid"])
+    return stopped
+
+
 def _abort(ctx: Context, name: str, run_id: ObjectId, error: str) -> None:
-    """Fail the run and free its campaign."""
+    """Fail the run and free its campaign (and Redis of its frontier)."""
     ctx.db.runs.update_one(
         {"_id": run_id},
         {"$set": {"state": "failed", "finished_at": datetime.now(UTC), "error": error}},
     )
     release_lock(ctx, name, run_id)
+    drop_frontier(ctx, run_id)
+
+
+def frontier_prefix(run_id: ObjectId) -> str:
+    """Prefix of the Redis keys of a run's shared frontier (COPYTRACK_CRAWL_FRONTIER=redis)."""
+    return f"copytrack:frontier:{run_id}"
+
+
+def drop_frontier(ctx: Context, run_id: ObjectId) -> None:
+    """Delete an ended run's shared frontier (requests left, seen filter): nothing reads it
+    again, as the next run resumes from the pages stored, under a frontier of its own."""
+    keys = list(ctx.redis.scan_iter(match=f"{frontier_prefix(run_id)}:*", count=1000))
+    if keys:
+        ctx.redis.delete(*keys)
 
 
 def release_lock(ctx: Context, name: str, run_id: ObjectId) -> None:

@@ -9,6 +9,7 @@ tracker.celery_app), which the functions they call tolerate.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -16,6 +17,7 @@ import redis
 from bson import ObjectId
 from celery import Task
 from celery.result import AsyncResult
+from celery.signals import worker_shutting_down
 from pymongo.errors import ConnectionFailure
 
 from . import campaigns, library, pages
@@ -94,6 +96,22 @@ def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
     task lasts as long as the crawl (`tracker.campaigns.crawl_queued_run`)."""
     ctx, worker = process_context(), self.request.hostname or ""
     return campaigns.crawl_queued_run(ctx, name, ObjectId(run_id), worker=worker)
+
+
+@worker_shutting_down.connect
+def _stop_crawls(sender: str, **_: Any) -> None:
+    """A worker told to stop passes it on to the crawls it runs (`campaigns.stop_crawls`):
+    they run in sessions of their own, out of reach of the signal. In a thread: this is
+    called from the worker's signal handler."""
+
+    def stop() -> None:
+        try:
+            for pid in campaigns.stop_crawls(process_context(), worker=sender):
+                log.warning("worker %s stopping: asked crawl process %d to stop", sender, pid)
+        except CONNECTION_ERRORS as err:  # its crawls are killed after the grace period
+            log.error("worker %s could not ask its crawls to stop: %s", sender, err)
+
+    threading.Thread(target=stop, name="stop-crawls").start()
 
 
 def enqueue_scan(page_id: ObjectId | str, force: bool = False) -> AsyncResult:
