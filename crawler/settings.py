@@ -47,6 +47,8 @@ REDIRECT_MAX_TIMES = 5
 # counted: generated link farms and calendar traps would otherwise flood the queue. 0: no
 # limit.
 COPYTRACK_MAX_LINKS_PER_PAGE = 500
+# URLs followed from one sitemap (or sitemaps from one index): the protocol's maximum.
+COPYTRACK_MAX_SITEMAP_URLS = 50_000
 COOKIES_ENABLED = False  # nothing copytrack reads needs a session
 # No listening ports of its own: the crawl is controlled through its run.
 TELNETCONSOLE_ENABLED = False

@@ -233,6 +233,24 @@ def test_links_past_the_limit_are_dropped_counted_and_logged(
     ]
 
 
+def test_sitemap_urls_past_their_limit_are_dropped_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    campaign = {"name": "c", "seeds": ["http://a.example/sitemap.xml"]}
+    settings = {"COPYTRACK_CAMPAIGN": campaign, "COPYTRACK_MAX_SITEMAP_URLS": 3}
+    spider = CampaignSpider.from_crawler(get_crawler(CampaignSpider, settings))
+    urls = "".join(f"<url><loc>http://a.example/a/{n}.html</loc></url>" for n in range(5))
+    sitemap = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+    out = list(spider.parse_seed(response(XmlResponse, "http://a.example/sitemap.xml", sitemap)))
+    assert [x.url for x in out if isinstance(x, Request)] == [
+        f"http://a.example/a/{n}.html" for n in range(3)
+    ]
+    assert [x for x in out if isinstance(x, DroppedLinks)] == [
+        DroppedLinks("http://a.example/sitemap.xml", 2, "links_over_limit")
+    ]
+    assert "following the first 3 (COPYTRACK_MAX_SITEMAP_URLS)" in caplog.text
+
+
 def test_scrapy_refusals_get_their_reasons() -> None:
     """problem_of recognises the refusals of Scrapy's own middlewares (their messages)."""
     crawler = get_crawler(settings_dict={"REDIRECT_MAX_TIMES": MAX_REDIRECTS})

@@ -3,8 +3,9 @@
 A seed's kind is read from its response, so campaigns just list URLs. Sitemaps are read
 with Scrapy's sitemap support (sitemap indexes, gzip, robots.txt ``Sitemap:`` lines),
 feeds give their entries' links, pages are handed to the pipeline and their links
-followed, up to ``COPYTRACK_MAX_LINKS_PER_PAGE`` per page; links not followed (over that
-limit, or no URL a request can be made of) are counted as ``DroppedLinks`` items. Every
+followed, up to ``COPYTRACK_MAX_LINKS_PER_PAGE`` per page (``COPYTRACK_MAX_SITEMAP_URLS``
+per sitemap); links not followed (over that limit, or no URL a request can be made of)
+are counted as ``DroppedLinks`` items. Every
 request is canonicalized here; whether it is in the campaign's scope, on a public
 address, allowed by robots.txt or due for a re-fetch is decided by the downloader
 middlewares. Every URL that yields no page ends as a ``PageProblem`` item, so the run
@@ -81,10 +82,18 @@ class CampaignSpider(SitemapSpider):
 
     name = "campaign"
 
-    def __init__(self, campaign: dict[str, Any], max_links: int, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        campaign: dict[str, Any],
+        max_links: int,
+        max_sitemap_urls: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.seeds = [canonicalize(seed) for seed in campaign["seeds"]]
         self.max_links = max_links
+        self.max_sitemap_urls = max_sitemap_urls
         # Scope is the middlewares' job; the extractor only skips media and documents.
         self.link_extractor = LinkExtractor(canonicalize=False, unique=True)
 
@@ -94,7 +103,8 @@ class CampaignSpider(SitemapSpider):
         if not campaign:
             raise ValueError("no campaign: run crawls with `python -m crawler.run`")
         max_links = crawler.settings.getint("COPYTRACK_MAX_LINKS_PER_PAGE")
-        return super().from_crawler(crawler, campaign, max_links, *args, **kwargs)
+        max_sitemap_urls = crawler.settings.getint("COPYTRACK_MAX_SITEMAP_URLS")
+        return super().from_crawler(crawler, campaign, max_links, max_sitemap_urls, *args, **kwargs)
 
     async def start(self) -> AsyncIterator[Request]:
         for seed in self.seeds:
@@ -139,11 +149,8 @@ class CampaignSpider(SitemapSpider):
     def _sitemap_entries(
         self, response: Response, xml: Sitemap | None
     ) -> Iterator[Request | DroppedLinks]:
-        """The URLs a sitemap or sitemap index lists, or the sitemaps a robots.txt names.
-
-        Not capped by COPYTRACK_MAX_LINKS_PER_PAGE: the protocol allows 50,000 URLs per
-        sitemap, and DOWNLOAD_MAXSIZE bounds them.
-        """
+        """The URLs a sitemap or sitemap index lists (up to COPYTRACK_MAX_SITEMAP_URLS), or
+        the sitemaps a robots.txt names."""
         if response.url.endswith("/robots.txt") or xml is None:  # its Sitemap: lines
             # No base_url: _follow_links resolves them, where a bad one is only counted.
             sitemaps = list(sitemap_urls_from_robots(response.body))
@@ -151,7 +158,10 @@ class CampaignSpider(SitemapSpider):
             return
         nested = xml.type == "sitemapindex"
         callback = self.parse_sitemap if nested else self.parse_page
-        yield from self._follow_links(response, list(iterloc(xml)), callback)
+        urls = list(iterloc(xml))
+        yield from self._follow_links(
+            response, urls, callback, self.max_sitemap_urls, "COPYTRACK_MAX_SITEMAP_URLS"
+        )
 
     def _xml(self, response: Response) -> Sitemap | None:
         """An XML (or gzipped XML) response, parsed lazily; None for anything else."""
@@ -181,10 +191,15 @@ class CampaignSpider(SitemapSpider):
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
 
     def _follow_links(
-        self, response: Response, links: list[str], callback: Any, limit: int = 0
+        self,
+        response: Response,
+        links: list[str],
+        callback: Any,
+        limit: int = 0,
+        limit_name: str = "COPYTRACK_MAX_LINKS_PER_PAGE",
     ) -> Iterator[Request | DroppedLinks]:
         """Requests for the first ``limit`` usable links (0: all), relative ones resolved
-        against the response's URL; counts of the others.
+        against the response's URL; counts of the others (the log names ``limit_name``).
 
         A link no request can be made of (``mailto:``, a bad port or IPv6 address) is
         skipped and counted, so it cannot stop the page's other links from being followed.
@@ -193,8 +208,8 @@ class CampaignSpider(SitemapSpider):
         for n, url in enumerate(links):
             if limit and followed == limit:
                 self.logger.warning(
-                    "%s has %d links: following the first %d (COPYTRACK_MAX_LINKS_PER_PAGE)",
-                    response.url, len(links), limit,
+                    "%s has %d links: following the first %d (%s)",
+                    response.url, len(links), limit, limit_name,
                 )  # fmt: skip
                 yield DroppedLinks(canonicalize(response.url), len(links) - n, "links_over_limit")
                 break
