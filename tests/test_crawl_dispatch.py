@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
+from tests.processes import wait_until, worker_process
 from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show, _state
-from tests.test_fault_tolerance import wait_until
-from tests.test_health import worker_process
 from tracker import campaigns
 from tracker.campaigns import (
     HEARTBEAT_STALE,

@@ -10,8 +10,8 @@ import pytest
 
 from crawler.run import frontier_keys
 from crawler.testweb import CORPUS_DIR, RunningWeb, build_site, serve
+from tests.processes import wait_until
 from tests.test_crawl_recovery import _kill
-from tests.test_fault_tolerance import wait_until
 from tracker.campaigns import (
     Campaign,
     launch_crawl,

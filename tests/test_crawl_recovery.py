@@ -17,8 +17,7 @@ from click.testing import CliRunner
 
 from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
 from crawler.urls import canonicalize
-from tests.test_fault_tolerance import wait_until
-from tests.test_health import worker_process
+from tests.processes import wait_until, worker_process
 from tracker.campaigns import (
     Campaign,
     get_campaign,

@@ -8,7 +8,6 @@ its first broker. Workers are `copytrack worker` subprocesses in their own proce
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -17,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from bson import ObjectId
 from celery import Celery
 
 from tests.corpus import texts
+from tests.processes import installation_env, process_group, wait_until
 from tracker import attacks
 from tracker.celery_app import ROUTES
 from tracker.commands.ops import COPYTRACK_COMMAND
@@ -50,47 +50,13 @@ pytestmark = pytest.mark.timeout(150)
 MONGO_DOWN = 11.0
 
 
+# `copytrack worker` on the scan queue.
+SCAN_WORKER = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]
+
+
 def _env(endpoints: Endpoints, settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
-    env.update(
-        COPYTRACK_MONGO_URL=endpoints.mongo_url,
-        COPYTRACK_REDIS_URL=endpoints.redis_url,
-        COPYTRACK_MONGO_DB=settings.mongo_db,
-        COPYTRACK_DATA_DIR=str(settings.data_dir),
-        # A safety net: a task whose acknowledgement got lost comes back within the test.
-        COPYTRACK_VISIBILITY_TIMEOUT="20",
-    )
-    return env
-
-
-@contextlib.contextmanager
-def _worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`copytrack worker` on the scan queue; its process group is killed on the way out."""
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
-def wait_until(done: Callable[[], Any], timeout: float, what: str, log: Path | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := done()):
-        if time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-            pytest.fail(f"no {what} within {timeout:.0f} s\n{tail}")
-        time.sleep(0.1)
-    return result
+    # A safety net: a task whose acknowledgement got lost comes back within the test.
+    return installation_env(endpoints, settings, COPYTRACK_VISIBILITY_TIMEOUT="20")
 
 
 def _send_scans(redis_url: str, page_ids: list[ObjectId]) -> None:
@@ -185,7 +151,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
     try:
         assert _index_content(ctx) == grown
         assert ctx.redis.llen("scan") == len(pages) == 7
-        with _worker(_env(endpoints, own), log):
+        with process_group(SCAN_WORKER, _env(endpoints, own), log):
             wait_until(lambda: _scanned(ctx) == len(pages), 60, "scan of every page", log)
             wait_until(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgements", log)
         masters = {m["external_id"]: m["_id"] for m in ctx.db.masters.find({}, {"external_id": 1})}
@@ -263,7 +229,7 @@ def test_mongo_restart_worker_and_matcher_reconnect_and_no_scan_is_lost(
         expected = {(page, n % 3 + 1) for n, page in enumerate(pages[: len(copies)])}
         before = [match_text(ctx, text) for text in copies[:3]]
 
-        with _worker(_env(ctx.endpoints, own), log):
+        with process_group(SCAN_WORKER, _env(ctx.endpoints, own), log):
             _send_scans(ctx.endpoints.redis_url, pages)
             wait_until(lambda: _scanned(ctx) >= 1, 60, "first scan", log)
             restarted = _restart_mongo_on_its_port(own, MONGO_DOWN)

@@ -2,65 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pymongo
 import redis
 
 from tests.corpus import texts
+from tests.processes import worker_process
 from tracker import tasks
 from tracker.celery_app import QUEUES, app, configure
-from tracker.commands.ops import COPYTRACK_COMMAND
 from tracker.context import Context
 from tracker.health import health, server_health
 from tracker.index import MemoryIndex
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, store_page
 from tracker.servers import Endpoints
-
-
-@contextlib.contextmanager
-def worker_process(
-    ctx: Context,
-    log: Path,
-    queues: str = "scan",
-    concurrency: int = 1,
-    extra_env: dict[str, str] | None = None,
-) -> Iterator[subprocess.Popen[bytes]]:
-    """`copytrack worker` on ctx's installation and the queues, in its own process group,
-    killed on the way out."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
-    env.update(
-        COPYTRACK_MONGO_URL=ctx.endpoints.mongo_url,
-        COPYTRACK_REDIS_URL=ctx.endpoints.redis_url,
-        COPYTRACK_MONGO_DB=ctx.settings.mongo_db,
-        COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
-        # The crawls it runs may fetch what ctx's may (the test web on loopback).
-        COPYTRACK_ALLOW_PRIVATE_NETWORKS=str(int(ctx.settings.allow_private_networks)),
-        **(extra_env or {}),
-    )
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [*COPYTRACK_COMMAND, "worker", "--queues", queues, "--concurrency", str(concurrency)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def test_health_follows_a_scan_from_the_queue_to_a_worker(ctx: Context, tmp_path: Path) -> None:

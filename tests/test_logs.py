@@ -9,8 +9,7 @@ from pathlib import Path
 from bson import ObjectId
 
 from tests.corpus import texts
-from tests.test_fault_tolerance import wait_until
-from tests.test_health import worker_process
+from tests.processes import wait_until, worker_process
 from tracker import tasks
 from tracker.celery_app import app, configure
 from tracker.context import Context

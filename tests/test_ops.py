@@ -8,8 +8,7 @@ import os
 import re
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,11 @@ from click.testing import CliRunner
 from pymongo.database import Database
 
 from fingerprinter import DEFAULT_PARAMS
+from tests.processes import clean_env, wait_until
 from tracker.cli import main
 from tracker.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
 from tracker.index import RedisIndex
-from tracker.servers import free_port, server_status, stop_servers
-
-
-def _env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """This environment with only COPYTRACK_DATA_DIR (and extra) among copytrack's variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
-    env.update(COPYTRACK_DATA_DIR=str(data_dir), **extra)
-    return env
+from tracker.servers import descendants, free_port, server_status, stop_servers
 
 
 def _status(data_dir: Path, *args: str, **extra: str) -> tuple[int, str]:
@@ -59,28 +52,8 @@ def _alive(pid: int) -> bool:
 
 
 def _tree(pid: int) -> set[int]:
-    """pid and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError):
-            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
-            children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = {pid}, [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _wait(done: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := done()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout:.0f} s")
-        time.sleep(0.1)
-    return result
+    """pid and all its descendants."""
+    return {pid, *descendants(pid)}
 
 
 def _workers(data_dir: Path) -> list[str]:
@@ -116,7 +89,7 @@ def _background(
     with open(log, "a") as err:
         proc = subprocess.Popen(
             [*COPYTRACK_COMMAND, *args],
-            env=_env(data_dir, **extra),
+            env=clean_env(COPYTRACK_DATA_DIR=str(data_dir), **extra),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=err,
@@ -137,7 +110,7 @@ def _down(data_dir: Path) -> str:
     """Output of `copytrack down`, run as its own process as a user would."""
     done = subprocess.run(
         [*COPYTRACK_COMMAND, "down"],
-        env=_env(data_dir),
+        env=clean_env(COPYTRACK_DATA_DIR=str(data_dir)),
         capture_output=True,
         text=True,
         timeout=120,
@@ -147,7 +120,7 @@ def _down(data_dir: Path) -> str:
 
 
 def _assert_all_stopped(pids: set[int], data_dir: Path) -> None:
-    _wait(lambda: not [p for p in pids if _alive(p)], 10, "exit of every process")
+    wait_until(lambda: not [p for p in pids if _alive(p)], 10, "exit of every process")
     assert server_status(data_dir) == []
     assert not list(records_dir(data_dir).glob("*.json"))
 
@@ -211,7 +184,7 @@ def test_status_without_servers_says_so_and_starts_nothing(data_dir: Path) -> No
 def test_up_comes_up_and_sigint_stops_everything_it_started(data_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "up.log"
     with _background(["up", "-c", "1", "--admin-port", str(free_port())], data_dir, log) as up:
-        _wait(lambda: _workers(data_dir), 60, "worker answering a ping")
+        wait_until(lambda: _workers(data_dir), 60, "worker answering a ping")
         code, output = _status(data_dir)
         assert code == 0, output
         assert len(re.findall(r"answering", output)) == 2
@@ -236,10 +209,10 @@ def test_down_stops_a_background_stack(data_dir: Path, tmp_path: Path) -> None:
     # Crawls dispatched to crawler workers: `up` starts one beside the scan worker.
     args = ["up", "-c", "1", "--admin-port", str(free_port())]
     with _background(args, data_dir, log, COPYTRACK_CRAWL_DISPATCH="queue") as up:
-        _wait(lambda: len(_workers(data_dir)) == 2, 60, "worker and crawler of up answering")
+        wait_until(lambda: len(_workers(data_dir)) == 2, 60, "worker and crawler of up answering")
         # One more worker, on its own: it finds the servers `up` started in the data dir.
         with _background(["worker", "-c", "1"], data_dir, log) as extra:
-            _wait(lambda: len(_workers(data_dir)) == 3, 60, "third worker answering a ping")
+            wait_until(lambda: len(_workers(data_dir)) == 3, 60, "third worker answering a ping")
             started = _tree(up.pid) | _tree(extra.pid)
 
             stopped = _down(data_dir)

@@ -11,13 +11,11 @@ loads the app's configuration, before the ``ctx`` fixture could configure it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -29,6 +27,7 @@ from bson import ObjectId
 from pymongo.database import Database
 
 from tests.corpus import texts
+from tests.processes import clean_env, installation_env, process_group, wait_until
 from tracker import tasks
 from tracker.celery_app import app, configure
 from tracker.commands.ops import COPYTRACK_COMMAND, records_dir
@@ -116,50 +115,6 @@ def _pirate_pages(ctx: Context, count: int) -> list[ObjectId]:
     ]
 
 
-def _env(ctx: Context, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
-    env.update(
-        COPYTRACK_MONGO_URL=ctx.endpoints.mongo_url,
-        COPYTRACK_REDIS_URL=ctx.endpoints.redis_url,
-        COPYTRACK_MONGO_DB=ctx.settings.mongo_db,
-        COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
-        **extra,
-    )
-    return env
-
-
-@contextlib.contextmanager
-def _worker(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A worker subprocess in its own process group; the group is killed on the way out."""
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            cmd,
-            env=env,
-            cwd=log.parent,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
-def _wait(done: Callable[[], Any], timeout: float, what: str, log: Path) -> Any:
-    """Poll until done() is truthy and return it; fail with the worker's log otherwise."""
-    deadline = time.monotonic() + timeout
-    while not (result := done()):
-        if time.monotonic() > deadline:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-            pytest.fail(f"no {what} within {timeout:.0f} s; worker log:\n{tail}")
-        time.sleep(0.05)
-    return result
-
-
 def _resolved(env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", BROKER_SCRIPT], env=env, capture_output=True, text=True, timeout=60
@@ -169,7 +124,7 @@ def _resolved(env: dict[str, str]) -> dict[str, Any]:
 
 
 def test_app_finds_its_broker_lazily(endpoints: Endpoints, embedded_data_dir: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    env = clean_env()
     # Configured URLs are used as they are, with the visibility timeout of the environment.
     url = "redis://127.0.0.1:1/5"
     configured = _resolved(
@@ -211,7 +166,8 @@ def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
     assert ctx.redis.llen("scan") == 1  # routed to the scan queue, waiting for a worker
     log = tmp_path / "worker.log"
     cmd = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]
-    with _worker(cmd, _env(ctx), log) as worker:
+    env = installation_env(ctx.endpoints, ctx.settings)
+    with process_group(cmd, env, log, log.parent) as worker:
         summary = first.get(timeout=40)
         assert summary["page_id"] == str(page_id)
         assert summary["scanned"] is True and summary["matches"] == 1
@@ -233,7 +189,9 @@ def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
 def test_ingest_reindex_and_scan_of_a_deleted_page(ctx: Context, tmp_path: Path) -> None:
     log = tmp_path / "worker.log"
     work = asdict(Work(text=texts("zh_news", 4)[3], external_id="news-3"))
-    with _worker([*COPYTRACK_COMMAND, "worker", "--concurrency", "1"], _env(ctx), log):
+    cmd = [*COPYTRACK_COMMAND, "worker", "--concurrency", "1"]
+    env = installation_env(ctx.endpoints, ctx.settings)
+    with process_group(cmd, env, log, log.parent):
         added = tasks.ingest_work.delay(work).get(timeout=40)
         assert added == [{"external_id": "news-3", "master_id": 4, "status": "added"}]
         again = tasks.ingest_work.delay(work).get(timeout=20)
@@ -269,15 +227,17 @@ def test_task_of_a_killed_worker_runs_again_and_nothing_is_lost(
     # The stalling worker keeps the default visibility timeout (1 h): nothing it holds
     # comes back on its own while the test runs, only through the mechanism under test.
     hooked = [*CELERY_WORKER, "--hostname", "stalling@%h", "-I", "stall_hook"]
-    env = _env(ctx, PYTHONPATH=str(tmp_path), STALL_MARKER=str(marker))
-    with _worker(hooked, env, log) as worker:
+    env = installation_env(
+        ctx.endpoints, ctx.settings, PYTHONPATH=str(tmp_path), STALL_MARKER=str(marker)
+    )
+    with process_group(hooked, env, log, log.parent) as worker:
         for page_id in pages:
             tasks.enqueue_scan(page_id)
-        [(_, pool_pid)] = _wait(stalled(1), 40, "stalled scan", log)
+        [(_, pool_pid)] = wait_until(stalled(1), 40, "stalled scan", log)
         # Its pool process dies: the worker rejects the task back onto the queue
         # (reject_on_worker_lost), and a fresh pool process takes the next task.
         os.kill(int(pool_pid), signal.SIGKILL)
-        lines = _wait(stalled(2), 30, "second stalled scan", log)
+        lines = wait_until(stalled(2), 30, "second stalled scan", log)
         assert lines[1][1] != pool_pid
         # Then the whole worker dies, in the middle of a task it has not acknowledged.
         os.killpg(worker.pid, signal.SIGKILL)
@@ -292,15 +252,15 @@ def test_task_of_a_killed_worker_runs_again_and_nothing_is_lost(
 
     # The visibility timeout is the consumer's setting: the new worker (3 s, sweeping every
     # second) takes the dead worker's unacknowledged task back 3 s after its delivery.
-    env = _env(ctx, COPYTRACK_VISIBILITY_TIMEOUT="3")
-    with _worker([*CELERY_WORKER, "--hostname", "plain@%h"], env, log):
-        _wait(
+    env = installation_env(ctx.endpoints, ctx.settings, COPYTRACK_VISIBILITY_TIMEOUT="3")
+    with process_group([*CELERY_WORKER, "--hostname", "plain@%h"], env, log, log.parent):
+        wait_until(
             lambda: ctx.db.pages.count_documents(scanned) == len(pages),
             40,
             "scan of every page",
             log,
         )
-        _wait(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgement", log)
+        wait_until(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgement", log)
 
     after = _findings(ctx)
     # Exactly one finding per (page, master): each copy matched its own work only.

@@ -55,7 +55,7 @@ from .celery_app import CRAWL_TASK, app
 from .context import Context
 from .loaders import load_object
 from .pages import needs_scan, scan_page
-from .servers import process_running
+from .servers import descendants, process_running
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 SEED_GUARD = "crawler.netguard:check_url"
 #: The crawl process; runs `crawler/run.py` with this interpreter.
 CRAWL_COMMAND = [sys.executable, "-m", "crawler.run"]
+_CRAWL_MARKER = " ".join(CRAWL_COMMAND[1:])  # in a crawl process's command line
 
 LOCK_TTL = timedelta(minutes=2)
 HEARTBEAT_EVERY = timedelta(seconds=15)  # lock renewal and run heartbeat by the crawl process
@@ -530,21 +531,22 @@ def crawl_queued_run(ctx: Context, name: str, run_id: ObjectId, worker: str = ""
     return {"run_id": str(run_id), "crawled": claimed is not None, "state": run["state"]}
 
 
-def stop_crawls(ctx: Context, worker: str) -> list[int]:
-    """Ask the crawl processes a crawler worker started to stop; returns their pids.
+def stop_crawls() -> list[int]:
+    """Ask the crawl processes this process started, itself or through its children (a
+    Celery worker's pool processes), to stop; returns their pids.
 
-    For a worker told to stop (a deploy, ``docker compose stop``): SIGTERM lets each crawl
-    finish the requests under way, record its counts and fail its run as interrupted,
-    which the campaign's next run resumes, well within the worker's grace period.
+    For a crawler worker told to stop (a deploy, ``docker compose stop``): its crawls run
+    in sessions of their own, out of the signal's reach. SIGTERM lets each one finish the
+    requests under way, record its counts and fail its run as interrupted, which the
+    campaign's next run resumes, well within the worker's grace period. Needs procfs
+    (Linux); elsewhere they are killed with the worker.
     """
-    here, stopped = _pid_space(), []
-    active = {"worker": worker, "state": {"$in": list(ACTIVE_STATES)}}
-    for run in ctx.db.runs.find(active, {"crawl_processes": 1}):
-        for proc in run.get("crawl_processes") or []:
-            if proc["where"] == here and process_running(proc["pid"], str(run["_id"])):
-                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-                    os.kill(proc["pid"], signal.SIGTERM)
-                    stopped.append(proc["pid"])
+    stopped = []
+    for pid in descendants(os.getpid()):
+        if process_running(pid, _CRAWL_MARKER):
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(pid, signal.SIGTERM)
+                stopped.append(pid)
     return stopped
 
 

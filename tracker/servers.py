@@ -276,6 +276,28 @@ def _proc_info(pid: int) -> tuple[str, str] | None:
     return state[:1], cmdline
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes under pid (its children, theirs, …), from procfs; [] without it."""
+    if not _HAVE_PROCFS:
+        return []
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                parent = int(fh.read().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):  # it ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def process_running(pid: int, marker: str) -> bool:
     """True if pid is a live (non-zombie) process whose command line contains ``marker``.
 

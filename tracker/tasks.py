@@ -9,7 +9,6 @@ tracker.celery_app), which the functions they call tolerate.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -100,18 +99,9 @@ def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
 
 @worker_shutting_down.connect
 def _stop_crawls(sender: str, **_: Any) -> None:
-    """A worker told to stop passes it on to the crawls it runs (`campaigns.stop_crawls`):
-    they run in sessions of their own, out of reach of the signal. In a thread: this is
-    called from the worker's signal handler."""
-
-    def stop() -> None:
-        try:
-            for pid in campaigns.stop_crawls(process_context(), worker=sender):
-                log.warning("worker %s stopping: asked crawl process %d to stop", sender, pid)
-        except CONNECTION_ERRORS as err:  # its crawls are killed after the grace period
-            log.error("worker %s could not ask its crawls to stop: %s", sender, err)
-
-    threading.Thread(target=stop, name="stop-crawls").start()
+    """A worker told to stop passes it on to its crawls (`campaigns.stop_crawls`)."""
+    for pid in campaigns.stop_crawls():
+        log.warning("worker %s stopping: asked crawl process %d to stop", sender, pid)
 
 
 def enqueue_scan(page_id: ObjectId | str, force: bool = False) -> AsyncResult:

@@ -1,0 +1,94 @@
+"""Helpers for tests that start copytrack processes: their environment, their process group,
+and waiting for what they do."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.commands.ops import COPYTRACK_COMMAND
+from tracker.config import Settings
+from tracker.context import Context
+from tracker.servers import Endpoints
+
+
+def clean_env(**copytrack: str) -> dict[str, str]:
+    """This environment without any COPYTRACK_* variable, plus the given ones."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    env.update(copytrack)
+    return env
+
+
+def installation_env(endpoints: Endpoints, settings: Settings, **extra: str) -> dict[str, str]:
+    """clean_env with the servers, database and data dir of one installation, plus extra."""
+    return clean_env(
+        COPYTRACK_MONGO_URL=endpoints.mongo_url,
+        COPYTRACK_REDIS_URL=endpoints.redis_url,
+        COPYTRACK_MONGO_DB=settings.mongo_db,
+        COPYTRACK_DATA_DIR=str(settings.data_dir),
+        **extra,
+    )
+
+
+@contextlib.contextmanager
+def process_group(
+    cmd: list[str], env: dict[str, str], log: Path, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """cmd in its own session, output appended to log; its group is killed on the way out."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def worker_process(
+    ctx: Context,
+    log: Path,
+    queues: str = "scan",
+    concurrency: int = 1,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`copytrack worker` on ctx's installation and the queues, in its own process group,
+    killed on the way out."""
+    env = installation_env(
+        ctx.endpoints,
+        ctx.settings,
+        # The crawls it runs may fetch what ctx's may (the test web on loopback).
+        COPYTRACK_ALLOW_PRIVATE_NETWORKS=str(int(ctx.settings.allow_private_networks)),
+        **(extra_env or {}),
+    )
+    cmd = [*COPYTRACK_COMMAND, "worker", "--queues", queues, "--concurrency", str(concurrency)]
+    with process_group(cmd, env, log) as proc:
+        yield proc
+
+
+def wait_until(done: Callable[[], Any], timeout: float, what: str, log: Path | None = None) -> Any:
+    """Poll until done() is truthy and return it; fail with the end of log otherwise."""
+    deadline = time.monotonic() + timeout
+    while not (result := done()):
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
+            pytest.fail(f"no {what} within {timeout:.0f} s\n{tail}")
+        time.sleep(0.1)
+    return result
