@@ -18,7 +18,10 @@ import pytest
 from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
 from tests.processes import wait_until, worker_process
 from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show, _state
-from tracker import campaigns
+
+# Tasks by their module: pytest's collection would read a task imported here, and that
+# configures the Celery app (starting embedded servers in ./.copytrack).
+from tracker import campaigns, tasks
 from tracker.campaigns import (
     HEARTBEAT_STALE,
     QUEUE_WAIT,
@@ -35,7 +38,6 @@ from tracker.celery_app import app, configure
 from tracker.context import Context
 from tracker.health import health
 from tracker.library import Work, add_work
-from tracker.tasks import crawl_run
 
 if not CORPUS_DIR.exists():
     pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
@@ -165,7 +167,7 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
         assert run["findings"]["new"] > 0
         # Delivered again (a dead worker's task), a crawl task finds its run done: no-op.
         for run_id, state in ((first, "failed"), (second, "finished")):
-            again = crawl_run.delay("fleet", str(run_id)).get(timeout=30)
+            again = tasks.crawl_run.delay("fleet", str(run_id)).get(timeout=30)
             assert again == {"run_id": str(run_id), "crawled": False, "state": state}
     assert get_run(ctx, second)["pid"] == run["pid"]  # and started no crawl process
 
