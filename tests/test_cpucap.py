@@ -5,10 +5,12 @@ the worker goes on with the next page."""
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import signal
 import time
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from bson import ObjectId
@@ -65,6 +67,17 @@ def test_digest_gives_up_a_page_over_its_cpu_time() -> None:
     assert found.detail == f"decoding and extraction took over {TINY_CAP:g} s of CPU time"
     # Without the cap (or with a generous one) the same page has its text.
     assert "第3999段" in digest(BIG_PAGE, "text/html; charset=utf-8", URL, cpu_seconds=60).text
+
+
+def test_the_cap_works_in_the_crawls_extraction_worker_processes() -> None:
+    # Where the pipeline runs digest: forkserver workers, each running its tasks in its
+    # main thread (signals reach no other).
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        capped = pool.submit(digest, BIG_PAGE, "text/html", URL, TINY_CAP)
+        assert capped.result(timeout=60).skip == "too_slow"
+        # The worker goes on with the next page, uncapped by the last one's timer.
+        assert "第3999段" in pool.submit(digest, BIG_PAGE, "text/html", URL, 60).result().text
 
 
 @pytest.fixture
