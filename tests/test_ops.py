@@ -9,12 +9,13 @@ import re
 import signal
 import subprocess
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from bson import ObjectId
 from celery import Celery
 from click.testing import CliRunner
 from pymongo.database import Database
@@ -165,6 +166,39 @@ def test_status_reports_servers_queues_and_counts(
     assert report["in_progress"] == 0
     assert report["last_scan_at"] == "2025-01-31T12:00:00+00:00"
     assert report["problems"] == ["no worker answered a ping within 1 s"]
+
+
+def test_status_lists_open_crawls_and_flags_a_silent_one(
+    embedded_data_dir: Path, redis_client: redis.Redis, mongo_db: Database[Any]
+) -> None:
+    now = datetime.now(UTC)
+    busy, silent, done = ObjectId(), ObjectId(), ObjectId()
+    mongo_db.runs.insert_many([
+        {"_id": busy, "campaign": "news", "state": "running", "worker": "copytrack-7@crawler-1",
+         "started_at": now - timedelta(minutes=5), "heartbeat_at": now, "pages": {"fetched": 12}},
+        {"_id": silent, "campaign": "novels", "state": "running",
+         "started_at": now - timedelta(hours=1), "heartbeat_at": now - timedelta(minutes=10)},
+        {"_id": done, "campaign": "old", "state": "finished", "started_at": now - timedelta(days=1),
+         "heartbeat_at": now - timedelta(days=1)},
+    ])  # fmt: skip
+    code, output = _status(embedded_data_dir, COPYTRACK_MONGO_DB=mongo_db.name)
+    json_code, json_output = _status(embedded_data_dir, "--json", COPYTRACK_MONGO_DB=mongo_db.name)
+
+    assert code == 0, output  # a silent crawl is a problem to look at, not an outage
+    section = output.split("crawls (runs not yet ended)\n")[1].split("\nlast scan")[0]
+    lines = section.splitlines()
+    assert len(lines) == 2 and "old" not in section  # ended runs are not listed
+    assert lines[0].split()[:5] == ["novels", "running", "run", str(silent), "0"]  # oldest first
+    assert re.search(rf"news +running +run {busy} +12 pages .* on copytrack-7@crawler-1$", lines[1])
+    silent_problem = f"crawl of campaign novels (run {silent}) has sent no heartbeat for"
+    assert silent_problem in output
+
+    report = json.loads(json_output)
+    assert json_code == 0 and [c["run_id"] for c in report["crawls"]] == [str(silent), str(busy)]
+    crawl = report["crawls"][1]
+    assert crawl["pages_fetched"] == 12 and crawl["worker"] == "copytrack-7@crawler-1"
+    assert crawl["heartbeat_age_s"] < 60 <= report["crawls"][0]["heartbeat_age_s"]
+    assert [p for p in report["problems"] if p.startswith(silent_problem)]
 
 
 def test_status_without_servers_says_so_and_starts_nothing(data_dir: Path) -> None:

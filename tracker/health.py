@@ -1,4 +1,5 @@
-"""Health of an installation: servers, queues, workers and the last scan, in one dict.
+"""Health of an installation: servers, queues, workers, crawls and the last scan, in one
+dict.
 
 `health(ctx)` is what `copytrack status` and the admin's ``/api/v1/health`` report;
 `server_health(ctx)`, its server probes alone, answers the load balancers' ``/healthz``.
@@ -20,12 +21,16 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from pymongo.errors import PyMongoError
 
+from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
 from .celery_app import QUEUES
 from .context import Context
 
 #: kombu's Redis hash of tasks delivered to a worker and not yet acknowledged.
 UNACKED_KEY = "unacked"
 DEFAULT_TIMEOUT = 1.0
+#: Runs that have not ended: crawling, or waiting for their scans.
+OPEN_STATES = [*ACTIVE_STATES, "scanning"]
+MAX_CRAWLS = 100  # listed at most
 
 
 def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
@@ -34,9 +39,11 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     Keys: ``ok`` (both servers answer), ``checked_at``, ``servers`` (per server ``ok`` and
     ``latency_ms``, or ``error``), ``queues`` (tasks waiting per queue), ``in_progress``
     (delivered, not yet acknowledged), ``workers`` (names of the Celery workers that
-    answered a ping), ``last_scan_at`` (ISO time of the latest page scan) and
-    ``problems`` (one sentence each, empty when all is well). A figure that could not be
-    read is None, with the reason in ``problems``.
+    answered a ping), ``crawls`` (the runs not yet ended, oldest first: campaign, run id,
+    state, start, worker, pages fetched, seconds since the crawl's last heartbeat),
+    ``last_scan_at`` (ISO time of the latest page scan) and ``problems`` (one sentence
+    each, empty when all is well). A figure that could not be read is None, with the
+    reason in ``problems``.
     """
     servers = server_health(ctx, timeout)
     report = _report(servers)
@@ -63,6 +70,12 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
             report["last_scan_at"] = _last_scan(ctx, timeout)
         except PyMongoError as err:
             problems.append(f"last scan time unavailable: {_describe(err)}")
+        try:
+            report["crawls"] = _crawls(ctx, timeout)
+        except PyMongoError as err:
+            problems.append(f"crawls unavailable: {_describe(err)}")
+        else:
+            problems += [_silent(crawl) for crawl in report["crawls"] if _is_silent(crawl)]
     return report
 
 
@@ -93,6 +106,7 @@ def _report(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "queues": None,
         "in_progress": None,
         "workers": None,
+        "crawls": None,
         "last_scan_at": None,
         "problems": [],
     }
@@ -168,3 +182,42 @@ def _last_scan(ctx: Context, timeout: float) -> str | None:
         return None
     # pymongo hands back naive datetimes that are UTC.
     return latest["scanned_at"].replace(tzinfo=UTC).isoformat()
+
+
+def _crawls(ctx: Context, timeout: float) -> list[dict[str, Any]]:
+    now = datetime.now(UTC)
+    fields = {"campaign": 1, "state": 1, "started_at": 1, "heartbeat_at": 1, "worker": 1,
+              "pages.fetched": 1}  # fmt: skip
+    with pymongo.timeout(timeout):
+        runs = ctx.db.runs.find({"state": {"$in": OPEN_STATES}}, fields)
+        runs = list(runs.sort("started_at", pymongo.ASCENDING).limit(MAX_CRAWLS))
+    return [
+        {
+            "campaign": run["campaign"],
+            "run_id": str(run["_id"]),
+            "state": run["state"],
+            # pymongo hands back naive datetimes that are UTC.
+            "started_at": run["started_at"].replace(tzinfo=UTC).isoformat(),
+            "worker": run.get("worker"),
+            "pages_fetched": run.get("pages", {}).get("fetched", 0),
+            "heartbeat_age_s": round(
+                (now - run["heartbeat_at"].replace(tzinfo=UTC)).total_seconds()
+            ),
+        }
+        for run in runs
+    ]
+
+
+def _is_silent(crawl: dict[str, Any]) -> bool:
+    """A crawl that stopped renewing its heartbeat: its process died (or hangs)."""
+    return (
+        crawl["state"] == "running" and crawl["heartbeat_age_s"] > HEARTBEAT_STALE.total_seconds()
+    )
+
+
+def _silent(crawl: dict[str, Any]) -> str:
+    return (
+        f"crawl of campaign {crawl['campaign']} (run {crawl['run_id']}) has sent no heartbeat"
+        f" for {crawl['heartbeat_age_s']} s: its process is gone or hung"
+        f" (`copytrack campaign show {crawl['campaign']}` fails such a run)"
+    )

@@ -497,6 +497,17 @@ def _health_section(report: dict[str, Any]) -> None:
     click.echo("workers (answered a ping)")
     for name in workers or ["none" if workers == [] else "unavailable (see problems)"]:
         click.echo(f"  {name}")
+    crawls = report["crawls"]
+    click.echo("crawls (runs not yet ended)")
+    for crawl in crawls or []:
+        where = f"  on {crawl['worker']}" if crawl["worker"] else ""
+        click.echo(
+            f"  {crawl['campaign']:<20} {crawl['state']:<9} run {crawl['run_id']}"
+            f"  {crawl['pages_fetched']} pages  since {crawl['started_at']}"
+            f"  heartbeat {crawl['heartbeat_age_s']} s ago{where}"
+        )
+    if not crawls:
+        click.echo("  none" if crawls == [] else "  unavailable (see problems)")
     known = report["servers"]["mongo"]["ok"]
     last_scan = report["last_scan_at"] or ("never" if known else "unavailable (see problems)")
     click.echo(f"last scan      {last_scan}")
@@ -542,8 +553,8 @@ def _library_section(ctx: Context, report: dict[str, Any]) -> bool:
     help="Print only the health report (servers, queues, workers, last scan, problems) as JSON.",
 )
 def status(as_json: bool) -> None:
-    """Show servers, processes, queue depths, workers, the last scan and library figures;
-    starts nothing.
+    """Show servers, processes, queue depths, workers, crawls, the last scan and library
+    figures; starts nothing.
 
     Exit status 1 when a server does not answer (or a library figure cannot be read).
     """
