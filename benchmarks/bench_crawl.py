@@ -34,7 +34,7 @@ from bson import ObjectId  # noqa: E402
 
 from crawler.testweb import build_site, serve  # noqa: E402
 from tracker.config import Settings  # noqa: E402
-from tracker.servers import ensure_servers, server_status, stop_servers  # noqa: E402
+from tracker.servers import ensure_servers, proc_stat, server_status, stop_servers  # noqa: E402
 
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "crawl.md"
 REGIMES = {
@@ -82,14 +82,11 @@ def child(mode: str, campaign: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _stat(pid: int | str) -> list[str]:
-    """The fields of /proc/PID/stat after the command name: state, ppid, … (Linux)."""
-    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-
-
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = _stat(pid)
+    """User + system CPU time of a process so far (Linux)."""
+    fields = proc_stat(pid)
+    if fields is None:
+        raise RuntimeError(f"process {pid} is gone: read the servers' logs in the data dir")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -98,10 +95,7 @@ def _children_cpu() -> float:
     workers, by way of their forkserver (which outlives them)."""
     me, ticks = str(os.getpid()), 0
     for entry in Path("/proc").iterdir():
-        try:
-            fields = _stat(entry.name) if entry.name.isdigit() else None
-        except OSError:  # ended meanwhile
-            continue
+        fields = proc_stat(entry.name) if entry.name.isdigit() else None
         if fields and fields[1] == me:
             ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
     return ticks / os.sysconf("SC_CLK_TCK")

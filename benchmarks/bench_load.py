@@ -56,7 +56,15 @@ from tracker.context import Context, open_context
 from tracker.health import health
 from tracker.library import Work, add_work, reindex
 from tracker.pages import PageInput, scan_page, store_page
-from tracker.servers import MONGO, VALKEY, ensure_servers, server_status, stop_servers
+from tracker.servers import (
+    MONGO,
+    VALKEY,
+    descendants,
+    ensure_servers,
+    proc_stat,
+    server_status,
+    stop_servers,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.md"
 DEFAULTS = {"pages": 10_000, "masters": 1_000, "workers": 2, "baseline_pages": 2_000}
@@ -136,30 +144,12 @@ def page_input(page: Page) -> PageInput:
 # --------------------------------------------------------------------------- processes
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat") as fh:
-                    ppid = int(fh.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == pid:
-                found.append(int(entry.name))
-    return found
-
-
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User + system CPU time used so far by these processes (Linux /proc)."""
     ticks = 0
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        if fields := proc_stat(pid):
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -182,7 +172,7 @@ class CpuMeter:
 def rss_bytes(pid: int) -> int:
     """Resident memory of a process and its children (Linux /proc)."""
     total = 0
-    for p in (pid, *_children(pid)):
+    for p in (pid, *descendants(pid)):
         try:
             with open(f"/proc/{p}/status") as fh:
                 for line in fh:
@@ -352,7 +342,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"workers did not come up; read {data_dir}/worker-*.log")
         sampler = MemorySampler([p.pid for p in procs], ctx.redis)
-        trees = [p.pid for p in procs] + [c for p in procs for c in _children(p.pid)]
+        trees = [p.pid for p in procs] + [c for p in procs for c in descendants(p.pid)]
         meter = CpuMeter(
             {"workers": lambda: trees, **server_groups, "enqueuing": lambda: [os.getpid()]}
         )

@@ -38,6 +38,7 @@ from tracker.celery_app import app, configure
 from tracker.context import Context
 from tracker.health import health
 from tracker.library import Work, add_work
+from tracker.servers import proc_stat
 
 if not CORPUS_DIR.exists():
     pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
@@ -66,7 +67,9 @@ def _lock(name: str) -> str:
 
 
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    stat = proc_stat(pid)
+    assert stat is not None, f"no process {pid}"
+    return int(stat[1])
 
 
 def test_without_a_crawler_worker_a_run_stays_queued_and_holds_its_campaign(

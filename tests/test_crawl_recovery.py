@@ -29,6 +29,7 @@ from tracker.campaigns import (
 from tracker.cli import main
 from tracker.context import Context
 from tracker.library import Work, add_work
+from tracker.servers import proc_stat
 
 if not CORPUS_DIR.exists():
     pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
@@ -135,10 +136,8 @@ def _kill(pid: int) -> None:
 
 
 def _state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return None
+    stat = proc_stat(pid)
+    return stat[0] if stat else None
 
 
 def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(

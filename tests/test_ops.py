@@ -25,7 +25,7 @@ from tests.processes import clean_env, wait_until
 from tracker.cli import main
 from tracker.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
 from tracker.index import RedisIndex
-from tracker.servers import descendants, free_port, server_status, stop_servers
+from tracker.servers import descendants, free_port, proc_stat, server_status, stop_servers
 
 
 def _status(data_dir: Path, *args: str, **extra: str) -> tuple[int, str]:
@@ -46,10 +46,8 @@ def _figure(output: str, label: str) -> int:
 
 def _alive(pid: int) -> bool:
     """True for a live process; a zombie counts as gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 def _tree(pid: int) -> set[int]:

@@ -22,6 +22,7 @@ from tracker.servers import (
     Endpoints,
     ServerStartError,
     ensure_servers,
+    proc_stat,
     server_status,
     stop_servers,
 )
@@ -75,11 +76,8 @@ def _pids(data_dir: Path) -> dict[str, int]:
 
 def _process_exists(pid: int) -> bool:
     """True for a live process; zombies (killed, not yet reaped by init) count as gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 def _mongo(url: str) -> pymongo.MongoClient[Any]:

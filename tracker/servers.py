@@ -250,18 +250,27 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _HAVE_PROCFS = os.path.isdir("/proc/self")
 
 
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name: [0] state, [1] parent pid, …,
+    [11] [12] user and system CPU ticks; None if there is no such process (or no procfs)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            # They follow the parenthesized name, which may itself contain ")".
+            return fh.read().rpartition(")")[2].split() or None
+    except OSError:
+        return None
+
+
 def _proc_info(pid: int) -> tuple[str, str] | None:
     """(state letter, command line) of a process, or None if there is none."""
     if _HAVE_PROCFS:
+        stat = proc_stat(pid)
         try:
-            with open(f"/proc/{pid}/stat") as fh:
-                # The state follows the parenthesized name, which may itself contain ")".
-                state = fh.read().rpartition(")")[2].split()[0]
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError):
+        except OSError:
             return None
-        return state, cmdline
+        return (stat[0], cmdline) if stat else None
     # No procfs (macOS): ask ps.
     try:
         out = subprocess.run(
@@ -282,14 +291,9 @@ def descendants(pid: int) -> list[int]:
         return []
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as fh:
-                parent = int(fh.read().rpartition(")")[2].split()[1])
-        except (OSError, IndexError, ValueError):  # it ended meanwhile
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
+        stat = proc_stat(entry.name) if entry.name.isdigit() else None
+        if stat:  # not if it ended meanwhile
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
