@@ -19,11 +19,11 @@ from http.client import HTTPResponse
 from typing import IO, Any
 
 from tracker.config import Settings
+from tracker.netguard import check_url
 
 from . import settings as crawl_settings
 from .decoding import UnusableContent, decode_html
 from .extraction import extract
-from .netguard import check_url
 
 __all__ = ["FetchError", "fetch_text", "html_to_text"]
 

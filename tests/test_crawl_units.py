@@ -22,8 +22,8 @@ from crawler.middlewares import (
     CrawlRefused,
     PrivateNetworkMiddleware,
 )
-from crawler.netguard import PrivateAddressError, address_problem, check_url
 from crawler.urls import UrlScope, canonicalize
+from tracker.netguard import PrivateAddressError, address_problem, check_url
 
 PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
 ARTICLE = (
