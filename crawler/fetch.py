@@ -3,9 +3,11 @@ for HTML files given to `copytrack library add` and `check`.
 
 ``fetch_text`` uses a plain HTTP client (urllib) with the crawler's User-Agent and limits
 (crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
-DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects, each checked
-against the private-network rule. It is a user's one-off look-up, like a browser's, so it
-does not consult robots.txt.
+DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects. Every connection,
+redirects included, is made by ``tracker.netguard.connect``: the host is resolved once and
+only an address that passed the private-network rule is connected to. No proxy from the
+environment is used (the rule would see the proxy, not the site). It is a user's one-off
+look-up, like a browser's, so it does not consult robots.txt.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from http.client import HTTPResponse
 from typing import IO, Any
 
 from tracker.config import Settings
-from tracker.netguard import check_url
+from tracker.netguard import Lookup, PrivateAddressError, system_lookup
 
 from . import settings as crawl_settings
+from .connections import guarded_opener
 from .decoding import UnusableContent, decode_html
 from .extraction import extract
 
@@ -57,14 +60,12 @@ def html_to_text(body: bytes, content_type: str | None = None, url: str | None =
     return found.text
 
 
-class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows at most ``max_redirects`` redirects, each to a URL that passes the
-    private-network rule. One instance per fetch: it keeps that fetch's chain."""
+class _CountedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows at most ``max_redirects`` redirects, to http(s) URLs only. One instance per
+    fetch: it keeps that fetch's chain. (Where a redirect leads is checked when it is
+    connected to, like any URL.)"""
 
-    def __init__(
-        self, allow_private: bool, max_redirects: int = crawl_settings.REDIRECT_MAX_TIMES
-    ) -> None:
-        self.allow_private = allow_private
+    def __init__(self, max_redirects: int = crawl_settings.REDIRECT_MAX_TIMES) -> None:
         self.max_redirects = max_redirects
         # urllib's own loop checks (HTTPError, "infinite loop") must not fire first.
         self.max_repeats = self.max_redirections = max_redirects + 1
@@ -81,20 +82,14 @@ class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
                 f"({' → '.join(self.chain)} → {newurl}); open it in a browser and check the "
                 "address it ends at, or save the page and check the file"
             )
-        _check(newurl, self.allow_private)
+        _check_scheme(newurl)
         self.chain.append(newurl)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _check(url: str, allow_private: bool) -> None:
+def _check_scheme(url: str) -> None:
     if not url.lower().startswith(("http://", "https://")):
         raise FetchError(f"{url}: only http and https URLs can be fetched")
-    try:
-        check_url(url, allow_private)
-    except OSError as err:
-        raise FetchError(f"{url}: cannot resolve its host: {err}") from None
-    except ValueError as err:
-        raise FetchError(f"{url}: {err}") from None
 
 
 def _too_large(url: str, max_bytes: int, what: str = "") -> FetchError:
@@ -147,17 +142,19 @@ def fetch_text(
     allow_private: bool | None = None,
     timeout: float = crawl_settings.DOWNLOAD_TIMEOUT,
     max_bytes: int = crawl_settings.DOWNLOAD_MAXSIZE,
+    lookup: Lookup = system_lookup,
 ) -> str:
     """Fetch one URL and return its article text.
 
-    ``allow_private`` defaults to COPYTRACK_ALLOW_PRIVATE_NETWORKS. Raises FetchError
+    ``allow_private`` defaults to COPYTRACK_ALLOW_PRIVATE_NETWORKS; ``lookup`` resolves
+    host names (the system resolver). Raises FetchError
     (a ValueError, its message starting with the URL) when the URL is refused,
     unreachable, too big, too slow, redirects too often or has no article text.
     """
     if allow_private is None:
         allow_private = Settings.from_env().allow_private_networks
-    _check(url, allow_private)
-    opener = urllib.request.build_opener(_GuardedRedirects(allow_private))
+    _check_scheme(url)
+    opener = guarded_opener(allow_private, lookup, _CountedRedirects())
     headers = {"User-Agent": crawl_settings.USER_AGENT, "Accept-Encoding": _ACCEPT_ENCODING}
     request = urllib.request.Request(url, headers=headers)
     try:
@@ -168,6 +165,8 @@ def fetch_text(
             final_url: Any = response.url
     except urllib.error.HTTPError as err:
         raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
+    except PrivateAddressError as err:  # this URL's host, or where it redirected
+        raise FetchError(f"{url}: {err}") from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise FetchError(f"{url}: cannot fetch: {reason}") from None

@@ -8,7 +8,7 @@ re-fetch policy (110) after it.
 
 from __future__ import annotations
 
-import asyncio
+import ipaddress
 import logging
 import time
 import zlib
@@ -19,16 +19,23 @@ from urllib.parse import urlsplit
 import redis
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DontCloseSpider,
+    IgnoreRequest,
+    NotConfigured,
+)
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.error import DNSLookupError
 
 from tracker.context import process_context
-from tracker.netguard import PrivateAddressError, check_host
+from tracker.netguard import PrivateAddressError, checked_addresses
 
 from .items import NOT_MODIFIED, STORED
 from .lookup import PageLookup
+from .resolver import GuardedResolver
 from .urls import UrlScope, canonicalize
 
 #: Request meta keys set by the spider and these middlewares.
@@ -94,14 +101,18 @@ class CampaignScopeMiddleware:
 
 
 class PrivateNetworkMiddleware:
-    """Refuses requests (redirects and robots.txt included) to non-public addresses.
+    """The private-network rule's side in the downloader (the rule itself is applied by
+    ``crawler.resolver.GuardedResolver``, on the addresses Scrapy connects to).
 
-    Off when COPYTRACK_ALLOW_PRIVATE_NETWORKS is set. Each host is resolved once per crawl,
-    in a thread, so a slow DNS answer does not stall the reactor.
+    Refuses a URL whose host is a non-public IP literal before any request (robots.txt
+    included); reports a request whose host the resolver refused as
+    ``skipped.private_address`` rather than as a DNS failure; and refuses every request
+    when the crawl runs without the guarded resolver (a settings mistake must not crawl
+    unguarded). Off when COPYTRACK_ALLOW_PRIVATE_NETWORKS is set.
     """
 
     def __init__(self) -> None:
-        self._verdicts: dict[str, str | None] = {}
+        self._resolver: GuardedResolver | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PrivateNetworkMiddleware:
@@ -109,23 +120,38 @@ class PrivateNetworkMiddleware:
             raise NotConfigured
         return cls()
 
-    async def process_request(self, request: Request) -> None:
+    def _guarded_resolver(self) -> GuardedResolver | None:
+        if self._resolver is None:
+            from twisted.internet import reactor  # the installed one, when the crawl runs
+
+            installed = getattr(reactor, "nameResolver", None)
+            self._resolver = installed if isinstance(installed, GuardedResolver) else None
+        return self._resolver
+
+    def process_request(self, request: Request) -> None:
+        host = (urlparse_cached(request).hostname or "").strip("[]")
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            try:
+                checked_addresses(host)
+            except PrivateAddressError as refused:
+                raise CrawlRefused("private_address", str(refused)) from None
+        if self._guarded_resolver() is None:
+            raise CrawlRefused(
+                "private_address",
+                f"{request.url}: not fetched: the crawl's TWISTED_DNS_RESOLVER is not "
+                "crawler.resolver.GuardedResolver, so the private-network rule cannot apply",
+            )
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        resolver = self._guarded_resolver()
         host = urlparse_cached(request).hostname or ""
-        if host not in self._verdicts:
-            self._verdicts[host] = await asyncio.to_thread(_private_address_problem, host)
-        problem = self._verdicts[host]
-        if problem:
-            raise CrawlRefused("private_address", problem)
-
-
-def _private_address_problem(host: str) -> str | None:
-    try:
-        check_host(host)
-    except PrivateAddressError as refused:
-        return str(refused)
-    except OSError:
-        return None  # does not resolve: the download fails and is counted as a DNS failure
-    return None
+        refusal = resolver.refusal(host) if resolver else None
+        if refusal and isinstance(exception, (CannotResolveHostError, DNSLookupError)):
+            raise CrawlRefused("private_address", refusal)
 
 
 class RefetchPolicyMiddleware:

@@ -50,6 +50,14 @@ COPYTRACK_MAX_LINKS_PER_PAGE = 500
 # URLs followed from one sitemap (or sitemaps from one index): the protocol's maximum.
 COPYTRACK_MAX_SITEMAP_URLS = 50_000
 COOKIES_ENABLED = False  # nothing copytrack reads needs a session
+
+# The private-network rule is applied where Scrapy resolves the hosts it connects to
+# (tracker/netguard.py, crawler/resolver.py). Through a proxy the connection would go to
+# the proxy, whose fetches the rule cannot see: no proxies from the environment.
+TWISTED_DNS_RESOLVER = "crawler.resolver.GuardedResolver"
+HTTPPROXY_ENABLED = False
+# Web pages only: no file://, data:, s3:// or ftp:// URL is fetched, whoever links to it.
+DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}
 # No listening ports of its own: the crawl is controlled through its run.
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False

@@ -15,7 +15,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from crawler.fetch import FetchError, _GuardedRedirects, fetch_text, html_to_text
+from crawler.fetch import FetchError, _CountedRedirects, fetch_text, html_to_text
 from crawler.middlewares import (
     SEED,
     CampaignScopeMiddleware,
@@ -151,11 +151,13 @@ def test_fetch_text(page_server: ThreadingHTTPServer) -> None:
         fetch_text("file:///etc/passwd", allow_private=True)
 
 
-def test_redirects_into_private_space_are_refused() -> None:
-    guard = _GuardedRedirects(allow_private=False)
+def test_redirects_to_other_schemes_are_refused() -> None:
+    # Where an http(s) redirect leads is checked when it is connected to
+    # (tests/security/test_dns_guard.py); other schemes are not followed at all.
+    guard = _CountedRedirects()
     request = UrlRequest("http://pub.example/")
-    with pytest.raises(FetchError, match="link-local"):
-        guard.redirect_request(request, None, 302, "Found", Message(), "http://169.254.169.254/")
+    with pytest.raises(FetchError, match="only http and https"):
+        guard.redirect_request(request, None, 302, "Found", Message(), "file:///etc/passwd")
 
 
 def test_html_to_text() -> None:

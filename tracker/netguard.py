@@ -1,29 +1,47 @@
-"""The private-network rule: no request to loopback, private or link-local addresses.
+"""The private-network rule: no connection to loopback, private or link-local addresses.
 
 A crawler that follows links and redirects chosen by other people's sites must not be
 turned against the machines next to it (SSRF: cloud metadata at 169.254.169.254, admin
-consoles on 10.x, services on 127.0.0.1). Host names are resolved and every address they
-resolve to must be public. ``COPYTRACK_ALLOW_PRIVATE_NETWORKS=1`` lifts the rule (tests,
-the local test web, intranet crawls).
+consoles on 10.x, services on 127.0.0.1). ``COPYTRACK_ALLOW_PRIVATE_NETWORKS=1`` lifts
+the rule (tests, the local test web, intranet crawls).
 
-The check resolves the name itself, so a host whose DNS answer changes between the check
-and the connection (DNS rebinding) is not covered; the crawler re-checks every request,
-redirects included.
+The rule is applied to the addresses a connection is made to, not to a separate look-up
+before it: a pirate controls the DNS of its own domains and can answer a check with a
+public address and the connection with 127.0.0.1 (DNS rebinding), or fail the check's
+look-up and answer the next one. So a host name is resolved once per connection
+(``checked_addresses``), every address must be public, and the connection goes to those
+addresses (``connect``; the crawler's resolver, crawler/resolver.py, does the same for
+Scrapy). A name that does not resolve is refused like a private one: nothing is fetched.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
-__all__ = ["PrivateAddressError", "address_problem", "check_host", "check_url"]
+__all__ = [
+    "PrivateAddressError",
+    "UnresolvedHostError",
+    "address_problem",
+    "check_url",
+    "checked_addresses",
+    "connect",
+    "system_lookup",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+#: host name -> the address strings it resolves to; raises OSError when it does not resolve.
+Lookup = Callable[[str], Sequence[str]]
 
 
 class PrivateAddressError(ValueError):
     """A URL's host is, or resolves to, a non-public address."""
+
+
+class UnresolvedHostError(OSError):
+    """A host name that does not resolve (or resolves to nothing usable): nothing is fetched."""
 
 
 def address_problem(ip: IPAddress) -> str | None:
@@ -45,39 +63,97 @@ def address_problem(ip: IPAddress) -> str | None:
     return None
 
 
-def _addresses(host: str) -> list[IPAddress]:
+def system_lookup(host: str) -> list[str]:
+    """The addresses the system resolver gives for ``host`` (TCP), in its order."""
+    infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    return [str(info[4][0]) for info in infos]
+
+
+def _parse(address: str) -> IPAddress:
+    # Drop an IPv6 zone ("fe80::1%eth0") before parsing.
+    return ipaddress.ip_address(address.partition("%")[0])
+
+
+def _resolve(host: str, lookup: Lookup) -> list[IPAddress]:
     try:
         return [ipaddress.ip_address(host)]
     except ValueError:
-        pass
-    infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    # Drop an IPv6 zone ("fe80::1%eth0") before parsing.
-    return [ipaddress.ip_address(str(info[4][0]).partition("%")[0]) for info in infos]
+        pass  # a name
+    try:
+        addresses = list(dict.fromkeys(_parse(answer) for answer in lookup(host)))
+    except (OSError, UnicodeError, ValueError) as err:
+        raise UnresolvedHostError(f"{host} does not resolve ({err})") from None
+    if not addresses:
+        raise UnresolvedHostError(f"{host} does not resolve (no addresses)")
+    return addresses
 
 
-def check_host(host: str) -> None:
-    """Raise PrivateAddressError if ``host`` is or resolves to a non-public address.
+def checked_addresses(
+    host: str, allow_private: bool = False, lookup: Lookup = system_lookup
+) -> list[IPAddress]:
+    """The addresses to connect to for ``host``, each one allowed by the rule.
 
-    Raises OSError (socket.gaierror) when the name does not resolve.
+    One look-up (none for an IP literal). Raises PrivateAddressError if any address is
+    not public (unless ``allow_private``), UnresolvedHostError if the name does not
+    resolve: a failed look-up is a refusal, never a pass.
     """
-    for ip in _addresses(host.strip("[]")):
-        problem = address_problem(ip)
-        if problem:
-            shown = host if host == str(ip) else f"{host} ({ip})"
-            raise PrivateAddressError(
-                f"{shown} is a {problem} address; set COPYTRACK_ALLOW_PRIVATE_NETWORKS=1 "
-                "to crawl private networks"
-            )
+    host = host.strip("[]")
+    addresses = _resolve(host, lookup)
+    if not allow_private:
+        for ip in addresses:
+            if problem := address_problem(ip):
+                shown = host if host == str(ip) else f"{host} ({ip})"
+                raise PrivateAddressError(
+                    f"{shown} is a {problem} address; set COPYTRACK_ALLOW_PRIVATE_NETWORKS=1 "
+                    "to crawl private networks"
+                )
+    return addresses
 
 
-def check_url(url: str, allow_private: bool = False) -> None:
-    """Refuse ``url`` unless its host is public or ``allow_private`` is set.
+def check_url(url: str, allow_private: bool = False, lookup: Lookup = system_lookup) -> None:
+    """Refuse ``url`` unless its host resolves, to public addresses only (or ``allow_private``).
 
-    Raises PrivateAddressError, ValueError for a URL without host, OSError when the host
-    name does not resolve.
+    For checking what a user typed (campaign seeds); a fetch must ``connect`` instead, so
+    that what is checked is what is connected to. Raises PrivateAddressError, ValueError
+    for a URL without host, UnresolvedHostError (an OSError) when the host does not resolve.
     """
     host = urlsplit(url).hostname
     if not host:
         raise ValueError(f"{url!r} has no host name")
     if not allow_private:
-        check_host(host)
+        checked_addresses(host, lookup=lookup)
+
+
+def connect(
+    address: tuple[str, int],
+    timeout: object = None,
+    source_address: tuple[str, int] | None = None,
+    *,
+    allow_private: bool = False,
+    lookup: Lookup = system_lookup,
+) -> socket.socket:
+    """A TCP connection to ``address`` (host, port) through ``checked_addresses``.
+
+    Takes ``socket.create_connection``'s arguments, so an ``http.client`` connection can
+    use it: the host is resolved once, and only an address that passed the rule is
+    connected to, each in turn until one answers.
+    """
+    host, port = address
+    last_error: OSError | None = None
+    for ip in checked_addresses(host, allow_private, lookup):
+        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            # http.client passes socket's "global default" sentinel when it has no timeout.
+            if isinstance(timeout, int | float):
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect((str(ip), port))
+        except OSError as err:
+            sock.close()
+            last_error = err
+            continue
+        return sock
+    assert last_error is not None  # checked_addresses returns at least one address
+    raise last_error

@@ -1,0 +1,102 @@
+"""Doubles for the network tests: a scripted DNS and a loopback listener that counts.
+
+No test here contacts a real private or public address: test host names (``*.test``, which
+no real DNS answers) resolve through ``ScriptedLookup`` to loopback listeners, and a
+guard that works refuses them before any connection is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: Environment variable carrying a ScriptedLookup's script to a crawl process.
+SCRIPT_ENV = "COPYTRACK_TEST_DNS_SCRIPT"
+
+PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
+ARTICLE = (
+    "<html><head><meta charset='utf-8'><title>文章</title></head><body><article>"
+    + "".join(PARAGRAPH.format(n=n) for n in range(8))
+    + "</article></body></html>"
+).encode()
+
+
+class ScriptedLookup:
+    """A DNS for test host names. Each look-up of a host takes the host's next answer: a
+    list of addresses, or None for a failed look-up (a SERVFAIL); the last one repeats.
+    Unknown names do not resolve."""
+
+    def __init__(self, script: dict[str, list[list[str] | None]]) -> None:
+        self.script = script
+        self.calls: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> ScriptedLookup:
+        return cls(json.loads(os.environ.get(SCRIPT_ENV, "{}")))
+
+    def __call__(self, host: str) -> list[str]:
+        with self._lock:
+            answers = self.script.get(host)
+            if not answers:
+                raise socket.gaierror(socket.EAI_NONAME, f"{host}: Name or service not known")
+            n = self.calls.get(host, 0)
+            self.calls[host] = n + 1
+        answer = answers[min(n, len(answers) - 1)]
+        if answer is None:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return answer
+
+
+class _Article(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        if self.path.startswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", self.server.redirect_to)  # type: ignore[attr-defined]
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(ARTICLE)))
+        self.end_headers()
+        self.wfile.write(ARTICLE)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class CountingServer(ThreadingHTTPServer):
+    """Serves an article (or a redirect to ``redirect_to`` under /redirect) and counts every
+    connection it accepts: the proof that a refused address was never connected to."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Article)
+        self.connections = 0
+        self.paths: list[str] = []
+        self.redirect_to = ""
+
+    def verify_request(self, request: object, client_address: object) -> bool:
+        self.connections += 1
+        return True
+
+
+@contextlib.contextmanager
+def listening(host: str = "127.0.0.1", port: int = 0) -> Iterator[CountingServer]:
+    """A CountingServer on ``host`` (a loopback address), stopped on the way out."""
+    server = CountingServer((host, port))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
