@@ -41,8 +41,12 @@ RETRY_ENABLED = True
 RETRY_TIMES = 2
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
 # Moved pages take one or two hops (http → https → new path); longer chains are loops or
-# traps. <meta http-equiv="refresh"> hops count too.
+# traps.
 REDIRECT_MAX_TIMES = 5
+# A <meta http-equiv="refresh"> is not a redirect: the page that carries it is what its
+# visitors read until it fires, so it is stored and scanned, and the refresh target is
+# followed as one more link (crawler/spiders/campaign.py).
+METAREFRESH_ENABLED = False
 # Links followed from one page (or feed) in document order; the rest are dropped and
 # counted: generated link farms and calendar traps would otherwise flood the queue. 0: no
 # limit.

@@ -3,7 +3,8 @@
 A seed's kind is read from its response, so campaigns just list URLs. Sitemaps are read
 with Scrapy's sitemap support (sitemap indexes, gzip, robots.txt ``Sitemap:`` lines),
 feeds give their entries' links, pages are handed to the pipeline and their links
-followed, up to ``COPYTRACK_MAX_LINKS_PER_PAGE`` per page (``COPYTRACK_MAX_SITEMAP_URLS``
+followed (a ``<meta http-equiv="refresh">`` target among them: the page itself is always
+kept), up to ``COPYTRACK_MAX_LINKS_PER_PAGE`` per page (``COPYTRACK_MAX_SITEMAP_URLS``
 per sitemap); links not followed (over that limit, or no URL a request can be made of)
 are counted as ``DroppedLinks`` items. Every
 request is canonicalized here; whether it is in the campaign's scope, on a public
@@ -36,6 +37,7 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.spiders import SitemapSpider
 from scrapy.spiders.sitemap import iterloc
+from scrapy.utils.response import get_meta_refresh
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 from twisted.internet.error import (
     ConnectionRefusedError,
@@ -188,6 +190,7 @@ class CampaignSpider(SitemapSpider):
         # NUL bytes do not make a page binary (nor stop its links from being followed).
         if isinstance(response, TextResponse) and sniff_binary(response.body) is None:
             links = [link.url for link in self.link_extractor.extract_links(response)]
+            links = _refresh_target(response) + links
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
 
     def _follow_links(
@@ -231,6 +234,20 @@ class CampaignSpider(SitemapSpider):
         if problem.reason == "too_many_redirects":  # Scrapy logs it at DEBUG only
             self.logger.warning(problem.detail)
         return problem
+
+
+def _refresh_target(response: TextResponse) -> list[str]:
+    """Where a ``<meta http-equiv="refresh">`` leads, as one more link to follow (first,
+    so the link limit never drops it).
+
+    Never instead of the page: a pirate page can show a whole copy to its visitors for the
+    90 s before its refresh, or refresh to nowhere (``javascript:``) or to another site;
+    the page is stored and scanned like any other (METAREFRESH_ENABLED is off).
+    """
+    _, url = get_meta_refresh(response)
+    if url and urlsplit(response.urljoin(url)).scheme in ("http", "https"):
+        return [url]
+    return []
 
 
 def _headers(response: Response) -> dict[str, str]:
