@@ -25,10 +25,10 @@ from scrapy.responsetypes import responsetypes
 from scrapy.utils.httpobj import urlparse_cached
 
 from tracker.context import process_context
+from tracker.netguard import PrivateAddressError, check_host
 
 from .items import NOT_MODIFIED, STORED
 from .lookup import PageLookup
-from .netguard import PrivateAddressError, check_host
 from .urls import UrlScope, canonicalize
 
 #: Request meta keys set by the spider and these middlewares.

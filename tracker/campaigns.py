@@ -20,9 +20,6 @@ vanished: no heartbeat, or (at once) every process of the run ran on this machin
 gone, as after a ``kill -9``; a queued run only once it has waited ``QUEUE_WAIT``. A run
 after a failed one resumes it: the pages the failed run fetched (``resume_since``) are
 not fetched again.
-
-tracker speaks no HTTP: the private-network check of the seeds is the crawler's, loaded
-by dotted path (``SEED_GUARD``) like the HTML helpers in tracker.loaders.
 """
 
 from __future__ import annotations
@@ -53,14 +50,12 @@ from pymongo.errors import DuplicateKeyError
 
 from .celery_app import CRAWL_TASK, app
 from .context import Context
-from .loaders import load_object
+from .netguard import check_url
 from .pages import needs_scan, scan_page
 from .servers import descendants, process_running
 
 log = logging.getLogger(__name__)
 
-#: Dotted path of the function refusing URLs on private networks (url, allow_private).
-SEED_GUARD = "crawler.netguard:check_url"
 #: The crawl process; runs `crawler/run.py` with this interpreter.
 CRAWL_COMMAND = [sys.executable, "-m", "crawler.run"]
 _CRAWL_MARKER = " ".join(CRAWL_COMMAND[1:])  # in a crawl process's command line
@@ -235,10 +230,9 @@ def _number(data: Mapping[str, Any], key: str, kind: type, minimum: float, defau
 
 def check_seeds(campaign: Campaign, allow_private: bool) -> None:
     """Refuse seeds on private or loopback addresses unless private networks are allowed."""
-    guard = load_object(SEED_GUARD)
     for seed in campaign.seeds:
         try:
-            guard(seed, allow_private)
+            check_url(seed, allow_private)
         except OSError as err:
             raise CampaignError(f"seeds: cannot resolve {seed}: {err}") from None
         except ValueError as err:
