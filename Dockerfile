@@ -28,15 +28,19 @@ RUN python -c "import tomllib; \
     && rm /tmp/requirements.txt
 
 COPY README.md ./
+# The product's packages only: testbed/ (evaluation harness, local pirate sites) is not
+# shipped, so `copytrack demo` and `copytrack eval` are for development machines.
 COPY fingerprinter ./fingerprinter
+COPY extractor ./extractor
 COPY tracker ./tracker
 COPY crawler ./crawler
 COPY admin ./admin
+COPY copytrack ./copytrack
 # Editable: the code runs from /app, where the admin's templates and static files are
 # (package-data lists only the fingerprinter's tables). Compiled now, since the
 # unprivileged user below cannot write __pycache__ at run time.
 RUN pip install --no-deps -e . \
-    && python -m compileall -q fingerprinter tracker crawler admin
+    && python -m compileall -q fingerprinter extractor tracker crawler admin copytrack
 
 # An unprivileged user owning only /data (crawl logs, process records); a named volume
 # mounted there takes this ownership.

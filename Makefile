@@ -32,10 +32,12 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 
 test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check .
 
 bench: $(STAMP)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from bson import ObjectId  # noqa: E402
 
-from crawler.testweb import build_site, serve  # noqa: E402
+from testbed.testweb import build_site, serve  # noqa: E402
 from tracker.config import Settings  # noqa: E402
 from tracker.servers import ensure_servers, proc_stat, server_status, stop_servers  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Benchmark bytes → main text on the shared web pages with ground truth.
 
 Compares (a) plain trafilatura on the raw bytes, (b) plain trafilatura on the string from
-``decode_html`` and (c) ``crawler.extraction.extract``. Scores are bag-of-tokens
+``decode_html`` and (c) ``extractor.extraction.extract``. Scores are bag-of-tokens
 precision / recall / F1 per page (Chinese: CJK characters; other languages: lower-cased
 ``\\w+`` words), averaged over pages. Usage::
 
@@ -29,8 +29,8 @@ import trafilatura
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from crawler.decoding import UnusableContent, decode_html  # noqa: E402
-from crawler.extraction import extract  # noqa: E402
+from extractor.decoding import UnusableContent, decode_html  # noqa: E402
+from extractor.extraction import extract  # noqa: E402
 
 DEFAULT_WEBPAGES = REPO / ".." / "shared" / "webpages"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "extraction.md"

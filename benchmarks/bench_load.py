@@ -48,9 +48,9 @@ from typing import Any
 import redis
 
 from benchmarks.shared_corpus import iter_documents
+from copytrack.commands.ops import COPYTRACK_COMMAND
 from tracker import attacks, tasks
 from tracker.celery_app import app, configure
-from tracker.commands.ops import COPYTRACK_COMMAND
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.health import health

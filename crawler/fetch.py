@@ -1,5 +1,4 @@
-"""One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`, and ``html_to_text``
-for HTML files given to `copytrack library add` and `check`.
+"""One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`.
 
 ``fetch_text`` uses a plain HTTP client (urllib) with the crawler's User-Agent and limits
 (crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
@@ -20,15 +19,14 @@ from email.message import Message
 from http.client import HTTPResponse
 from typing import IO, Any
 
+from extractor import html_to_text
 from tracker.config import Settings
 from tracker.netguard import Lookup, PrivateAddressError, system_lookup
 
 from . import settings as crawl_settings
 from .connections import guarded_opener
-from .decoding import UnusableContent, decode_html
-from .extraction import extract
 
-__all__ = ["FetchError", "fetch_text", "html_to_text"]
+__all__ = ["FetchError", "fetch_text"]
 
 _CHUNK = 65536
 # Content-Encodings fetch_text asks for and decompresses (wbits: gzip or zlib header, then
@@ -40,24 +38,6 @@ _WBITS = (zlib.MAX_WBITS | 32, -zlib.MAX_WBITS)
 
 class FetchError(ValueError):
     """The URL could not be fetched, or holds no article text."""
-
-
-def html_to_text(body: bytes, content_type: str | None = None, url: str | None = None) -> str:
-    """Article text of an HTML page given as bytes; FetchError if it has none.
-
-    Raises crawler.decoding.UnusableContent (a ValueError) for binary, empty or
-    undecodable bodies.
-    """
-    decoded = decode_html(body, content_type)
-    if decoded.undecodable:
-        raise UnusableContent(
-            f"{decoded.replaced} byte sequences are not valid {decoded.encoding}: a binary "
-            "file, or a page in a charset it does not declare (add a <meta charset> tag)"
-        )
-    found = extract(decoded.text, url)
-    if not found.text:
-        raise FetchError(f"no article text found ({found.reason})")
-    return found.text
 
 
 class _CountedRedirects(urllib.request.HTTPRedirectHandler):

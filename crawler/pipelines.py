@@ -1,7 +1,7 @@
 """The evidence pipeline: page bytes → decoded text → article text → tracker → scan queue.
 
 For every fetched page, in worker processes (the crawl's process keeps to the network):
-decode (crawler.decoding) and extract (crawler.extraction), store the page with its raw
+decode (extractor.decoding) and extract (extractor.extraction), store the page with its raw
 bytes, headers and metadata (tracker.pages.store_page), and queue a scan
 (tracker.tasks.enqueue_scan) when its text changed; an unchanged text is not scanned
 again. Pages without usable text (binary, empty, undecodable, no main text, not HTML,
@@ -40,15 +40,15 @@ from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 from scrapy.crawler import Crawler
 
+from extractor.cpucap import CpuTimeExceeded, cpu_cap
+from extractor.decoding import UnusableContent, decode_html
+from extractor.extraction import extract
 from tracker.campaigns import claim_unscanned, record_progress
 from tracker.celery_app import ROUTES
 from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
 
-from .cpucap import CpuTimeExceeded, cpu_cap
-from .decoding import UnusableContent, decode_html
-from .extraction import extract
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
 from .lookup import PageLookup
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tracker.commands.ops import COPYTRACK_COMMAND
+from copytrack.commands.ops import COPYTRACK_COMMAND
 from tracker.config import Settings
 from tracker.context import Context
 from tracker.servers import Endpoints

@@ -26,9 +26,9 @@ from starlette.routing import Mount
 
 from admin.app import create_app
 from admin.security import PUBLIC_ROUTES, SESSION_COOKIE
+from testbed.attacks import combine, excerpt, insert_ads, reflow
 from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
-from tracker.attacks import combine, excerpt, insert_ads, reflow
 from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import main
+from copytrack.cli import main
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.users import (

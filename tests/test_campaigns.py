@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from copytrack.cli import main
 from tracker.campaigns import (
     Campaign,
     CampaignBusy,
@@ -21,7 +22,6 @@ from tracker.campaigns import (
     save_campaign,
     start_run,
 )
-from tracker.cli import main
 from tracker.context import Context
 
 GOOD = {"name": "news-sites", "seeds": ["https://pirate.example.com/", "https://x.example/rss"]}

@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from copytrack.cli import main
 from tests.corpus import documents, texts
-from tracker.cli import main
 
 ZH = texts("zh_news", 12)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
+from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
 from tests.processes import wait_until, worker_process
 from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show, _state
 

@@ -15,9 +15,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
-from crawler.testweb.generator import _documents
+from copytrack.cli import main
 from fingerprinter import align
+from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
+from testbed.testweb.generator import _documents
 from tracker.campaigns import (
     Campaign,
     CampaignBusy,
@@ -27,7 +28,6 @@ from tracker.campaigns import (
     trigger_run,
     wait_for_run,
 )
-from tracker.cli import main
 from tracker.context import Context
 
 if not CORPUS_DIR.exists():

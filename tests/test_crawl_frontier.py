@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from crawler.run import frontier_keys
-from crawler.testweb import CORPUS_DIR, RunningWeb, build_site, serve
+from testbed.testweb import CORPUS_DIR, RunningWeb, build_site, serve
 from tests.processes import wait_until
 from tests.test_crawl_recovery import _kill
 from tracker.campaigns import (

@@ -27,12 +27,12 @@ from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
+from copytrack.cli import main
 from crawler import settings as crawl_settings
 from crawler.fetch import FetchError, fetch_text
 from crawler.items import DroppedLinks, FetchedPage
 from crawler.spiders.campaign import CampaignSpider, problem_of
 from tracker.campaigns import Campaign, crawl_log_path, save_campaign, trigger_run, wait_for_run
-from tracker.cli import main
 from tracker.context import Context
 
 MAX_LINKS = crawl_settings.COPYTRACK_MAX_LINKS_PER_PAGE

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from crawler.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
+from copytrack.cli import main
 from crawler.urls import canonicalize
+from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
 from tests.processes import wait_until, worker_process
 from tracker.campaigns import (
     Campaign,
@@ -26,7 +27,6 @@ from tracker.campaigns import (
     trigger_run,
     wait_for_run,
 )
-from tracker.cli import main
 from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.servers import proc_stat

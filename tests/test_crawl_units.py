@@ -15,7 +15,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from crawler.fetch import FetchError, _CountedRedirects, fetch_text, html_to_text
+from crawler.fetch import FetchError, _CountedRedirects, fetch_text
 from crawler.middlewares import (
     SEED,
     CampaignScopeMiddleware,
@@ -23,6 +23,7 @@ from crawler.middlewares import (
     PrivateNetworkMiddleware,
 )
 from crawler.urls import UrlScope, canonicalize
+from extractor import NoArticleText, html_to_text
 from tracker.netguard import PrivateAddressError, address_problem, check_url
 
 PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
@@ -162,7 +163,7 @@ def test_redirects_to_other_schemes_are_refused() -> None:
 
 def test_html_to_text() -> None:
     assert "这是第3段正文" in html_to_text(ARTICLE)
-    with pytest.raises(FetchError, match="no article text"):
+    with pytest.raises(NoArticleText, match="no article text"):
         html_to_text(b"<html><body><p>hi</p></body></html>")
     with pytest.raises(ValueError, match="PNG"):
         html_to_text(b"\x89PNG\r\n\x1a\n" + bytes(100))

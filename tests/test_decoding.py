@@ -1,4 +1,4 @@
-"""crawler.decoding: charset choice, validation of declared charsets, unusable bodies."""
+"""extractor.decoding: charset choice, validation of declared charsets, unusable bodies."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.decoding import Decoded, UnusableContent, decode_html, normalize_charset
+from extractor.decoding import Decoded, UnusableContent, decode_html, normalize_charset
 
 ZH = "北京时间昨天晚上，国家统计局发布了最新的经济数据。专家认为，今年的经济增长将保持稳定。"
 ZH_TRADITIONAL = "繁體中文測試，這是一個臺灣的網頁，內容關於經濟與文化。"

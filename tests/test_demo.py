@@ -15,7 +15,7 @@ def test_demo_crawls_the_test_web_and_reports_findings(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
     env["COPYTRACK_DATA_DIR"] = str(tmp_path / "data")
     done = subprocess.run(
-        [sys.executable, "-m", "tracker.cli", "demo", "--no-serve", "--masters", "20",
+        [sys.executable, "-m", "copytrack.cli", "demo", "--no-serve", "--masters", "20",
          "--pages", "40"],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

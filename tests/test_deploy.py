@@ -21,7 +21,7 @@ import pytest
 import yaml
 from celery import Celery
 
-from tracker.cli import main
+from copytrack.cli import main
 from tracker.config import ENV_VARS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +170,7 @@ def _check_copytrack_command(args: list[str], service: str) -> None:
             registered = ", ".join(sorted(command.list_commands(parent)))
             pytest.fail(
                 f"service {service}: `{parent.command_path} {name}` is not a registered "
-                f"subcommand of tracker.cli.main (registered: {registered})"
+                f"subcommand of copytrack.cli.main (registered: {registered})"
             )
         command, parent = sub, click.Context(sub, info_name=name, parent=parent)
     try:

@@ -12,10 +12,9 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from tests.corpus import documents
-from tracker.attacks import AD_LINES
-from tracker.cli import main
-from tracker.evaluation import (
+from copytrack.cli import main
+from testbed.attacks import AD_LINES
+from testbed.evaluation import (
     HARD,
     HARD_ADS,
     LANGS,
@@ -34,6 +33,7 @@ from tracker.evaluation import (
     sweep_settings,
     to_document,
 )
+from tests.corpus import documents
 from tracker.matcher import DEFAULT_MATCH_SETTINGS
 
 CORPUS = (("zh_news", 300), ("zh_novel", 60), ("en_news", 300), ("en_novel", 40))

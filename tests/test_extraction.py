@@ -1,4 +1,4 @@
-"""crawler.extraction: main text and metadata, on synthetic and real shared pages."""
+"""extractor.extraction: main text and metadata, on synthetic and real shared pages."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_extraction import HUMAN_TRUTH, load_pages, prf, read_page
-from crawler.decoding import decode_html
-from crawler.extraction import Extracted, ExtractionOptions, extract
+from extractor.decoding import decode_html
+from extractor.extraction import Extracted, ExtractionOptions, extract
 
 WEBPAGES = Path(__file__).parents[1] / ".." / "shared" / "webpages"
 needs_webpages = pytest.mark.skipif(

@@ -24,11 +24,11 @@ import pytest
 from bson import ObjectId
 from celery import Celery
 
+from copytrack.commands.ops import COPYTRACK_COMMAND
+from testbed import attacks
 from tests.corpus import texts
 from tests.processes import installation_env, process_group, wait_until
-from tracker import attacks
 from tracker.celery_app import ROUTES
-from tracker.commands.ops import COPYTRACK_COMMAND
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work

@@ -20,10 +20,10 @@ from celery import Celery
 from click.testing import CliRunner
 from pymongo.database import Database
 
+from copytrack.cli import main
+from copytrack.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
 from fingerprinter import DEFAULT_PARAMS
 from tests.processes import clean_env, wait_until
-from tracker.cli import main
-from tracker.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
 from tracker.index import RedisIndex
 from tracker.servers import descendants, free_port, proc_stat, server_status, stop_servers
 

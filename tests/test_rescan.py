@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from copytrack.cli import main
 from tests.corpus import texts
-from tracker.cli import main
 from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page

@@ -26,11 +26,11 @@ import redis
 from bson import ObjectId
 from pymongo.database import Database
 
+from copytrack.commands.ops import COPYTRACK_COMMAND, records_dir
 from tests.corpus import texts
 from tests.processes import clean_env, installation_env, process_group, wait_until
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.commands.ops import COPYTRACK_COMMAND, records_dir
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work

@@ -22,10 +22,10 @@ from urllib.robotparser import RobotFileParser
 
 import pytest
 
-from crawler.testweb import ATTACKS, CORPUS_DIR, RunningWeb, TestWeb, build_site, reflow, serve
 from fingerprinter import align, to_letters
+from testbed.attacks import AD_LINES, homophone_table, sentences
+from testbed.testweb import ATTACKS, CORPUS_DIR, RunningWeb, TestWeb, build_site, reflow, serve
 from tests.corpus import texts
-from tracker.attacks import AD_LINES, homophone_table, sentences
 from tracker.jsonl import read_jsonl
 
 if not CORPUS_DIR.exists():

@@ -7,10 +7,8 @@ the other files and lines still load.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import import_module
 from pathlib import Path
 
 from .jsonl import BadLine, read_jsonl
@@ -20,10 +18,6 @@ TEXT_SUFFIXES = (".txt", ".md")
 HTML_SUFFIXES = (".html", ".htm")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
 MAX_FILE_BYTES = 64 * 1024 * 1024
-
-#: Dotted path of the function that turns HTML bytes into article text. tracker knows no
-#: HTML: the crawler package provides it (override with COPYTRACK_HTML_TO_TEXT).
-DEFAULT_HTML_TO_TEXT = "crawler.fetch:html_to_text"
 
 
 @dataclass(frozen=True)
@@ -37,36 +31,9 @@ class LoadError:
         return f"{self.where}: {self.reason}"
 
 
-@lru_cache(maxsize=4)
-def load_object(dotted: str) -> Callable:
-    """Import ``package.module:name`` (or ``package.module.name``)."""
-    module, _, name = dotted.replace(":", ".").rpartition(".")
-    return getattr(import_module(module), name)
-
-
 def _suffix(path: Path) -> str:
     name = path.name.lower()
     return ".jsonl.gz" if name.endswith(".jsonl.gz") else path.suffix.lower()
-
-
-def decode_text_file(data: bytes) -> str:
-    """Decode a plain-text file: UTF-8 (with or without BOM), else GB18030 for Chinese files."""
-    if b"\x00" in data[:8192]:
-        raise ValueError("binary file (contains NUL bytes), not text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        problem = ValueError(
-            f"not UTF-8 text (invalid byte at offset {err.start}); convert the file to UTF-8"
-        )
-    try:
-        text = data.decode("gb18030")
-    except UnicodeDecodeError:
-        raise problem from None
-    # Legacy Chinese files are GB18030-compatible; other bytes decode too, but as noise.
-    if sum("\u4e00" <= ch <= "\u9fff" for ch in text) >= 0.3 * len(text.strip() or "x"):
-        return text
-    raise problem
 
 
 def _work_from_object(obj: dict, where: str) -> Work | LoadError:
@@ -80,7 +47,7 @@ def _work_from_object(obj: dict, where: str) -> Work | LoadError:
     return Work(text=text, external_id=external_id, extra=extra, **metadata)
 
 
-def _load_file(path: Path, html_to_text: str) -> Iterator[Work | LoadError]:
+def _load_file(path: Path) -> Iterator[Work | LoadError]:
     suffix = _suffix(path)
     if suffix in JSONL_SUFFIXES:
         for item in read_jsonl(path):
@@ -93,12 +60,12 @@ def _load_file(path: Path, html_to_text: str) -> Iterator[Work | LoadError]:
     if path.stat().st_size > MAX_FILE_BYTES:
         yield LoadError(str(path), f"larger than {MAX_FILE_BYTES // 2**20} MB; split it")
         return
+    # Imported here: extraction loads trafilatura (~0.4 s), which JSONL libraries never need.
+    from extractor import decode_text_file, html_to_text
+
     data = path.read_bytes()
     try:
-        if suffix in HTML_SUFFIXES:
-            text = load_object(html_to_text)(data)
-        else:
-            text = decode_text_file(data)
+        text = html_to_text(data) if suffix in HTML_SUFFIXES else decode_text_file(data)
     except ValueError as err:
         yield LoadError(str(path), str(err))
         return
@@ -125,9 +92,7 @@ def _files(path: Path) -> Iterator[Path | LoadError]:
         yield LoadError(str(path), "no such file or directory")
 
 
-def load_works(
-    paths: Iterable[Path], html_to_text: str = DEFAULT_HTML_TO_TEXT
-) -> Iterator[Work | LoadError]:
+def load_works(paths: Iterable[Path]) -> Iterator[Work | LoadError]:
     """Works from files and directories (recursively), with a LoadError for each problem."""
     for path in paths:
         for file in _files(Path(path)):
@@ -135,6 +100,6 @@ def load_works(
                 yield file
                 continue
             try:
-                yield from _load_file(file, html_to_text)
+                yield from _load_file(file)
             except OSError as err:
                 yield LoadError(str(file), f"cannot read: {err.strerror or err}")

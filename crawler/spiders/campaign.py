@@ -47,7 +47,8 @@ from twisted.internet.error import (
 )
 from twisted.python.failure import Failure
 
-from ..decoding import sniff_binary
+from extractor.decoding import sniff_binary
+
 from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
 from ..middlewares import SEED, SOURCE, CrawlRefused
 from ..urls import canonicalize

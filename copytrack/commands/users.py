@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ..context import open_context
-from ..users import (
+from tracker.context import open_context
+from tracker.users import (
     ROLES,
     UserError,
     add_user,

@@ -7,9 +7,9 @@ import sys
 import click
 from tqdm import tqdm
 
-from ..context import open_context
-from ..pages import scan_page, unscanned_pages
-from ..tasks import enqueue_scan
+from tracker.context import open_context
+from tracker.pages import scan_page, unscanned_pages
+from tracker.tasks import enqueue_scan
 
 
 @click.command()

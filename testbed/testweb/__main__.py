@@ -1,4 +1,4 @@
-"""``python -m crawler.testweb``: generate the test web, save its truth, optionally serve it."""
+"""``python -m testbed.testweb``: generate the test web, save its truth, optionally serve it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .server import serve
 
 def main(argv: list[str] | None = None) -> int:
     """Generate (and with --serve, serve until Ctrl-C) the local test web."""
-    parser = argparse.ArgumentParser(prog="python -m crawler.testweb", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m testbed.testweb", description=__doc__)
     parser.add_argument(
         "--out",
         type=Path,

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from ..context import open_context
-from ..findings import STATUSES, list_findings
+from tracker.context import open_context
+from tracker.findings import STATUSES, list_findings
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -4,7 +4,7 @@
 site on 127.0.0.1), ``attacks.ATTACKS`` holds the pirate edits for reuse by evaluators.
 """
 
-from tracker.attacks import ATTACKS, reflow
+from testbed.attacks import ATTACKS, reflow
 
 from .generator import CORPUS_DIR, SITES, WEBPAGES_DIR, Resource, TestWeb, build_site
 from .server import LoggedRequest, RunningWeb, serve

@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from ..context import open_context
-from ..library import add_work, list_masters, remove_work
-from ..library import reindex as rebuild_index
-from ..loaders import LoadError, load_works
+from tracker.context import open_context
+from tracker.library import add_work, list_masters, remove_work
+from tracker.library import reindex as rebuild_index
+from tracker.loaders import LoadError, load_works
 
 
 @click.group()

@@ -1,7 +1,7 @@
 """Accuracy evaluation: a labelled benchmark of pirate-style copies run through the real matcher.
 
 ``build_benchmark`` draws masters from a corpus (JSONL documents), then makes suspects:
-copies of masters under every attack of ``POSITIVES`` (``tracker.attacks``, fixed
+copies of masters under every attack of ``POSITIVES`` (``testbed.attacks``, fixed
 strengths) and negatives of three kinds (``NEGATIVES``). ``evaluate`` registers the masters
 (``add_work`` on the context's servers, or a ``MemoryIndex`` for quick sweeps — the same
 ``match_text`` either way), matches every suspect, and ``score`` turns the outcomes into
@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 from fingerprinter import FingerprintParams
+from tracker.context import Context, open_context
+from tracker.index import MemoryIndex
+from tracker.jsonl import BadLine, read_jsonl
+from tracker.library import Work, add_work, fingerprint_values, master_texts
+from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
-from .context import Context, open_context
-from .index import MemoryIndex
-from .jsonl import BadLine, read_jsonl
-from .library import Work, add_work, fingerprint_values, master_texts
-from .matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 LANGS = ("zh", "en")

@@ -9,14 +9,11 @@ from pathlib import Path
 
 import click
 
-from ..context import Context, open_context
-from ..jsonl import BadLine, read_jsonl
-from ..loaders import DEFAULT_HTML_TO_TEXT, HTML_SUFFIXES, decode_text_file, load_object
-from ..matcher import Match, match_text
+from tracker.context import Context, open_context
+from tracker.jsonl import BadLine, read_jsonl
+from tracker.loaders import HTML_SUFFIXES
+from tracker.matcher import Match, match_text
 
-#: Dotted path of the function that fetches a URL and returns its article text; tracker
-#: speaks no HTTP, the crawler package does.
-DEFAULT_URL_TO_TEXT = "crawler.fetch:fetch_text"
 PASSAGES_SHOWN = 3
 
 
@@ -26,11 +23,15 @@ def _snippet(text: str, start: int, end: int, width: int = 60) -> str:
 
 
 def _read_source(source: str) -> str:
+    # Imported here: both load trafilatura (~0.4 s), which `check --jsonl` never needs.
+    from crawler.fetch import fetch_text
+    from extractor import decode_text_file, html_to_text
+
     if source == "-":
         return sys.stdin.read()
     if source.startswith(("http://", "https://")):
         try:
-            return load_object(DEFAULT_URL_TO_TEXT)(source)
+            return fetch_text(source)
         except ValueError as err:
             raise click.BadParameter(str(err)) from None
     path = Path(source)
@@ -39,7 +40,7 @@ def _read_source(source: str) -> str:
     data = path.read_bytes()
     try:
         if path.suffix.lower() in HTML_SUFFIXES:
-            return load_object(DEFAULT_HTML_TO_TEXT)(data)
+            return html_to_text(data)
         return decode_text_file(data)
     except ValueError as err:
         raise click.BadParameter(f"{source}: {err}") from None

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..context import open_context
-from ..loaders import load_object
-
-#: The app factory; tracker does not import the web layer until this command runs.
-APP_FACTORY = "admin.app:create_app"
+from tracker.context import open_context
 
 
 @click.command()
@@ -18,6 +14,8 @@ def admin(host: str, port: int) -> None:
     """Serve the admin (dashboard, findings, works, campaigns, API) with uvicorn."""
     import uvicorn  # only this command needs a web server
 
+    from admin.app import create_app
+
     ctx = open_context()
     if not ctx.db.users.count_documents({"role": "admin"}, limit=1):
         click.echo(
@@ -26,6 +24,4 @@ def admin(host: str, port: int) -> None:
         )
     click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
     # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
-    uvicorn.run(
-        load_object(APP_FACTORY)(ctx), host=host, port=port, log_level="info", log_config=None
-    )
+    uvicorn.run(create_app(ctx), host=host, port=port, log_level="info", log_config=None)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..campaigns import (
+from tracker.campaigns import (
     Campaign,
     CampaignBusy,
     CampaignError,
@@ -26,8 +26,9 @@ from ..campaigns import (
     trigger_run,
     wait_for_run,
 )
-from ..config import Settings
-from ..context import open_context
+from tracker.config import Settings
+from tracker.context import open_context
+
 from .ops import interrupt_on_termination, recorded
 
 HISTORY = 10

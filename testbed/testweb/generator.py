@@ -29,7 +29,7 @@ from itertools import cycle
 from pathlib import Path
 from typing import Any
 
-from tracker.attacks import ATTACKS, copied_fraction, reflow, traditional
+from testbed.attacks import ATTACKS, copied_fraction, reflow, traditional
 from tracker.jsonl import BadLine, read_jsonl
 
 from . import pages

@@ -2,8 +2,8 @@
 
 A library from the shared corpus → the local test web full of pirated copies → a crawl
 campaign over it → findings → the admin, with a demo user and a one-time password.
-The test web and the admin are reached by dotted path (like every component tracker
-does not own), so tracker keeps importing neither the crawler nor the web layer.
+The test web comes from testbed/, which the production image does not ship: it is
+imported when the demo runs, not when the command line starts.
 """
 
 from __future__ import annotations
@@ -15,17 +15,15 @@ from typing import Any
 
 import click
 
-from ..campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from ..config import Settings
-from ..context import Context, open_context
-from ..library import Work, add_work
-from ..loaders import load_object
-from ..servers import stop_servers
-from ..users import add_user, get_user, set_password
+from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
+from tracker.config import Settings
+from tracker.context import Context, open_context
+from tracker.library import Work, add_work
+from tracker.servers import stop_servers
+from tracker.users import add_user, get_user, set_password
 
-BUILD_SITE = "crawler.testweb:build_site"
-SERVE_SITE = "crawler.testweb:serve"
-APP_FACTORY = "admin.app:create_app"
+from .testbed import testbed_missing
+
 DEMO_DATA_DIR = ".copytrack-demo"
 DEMO_USER = "demo"
 CAMPAIGN = "demo-pirate-sites"
@@ -91,16 +89,18 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
     Uses its own data dir (./.copytrack-demo unless COPYTRACK_DATA_DIR is set) and crawls
     only 127.0.0.1. Ctrl-C stops the admin, the test web and the demo's servers.
     """
+    try:
+        from testbed import testweb
+    except ModuleNotFoundError as err:
+        raise testbed_missing(err) from None
     os.environ.setdefault("COPYTRACK_DATA_DIR", DEMO_DATA_DIR)
     os.environ["COPYTRACK_ALLOW_PRIVATE_NETWORKS"] = "1"  # the test web is on loopback
     os.environ["COPYTRACK_CRAWL_DISPATCH"] = "local"  # it starts no crawler worker
     settings = Settings.from_env()
     click.echo(f"starting the embedded servers in {settings.data_dir} …")
     ctx = open_context(settings)
-    web = load_object(BUILD_SITE)(
-        Path(settings.data_dir) / "testweb", n_masters=masters, n_pages=pages
-    )
-    running = load_object(SERVE_SITE)(web)
+    web = testweb.build_site(Path(settings.data_dir) / "testweb", n_masters=masters, n_pages=pages)
+    running = testweb.serve(web)
     try:
         click.echo(f"library: {load_library(ctx, web.masters)} works from the shared corpus")
         for site, url in running.base_urls.items():
@@ -117,11 +117,13 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
             return
         import uvicorn  # only the serving part needs a web server
 
+        from admin.app import create_app
+
         click.echo(
             f"\nadmin: http://127.0.0.1:{port}/  user {DEMO_USER}  password {password}"
             "\n(Ctrl-C stops the demo)"
         )
-        uvicorn.run(load_object(APP_FACTORY)(ctx), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.run(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
     finally:
         running.stop()
         ctx.close()

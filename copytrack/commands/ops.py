@@ -31,13 +31,12 @@ import redis
 from pymongo.errors import PyMongoError
 
 from fingerprinter import DEFAULT_PARAMS
-
-from ..celery_app import QUEUES, app, configure
-from ..config import Settings
-from ..context import Context
-from ..health import health, unprobed
-from ..index import RedisIndex
-from ..servers import (
+from tracker.celery_app import QUEUES, app, configure
+from tracker.config import Settings
+from tracker.context import Context
+from tracker.health import health, unprobed
+from tracker.index import RedisIndex
+from tracker.servers import (
     MONGO,
     VALKEY,
     Endpoints,
@@ -54,7 +53,7 @@ WORKER_STOP_TIMEOUT = 30.0  # a worker's warm shutdown waits for its running tas
 _POLL = 0.1
 #: Runs the copytrack CLI with this interpreter, wherever the console script is (or isn't).
 COPYTRACK_COMMAND = [
-    sys.executable, "-c", "from tracker.cli import main; main(prog_name='copytrack')"
+    sys.executable, "-c", "from copytrack.cli import main; main(prog_name='copytrack')"
 ]  # fmt: skip
 
 

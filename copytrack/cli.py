@@ -1,0 +1,76 @@
+"""The `copytrack` command line: a click group whose subcommands live in copytrack/commands/.
+
+The shell is the top layer: it wires tracker, crawler, admin and the testbed together and
+holds no logic that a worker or the admin also needs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracker.config import ConfigError, Settings
+from tracker.index import IndexVersionMismatch
+from tracker.logs import configure_logging
+from tracker.servers import ServerStartError
+
+from .commands.admin import admin
+from .commands.campaign import campaign, scheduler
+from .commands.check import check
+from .commands.demo import demo
+from .commands.eval import eval_command
+from .commands.findings import findings
+from .commands.library import library, reindex
+from .commands.ops import down, status, up, worker
+from .commands.rescan import rescan
+from .commands.users import token, user
+
+
+class CopytrackGroup(click.Group):
+    """Turns expected failures (bad configuration, servers down) into one clear line."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, IndexVersionMismatch, ServerStartError) as err:
+            click.echo(f"copytrack: {err}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=CopytrackGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="copytrack")
+def main() -> None:
+    """copytrack: find pirated copies of your texts on the web.
+
+    Register works as a master library, fingerprint suspect pages, and see
+    which pages copy which work. Configuration comes from COPYTRACK_* environment
+    variables; with none set, copytrack starts its own servers in ./.copytrack.
+    """
+    settings = Settings.from_env()
+    configure_logging(settings.log_level, settings.log_format)
+
+
+for _command in (
+    demo,
+    library,
+    reindex,
+    rescan,
+    check,
+    eval_command,
+    campaign,
+    findings,
+    scheduler,
+    up,
+    down,
+    status,
+    worker,
+    admin,
+    user,
+    token,
+):
+    main.add_command(_command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Whole documents as bytes → text: an HTML page's article, a plain-text file.
+
+What `copytrack library add` and `copytrack check` do with the files they are given, and
+what `check URL` does with a fetched page.
+"""
+
+from __future__ import annotations
+
+from .decoding import UnusableContent, decode_html
+from .extraction import extract
+
+__all__ = ["NoArticleText", "decode_text_file", "html_to_text"]
+
+
+class NoArticleText(ValueError):
+    """The page decoded, but extraction found no article text in it."""
+
+
+def html_to_text(body: bytes, content_type: str | None = None, url: str | None = None) -> str:
+    """Article text of an HTML page given as bytes.
+
+    Raises UnusableContent for binary, empty or undecodable bodies and NoArticleText when
+    the page holds no article (both ValueErrors with the reason).
+    """
+    decoded = decode_html(body, content_type)
+    if decoded.undecodable:
+        raise UnusableContent(
+            f"{decoded.replaced} byte sequences are not valid {decoded.encoding}: a binary "
+            "file, or a page in a charset it does not declare (add a <meta charset> tag)"
+        )
+    found = extract(decoded.text, url)
+    if not found.text:
+        raise NoArticleText(f"no article text found ({found.reason})")
+    return found.text
+
+
+def decode_text_file(data: bytes) -> str:
+    """Decode a plain-text file: UTF-8 (with or without BOM), else GB18030 for Chinese files."""
+    if b"\x00" in data[:8192]:
+        raise ValueError("binary file (contains NUL bytes), not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        problem = ValueError(
+            f"not UTF-8 text (invalid byte at offset {err.start}); convert the file to UTF-8"
+        )
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        raise problem from None
+    # Legacy Chinese files are GB18030-compatible; other bytes decode too, but as noise.
+    if sum("\u4e00" <= ch <= "\u9fff" for ch in text) >= 0.3 * len(text.strip() or "x"):
+        return text
+    raise problem
