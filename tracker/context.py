@@ -17,6 +17,7 @@ from pymongo.database import Database
 from fingerprinter import DEFAULT_PARAMS, FingerprintParams
 
 from .config import Settings
+from .generation import ensure as ensure_generation
 from .index import InvertedIndex, RedisIndex
 from .servers import Endpoints, ensure_servers
 from .store import ensure_indexes
@@ -45,8 +46,9 @@ def open_context(
 ) -> Context:
     """Connect (starting embedded servers when no URLs are configured) and check the index.
 
-    Raises ``IndexVersionMismatch`` when the index was built with other parameters
-    (``check_index=False`` is for ``reindex``, which rebuilds it).
+    Raises ``IndexVersionMismatch`` when the index was built with other parameters, and
+    ``tracker.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
+    another build); ``check_index=False`` is for ``reindex``, which rebuilds it.
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
@@ -59,12 +61,31 @@ def open_context(
     index = RedisIndex(
         redis_client, bucket_bits=settings.index_bucket_bits, fingerprint_bits=params.value_bits
     )
+    ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:
-        index.ensure_version(params.version)
-    return Context(settings, endpoints, db, redis_client, index, params)
+        try:
+            index.ensure_version(params.version)
+            ensure_generation(ctx)
+        except BaseException:
+            ctx.close()
+            raise
+    return ctx
 
 
 @lru_cache(maxsize=1)
 def process_context() -> Context:
     """The context of this process (Celery workers, the admin), opened on first use."""
     return open_context()
+
+
+def follow_servers() -> None:
+    """After a connection failure in a long-running process: start the embedded servers
+    that died (each again on its port, where the process's clients reconnect by
+    themselves) and, should one now listen elsewhere, drop the process's context so that
+    its next use connects there. Configured servers are left to their operators."""
+    settings = Settings.from_env()
+    endpoints = ensure_servers(settings, replace_unanswering=False)
+    if process_context.cache_info().currsize and process_context().endpoints != endpoints:
+        stale = process_context()
+        process_context.cache_clear()
+        stale.close()

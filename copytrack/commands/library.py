@@ -11,6 +11,7 @@ import click
 from tqdm import tqdm
 
 from tracker.context import open_context
+from tracker.generation import rebuild
 from tracker.library import add_work, list_masters, remove_work
 from tracker.library import reindex as rebuild_index
 from tracker.loaders import LoadError, load_works
@@ -106,7 +107,11 @@ def rm(work_id: str) -> None:
 
 @click.command()
 def reindex() -> None:
-    """Rebuild the Redis index from the library in MongoDB (after a Redis loss or upgrade)."""
+    """Rebuild the Redis index from the library in MongoDB (after a Redis loss or upgrade).
+
+    The rebuilt index is a new generation: scans are refused while it is being built, and
+    `copytrack rescan` afterwards scans the stored pages again against it.
+    """
     ctx = open_context(check_index=False)
     total = ctx.db.masters.estimated_document_count()
     with tqdm(
@@ -116,9 +121,11 @@ def reindex() -> None:
         file=sys.stderr,
         disable=not sys.stderr.isatty(),
     ) as bar:
-        count = rebuild_index(ctx, progress=bar.update)
+        count = rebuild(ctx, lambda c: rebuild_index(c, progress=bar.update))
     stats = ctx.index.stats()
     click.echo(
         f"reindexed {count} masters: {stats.postings} postings, "
         f"{stats.bytes_per_posting:.1f} bytes/posting"
     )
+    if pages := ctx.db.pages.estimated_document_count():
+        click.echo(f"{pages} stored pages were scanned with the old index: run `copytrack rescan`")
