@@ -448,7 +448,8 @@ def _servers_section(settings: Settings, found: _Found) -> None:
 
 def _status_context(settings: Settings, found: _Found) -> Context | None:
     """A Context on the servers found (answering or not: health() tells), connecting lazily
-    and writing nothing; None when an embedded server is not running at all."""
+    and writing nothing but health's probe records; None when an embedded server is not
+    running at all."""
     urls = {
         name: configured or server.url for name, configured, server in found if configured or server
     }
