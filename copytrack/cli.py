@@ -13,6 +13,7 @@ import redis
 from pymongo.errors import PyMongoError
 
 from tracker.config import ConfigError, Settings
+from tracker.durability import NotDurable
 from tracker.failures import describe
 from tracker.generation import IndexNotReady
 from tracker.index import IndexVersionMismatch
@@ -38,7 +39,13 @@ class CopytrackGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (ConfigError, IndexVersionMismatch, IndexNotReady, ServerStartError) as err:
+        except (
+            ConfigError,
+            IndexVersionMismatch,
+            IndexNotReady,
+            NotDurable,
+            ServerStartError,
+        ) as err:
             click.echo(f"copytrack: {err}", err=True)
             sys.exit(2)
         except (redis.RedisError, PyMongoError, OSError) as err:
