@@ -78,14 +78,26 @@ def process_context() -> Context:
     return open_context()
 
 
+def _servers_moved(ctx: Context) -> bool:
+    return ensure_servers(ctx.settings, replace_unanswering=False) != ctx.endpoints
+
+
+def reconnected(ctx: Context) -> Context:
+    """After a connection failure in a long-running process: ``ctx`` again once the
+    embedded servers that died run again, each on its port, where ctx's clients reconnect
+    by themselves; or, if one had to take another port, a new context there (ctx is
+    closed). Configured servers are left to their operators."""
+    if not _servers_moved(ctx):
+        return ctx
+    ctx.close()
+    return open_context(ctx.settings, ctx.params, check_index=False)
+
+
 def follow_servers() -> None:
-    """After a connection failure in a long-running process: start the embedded servers
-    that died (each again on its port, where the process's clients reconnect by
-    themselves) and, should one now listen elsewhere, drop the process's context so that
-    its next use connects there. Configured servers are left to their operators."""
-    settings = Settings.from_env()
-    endpoints = ensure_servers(settings, replace_unanswering=False)
-    if process_context.cache_info().currsize and process_context().endpoints != endpoints:
-        stale = process_context()
+    """`reconnected` for this process's context (Celery tasks): if a server moved, the
+    context is dropped and the next `process_context()` opens one where it is now."""
+    if not process_context.cache_info().currsize:
+        ensure_servers(Settings.from_env(), replace_unanswering=False)
+    elif _servers_moved(ctx := process_context()):
         process_context.cache_clear()
-        stale.close()
+        ctx.close()

@@ -21,14 +21,24 @@ from pymongo.errors import ConnectionFailure
 
 from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app
-from .context import open_context, process_context
+from .context import follow_servers, open_context, process_context
 
 log = logging.getLogger(__name__)
 
 # ConnectionFailure covers pymongo's AutoReconnect and ServerSelectionTimeoutError.
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionFailure)
 
+
+class FollowingTask(Task):
+    """A task that, when a connection failed, finds the servers again before its retry."""
+
+    def on_retry(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, CONNECTION_ERRORS):
+            follow_servers()
+
+
 _RETRY: dict[str, Any] = {
+    "base": FollowingTask,
     "autoretry_for": CONNECTION_ERRORS,
     "retry_backoff": 2,  # 2, 4, 8 … s (with jitter): rides out a restart or a failover
     # A retry waits out its countdown in a worker, unacknowledged: a countdown longer than
