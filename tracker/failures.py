@@ -16,6 +16,10 @@ from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from .config import Settings
 
+#: A server cannot be reached (restarting, dead, a failover): worth retrying once it is back.
+#: ConnectionFailure covers pymongo's AutoReconnect and ServerSelectionTimeoutError.
+CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionFailure)
+
 #: OS errors that mean "this directory cannot take writes".
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 

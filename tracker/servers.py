@@ -395,6 +395,12 @@ def _port_open(port: int) -> bool:
         return s.connect_ex((HOST, port)) == 0
 
 
+def _last_line(tail: str) -> str:
+    """The last line a server logged, for a one-line error (its log has the rest)."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return f"it logged: {lines[-1][:200]}" if lines else "it logged nothing"
+
+
 def _log_tail(path: Path, offset: int, lines: int = 15) -> str:
     try:
         with open(path, "rb") as fh:
@@ -474,8 +480,8 @@ def _await_ready(launch: _Launch, deadline: float) -> bool:
             if "already in use" in tail:
                 return False  # lost a race for the free port: caller retries
             raise ServerStartError(
-                f"embedded {spec.name} server exited with code {rc} during startup; "
-                f"read {launch.log_path}. Last lines:\n{tail}"
+                f"embedded {spec.name} server exited with code {rc} during startup "
+                f"({_last_line(tail)}); read {launch.log_path}"
             )
         if _port_open(launch.port) and spec.answers(url, 1.0):
             return True
@@ -484,7 +490,7 @@ def _await_ready(launch: _Launch, deadline: float) -> bool:
             tail = _log_tail(launch.log_path, launch.log_offset)
             raise ServerStartError(
                 f"embedded {spec.name} server (pid {proc.pid}) did not answer on "
-                f"{HOST}:{launch.port} in time; read {launch.log_path}. Last lines:\n{tail}"
+                f"{HOST}:{launch.port} in time ({_last_line(tail)}); read {launch.log_path}"
             )
         time.sleep(_POLL)
 

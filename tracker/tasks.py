@@ -12,21 +12,17 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
-import redis
 from bson import ObjectId
 from celery import Task
 from celery.result import AsyncResult
 from celery.signals import worker_shutting_down
-from pymongo.errors import ConnectionFailure
 
 from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app
 from .context import follow_servers, open_context, process_context
+from .failures import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
-
-# ConnectionFailure covers pymongo's AutoReconnect and ServerSelectionTimeoutError.
-CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionFailure)
 
 
 class FollowingTask(Task):
