@@ -43,12 +43,15 @@ def open_context(
     settings: Settings | None = None,
     params: FingerprintParams = DEFAULT_PARAMS,
     check_index: bool = True,
+    check_generation: bool = True,
 ) -> Context:
     """Connect (starting embedded servers when no URLs are configured) and check the index.
 
     Raises ``IndexVersionMismatch`` when the index was built with other parameters, and
     ``tracker.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
-    another build); ``check_index=False`` is for ``reindex``, which rebuilds it.
+    another build). ``check_index=False`` is for ``reindex``, which rebuilds it;
+    ``check_generation=False`` for processes that outlive a lost index and leave the check
+    to each operation (`tracker.generation.require`).
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
@@ -65,7 +68,8 @@ def open_context(
     if check_index:
         try:
             index.ensure_version(params.version)
-            ensure_generation(ctx)
+            if check_generation:
+                ensure_generation(ctx)
         except BaseException:
             ctx.close()
             raise
@@ -74,8 +78,10 @@ def open_context(
 
 @lru_cache(maxsize=1)
 def process_context() -> Context:
-    """The context of this process (Celery workers, the admin), opened on first use."""
-    return open_context()
+    """The context of this process (Celery workers, the admin, crawls), opened on first use.
+    Each operation checks the index generation (a scan refuses an index that is not the
+    library's), so that the process outlives a lost index and reports it."""
+    return open_context(check_generation=False)
 
 
 def _servers_moved(ctx: Context) -> bool:
