@@ -6,16 +6,22 @@ from pathlib import Path
 from urllib.parse import quote
 
 import plotly
+import redis
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pymongo.errors import ConnectionFailure
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
-from tracker.context import Context, process_context
-from tracker.health import server_health
+from tracker.context import Context, process_context, reconnected
+from tracker.failures import describe
+from tracker.generation import IndexNotReady
+from tracker.health import index_health, server_health
 from tracker.reports import FilterError
+from tracker.servers import ServerStartError
 
 from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
@@ -70,6 +76,27 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:
         return _error(request, err.status_code, str(err.detail), **(err.headers or {}))
 
+    @app.exception_handler(redis.ConnectionError)
+    @app.exception_handler(redis.TimeoutError)
+    @app.exception_handler(ConnectionFailure)
+    async def server_down(request: Request, err: Exception) -> Response:
+        # An embedded server that died comes back (on its port if it is free): the next
+        # request works.
+        state = request.app.state
+        message = describe(err, state.ctx.settings) or str(err)
+        try:
+            ctx = await run_in_threadpool(reconnected, state.ctx)
+        except ServerStartError as start_error:
+            message = str(start_error)
+        else:
+            if ctx is not state.ctx:
+                state.ctx, state.sessions = ctx, SessionStore(ctx)
+        return _error(request, 503, f"{message}; try again in a moment", **{"Retry-After": "5"})
+
+    @app.exception_handler(IndexNotReady)
+    async def index_not_ready(request: Request, err: Exception) -> Response:
+        return _error(request, 503, str(err))
+
 
 def create_app(ctx: Context | None = None) -> FastAPI:
     """The admin app on ``ctx`` (default: this process's context, opened on first use)."""
@@ -90,12 +117,15 @@ def create_app(ctx: Context | None = None) -> FastAPI:
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> JSONResponse:
-        """For load balancers: 200 while MongoDB and Redis answer, 503 otherwise.
+        """For load balancers: 200 while MongoDB and Redis store and read back a record and
+        the index is the library's, 503 otherwise.
 
         Answers without a session, so it says nothing more (admins get the full report at
         /api/v1/health), and skips the slow worker ping: the admin serves without workers.
         """
-        ok = all(server["ok"] for server in server_health(app.state.ctx).values())
+        ctx = app.state.ctx
+        ok = all(server["ok"] for server in server_health(ctx).values())
+        ok = ok and index_health(ctx)["ok"]
         return JSONResponse(
             {"ok": ok}, status_code=200 if ok else 503, headers={"Cache-Control": "no-store"}
         )

@@ -9,11 +9,16 @@ from __future__ import annotations
 import sys
 
 import click
+import redis
+from pymongo.errors import PyMongoError
 
 from tracker.config import ConfigError, Settings
+from tracker.durability import NotDurable
+from tracker.failures import describe
+from tracker.generation import IndexNotReady
 from tracker.index import IndexVersionMismatch
 from tracker.logs import configure_logging
-from tracker.servers import ServerStartError
+from tracker.servers import ServerStartError, stop_started_servers
 
 from .commands.admin import admin
 from .commands.campaign import campaign, scheduler
@@ -28,13 +33,30 @@ from .commands.users import token, user
 
 
 class CopytrackGroup(click.Group):
-    """Turns expected failures (bad configuration, servers down) into one clear line."""
+    """Turns expected failures (bad configuration, an index to rebuild, servers down or out
+    of disk space) into one clear line and a non-zero exit status."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (ConfigError, IndexVersionMismatch, ServerStartError) as err:
+        except (
+            ConfigError,
+            IndexVersionMismatch,
+            IndexNotReady,
+            NotDurable,
+            ServerStartError,
+        ) as err:
             click.echo(f"copytrack: {err}", err=True)
+            sys.exit(2)
+        except (redis.RedisError, PyMongoError, OSError) as err:
+            settings = Settings.from_env()
+            line = describe(err, settings)
+            if line is None:
+                raise
+            # Servers this command started and could not use would keep running for
+            # nobody (and keep holding a full disk's last bytes).
+            stop_started_servers(settings.data_dir)
+            click.echo(f"copytrack: {line}", err=True)
             sys.exit(2)
 
 

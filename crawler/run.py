@@ -37,7 +37,9 @@ from tracker.campaigns import (
     join_run,
 )
 from tracker.config import ConfigError, Settings
-from tracker.context import Context, process_context
+from tracker.context import Context, follow_servers, process_context
+from tracker.failures import CONNECTION_ERRORS
+from tracker.servers import ServerStartError
 
 from .spiders.campaign import CampaignSpider
 
@@ -111,7 +113,13 @@ def _keep_alive(ctx: Context, name: str, run_id: ObjectId, stop: threading.Event
         try:
             if not heartbeat(ctx, name, run_id):
                 log.warning("run %s no longer holds the lock of campaign %s", run_id, name)
-        except Exception:  # a server restarting; the next beat retries
+        except CONNECTION_ERRORS as err:  # a server died: start it again, the next beat retries
+            log.warning("heartbeat of run %s failed (%s); looking for the servers", run_id, err)
+            try:
+                follow_servers()
+            except ServerStartError as start_error:
+                log.error("%s", start_error)
+        except Exception:
             log.exception("heartbeat of run %s failed", run_id)
 
 

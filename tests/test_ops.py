@@ -134,7 +134,11 @@ def test_status_reports_servers_queues_and_counts(
     mongo_db.findings.insert_one({"page_id": 1, "master_id": 1})
     redis_client.rpush("scan", b"t1", b"t2")
     redis_client.rpush("crawl", b"t3")
-    RedisIndex(redis_client, fingerprint_bits=DEFAULT_PARAMS.value_bits).add(1, [10, 20, 30])
+    index = RedisIndex(redis_client, fingerprint_bits=DEFAULT_PARAMS.value_bits)
+    index.add(1, [10, 20, 30])
+    # As the library leaves it: the build recorded on both sides (`tracker.generation`).
+    index.set_generation("build-1")
+    mongo_db.index_state.insert_one({"_id": "index", "generation": "build-1", "postings": 3})
     try:
         # The session's embedded servers, found through their data dir.
         code, output = _status(embedded_data_dir, COPYTRACK_MONGO_DB=mongo_db.name)

@@ -146,7 +146,9 @@ def test_app_finds_its_broker_lazily(endpoints: Endpoints, embedded_data_dir: Pa
     assert not (embedded_data_dir / "unused").exists()
     # No URLs: the embedded Valkey of the data dir (running here, so reused).
     embedded = _resolved({**env, "COPYTRACK_DATA_DIR": str(embedded_data_dir)})
-    assert embedded["broker"] == endpoints.redis_url
+    # Twice, so that kombu asks tracker.celery_app.follow_valkey after a failed connection.
+    assert embedded["broker"] == f"{endpoints.redis_url};{endpoints.redis_url}"
+    assert embedded["backend"] == endpoints.redis_url
     assert embedded["transport"]["visibility_timeout"] == 3600
 
 

@@ -53,7 +53,7 @@ from pymongo.errors import DuplicateKeyError
 from .celery_app import CRAWL_TASK, app
 from .context import Context
 from .netguard import check_url
-from .pages import needs_scan, scan_page
+from .pages import needs_scan, scan_mark, scan_page
 from .servers import descendants, process_running
 
 log = logging.getLogger(__name__)
@@ -657,7 +657,8 @@ def finish_crawl(ctx: Context, run_id: ObjectId, error: str | None = None) -> bo
 def pending_scans(ctx: Context, run_id: ObjectId) -> list[ObjectId]:
     """Pages stored by the run whose current text has not been scanned yet."""
     pages = ctx.db.pages.find({"run_id": run_id}, {"content_sha256": 1, "scanned_as": 1})
-    return [p["_id"] for p in pages if needs_scan(p, ctx.params.version)]
+    mark = scan_mark(ctx)
+    return [p["_id"] for p in pages if needs_scan(p, mark)]
 
 
 def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None:
@@ -668,7 +669,7 @@ def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None
     and counted with this run (``pending_scans``). None when the page is scanned already.
     """
     page = ctx.db.pages.find_one({"url": url}, {"content_sha256": 1, "scanned_as": 1})
-    if page is None or not needs_scan(page, ctx.params.version):
+    if page is None or not needs_scan(page, scan_mark(ctx)):
         return None
     ctx.db.pages.update_one({"_id": page["_id"]}, {"$set": {"run_id": run_id}})
     return page["_id"]

@@ -36,6 +36,8 @@ occupies one pool process and delays no task behind it: a crawler worker runs up
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from celery import Celery
@@ -43,7 +45,9 @@ from celery.signals import setup_logging
 
 from .config import Settings
 from .logs import configure_logging
-from .servers import Endpoints, ensure_servers
+from .servers import Endpoints, ServerStartError, ensure_servers
+
+log = logging.getLogger(__name__)
 
 #: Every queue a copytrack worker consumes by default.
 QUEUES = ("ingest", "scan", "crawl", "maintenance")
@@ -98,11 +102,32 @@ def transport_options(visibility_timeout: int) -> dict[str, Any]:
     }
 
 
+def follow_valkey(urls: list[str]) -> Iterator[str]:
+    """kombu's failover strategy for the embedded Valkey: after each failed connection
+    attempt, where Valkey runs now (`ensure_servers` starts it again if it died, on its
+    port if that is free), so a worker whose broker died carries on by itself."""
+    yield urls[0]  # taken by kombu when it sets the connection up
+    while True:
+        try:
+            yield ensure_servers(Settings.from_env(), replace_unanswering=False).redis_url
+        except ServerStartError as err:
+            log.error("cannot start the embedded Valkey: %s", err)
+            yield urls[0]
+
+
 def configure(celery_app: Celery, endpoints: Endpoints, settings: Settings | None = None) -> None:
     """Point the app at the endpoints' Redis; call it before the app first connects."""
     settings = settings or Settings.from_env()
+    broker: dict[str, Any] = {"broker_url": endpoints.redis_url}
+    if settings.embedded_redis:
+        # kombu asks the failover strategy only for a broker with alternates: the same URL
+        # twice makes every failed connection attempt ask `follow_valkey`.
+        broker = {
+            "broker_url": f"{endpoints.redis_url};{endpoints.redis_url}",
+            "broker_failover_strategy": follow_valkey,
+        }
     celery_app.conf.update(
-        broker_url=endpoints.redis_url,
+        **broker,
         result_backend=endpoints.redis_url,
         broker_transport_options=transport_options(settings.visibility_timeout),
     )

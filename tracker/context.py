@@ -17,6 +17,7 @@ from pymongo.database import Database
 from fingerprinter import DEFAULT_PARAMS, FingerprintParams
 
 from .config import Settings
+from .generation import ensure as ensure_generation
 from .index import InvertedIndex, RedisIndex
 from .servers import Endpoints, ensure_servers
 from .store import ensure_indexes
@@ -42,11 +43,15 @@ def open_context(
     settings: Settings | None = None,
     params: FingerprintParams = DEFAULT_PARAMS,
     check_index: bool = True,
+    check_generation: bool = True,
 ) -> Context:
     """Connect (starting embedded servers when no URLs are configured) and check the index.
 
-    Raises ``IndexVersionMismatch`` when the index was built with other parameters
-    (``check_index=False`` is for ``reindex``, which rebuilds it).
+    Raises ``IndexVersionMismatch`` when the index was built with other parameters, and
+    ``tracker.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
+    another build). ``check_index=False`` is for ``reindex``, which rebuilds it;
+    ``check_generation=False`` for processes that outlive a lost index and leave the check
+    to each operation (`tracker.generation.require`).
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
@@ -59,12 +64,46 @@ def open_context(
     index = RedisIndex(
         redis_client, bucket_bits=settings.index_bucket_bits, fingerprint_bits=params.value_bits
     )
+    ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:
-        index.ensure_version(params.version)
-    return Context(settings, endpoints, db, redis_client, index, params)
+        try:
+            index.ensure_version(params.version)
+            if check_generation:
+                ensure_generation(ctx)
+        except BaseException:
+            ctx.close()
+            raise
+    return ctx
 
 
 @lru_cache(maxsize=1)
 def process_context() -> Context:
-    """The context of this process (Celery workers, the admin), opened on first use."""
-    return open_context()
+    """The context of this process (Celery workers, the admin, crawls), opened on first use.
+    Each operation checks the index generation (a scan refuses an index that is not the
+    library's), so that the process outlives a lost index and reports it."""
+    return open_context(check_generation=False)
+
+
+def _servers_moved(ctx: Context) -> bool:
+    return ensure_servers(ctx.settings, replace_unanswering=False) != ctx.endpoints
+
+
+def reconnected(ctx: Context) -> Context:
+    """After a connection failure in a long-running process: ``ctx`` again once the
+    embedded servers that died run again, each on its port, where ctx's clients reconnect
+    by themselves; or, if one had to take another port, a new context there (ctx is
+    closed). Configured servers are left to their operators."""
+    if not _servers_moved(ctx):
+        return ctx
+    ctx.close()
+    return open_context(ctx.settings, ctx.params, check_index=False)
+
+
+def follow_servers() -> None:
+    """`reconnected` for this process's context (Celery tasks): if a server moved, the
+    context is dropped and the next `process_context()` opens one where it is now."""
+    if not process_context.cache_info().currsize:
+        ensure_servers(Settings.from_env(), replace_unanswering=False)
+    elif _servers_moved(ctx := process_context()):
+        process_context.cache_clear()
+        ctx.close()

@@ -15,6 +15,9 @@ from .matcher import Match
 #: Workflow states a reviewer moves a finding through.
 STATUSES = ("new", "confirmed", "dismissed", "notice_sent", "removed", "licensed")
 _CLOSED = ("dismissed", "removed", "licensed")
+#: Set on a finding that a scan closed (``removed``): the status to reopen it with if the
+#: page copies the work again. A reviewer's change of status drops it.
+REOPEN_AS = "reopen_as"
 
 
 @dataclass(frozen=True)
@@ -73,25 +76,58 @@ def record_findings(
     if ops:
         result = ctx.db.findings.bulk_write(ops, ordered=False)
         new, updated = result.upserted_count, result.matched_count
-    gone = ctx.db.findings.update_many(
-        {
-            "page_id": page["_id"],
-            "master_id": {"$nin": [m.master.id for m in matches]},
-            "status": {"$nin": list(_CLOSED)},
-        },
-        {
-            "$set": {"status": "removed", "last_checked": now},
-            "$push": {
-                "history": {
-                    "at": now,
-                    "status": "removed",
-                    "by": "copytrack",
-                    "note": "the page no longer copies this work",
-                }
+        _reopen(ctx, page["_id"], [m.master.id for m in matches], now)
+    removed = _close_gone(ctx, page["_id"], [m.master.id for m in matches], now)
+    return RecordResult(new=new, updated=updated, removed=removed)
+
+
+def _history(status: str, at: datetime, note: str) -> dict[str, Any]:
+    return {"at": at, "status": status, "by": "copytrack", "note": note}
+
+
+def _ids_by(ctx: Context, query: dict[str, Any], field: str) -> dict[str, list[Any]]:
+    """Ids of the findings matching query, grouped by the value of field (usually none)."""
+    groups: dict[str, list[Any]] = {}
+    for finding in ctx.db.findings.find(query, {field: 1}):
+        groups.setdefault(finding[field], []).append(finding["_id"])
+    return groups
+
+
+def _close_gone(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> int:
+    """Mark ``removed`` the open findings of the page for works it no longer copies,
+    remembering each one's status to reopen it with."""
+    query = {"page_id": page_id, "master_id": {"$nin": matched}, "status": {"$nin": list(_CLOSED)}}
+    removed = 0
+    for status, ids in _ids_by(ctx, query, "status").items():
+        removed += ctx.db.findings.update_many(
+            {"_id": {"$in": ids}, "status": status},
+            {
+                "$set": {"status": "removed", "last_checked": now, REOPEN_AS: status},
+                "$push": {
+                    "history": _history("removed", now, "the page no longer copies this work")
+                },
             },
-        },
-    )
-    return RecordResult(new=new, updated=updated, removed=gone.modified_count)
+        ).modified_count
+    return removed
+
+
+def _reopen(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> None:
+    """Give findings that a scan closed their status back: the page copies the work again."""
+    query = {
+        "page_id": page_id,
+        "master_id": {"$in": matched},
+        "status": "removed",
+        REOPEN_AS: {"$exists": True},
+    }
+    for status, ids in _ids_by(ctx, query, REOPEN_AS).items():
+        ctx.db.findings.update_many(
+            {"_id": {"$in": ids}, "status": "removed"},
+            {
+                "$set": {"status": status, "last_checked": now},
+                "$unset": {REOPEN_AS: ""},
+                "$push": {"history": _history(status, now, "the page copies this work again")},
+            },
+        )
 
 
 def list_findings(

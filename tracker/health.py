@@ -2,14 +2,19 @@
 dict.
 
 `health(ctx)` is what `copytrack status` and the admin's ``/api/v1/health`` report;
-`server_health(ctx)`, its server probes alone, answers the load balancers' ``/healthz``.
-Every probe is bounded by ``timeout`` seconds, so a server that is down or hung makes the
-report say so instead of making the caller hang; `health` takes about ``timeout`` (the
-worker ping waits that long for replies) plus the servers' round trips.
+`server_health(ctx)` and `index_health(ctx)`, its server and index probes alone, answer the
+load balancers' ``/healthz``. A server probe writes and reads back a small record: a
+server that answers pings but cannot store anything (a full disk) is down for copytrack.
+The index probe is the generation check scans make (`tracker.generation`). Every probe is
+bounded by ``timeout`` seconds, so a server that is down or hung makes the report say so
+instead of making the caller hang; `health` takes about ``timeout`` (the worker ping waits
+that long for replies) plus the servers' round trips.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -24,6 +29,7 @@ from pymongo.errors import PyMongoError
 from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
 from .celery_app import QUEUES
 from .context import Context
+from .generation import inspect as inspect_index
 
 #: kombu's Redis hash of tasks delivered to a worker and not yet acknowledged.
 UNACKED_KEY = "unacked"
@@ -31,18 +37,23 @@ DEFAULT_TIMEOUT = 1.0
 #: Runs that have not ended: crawling, or waiting for their scans.
 OPEN_STATES = [*ACTIVE_STATES, "scanning"]
 MAX_CRAWLS = 100  # listed at most
+#: Where the probes write: a MongoDB collection (one document per host) and Redis keys
+#: (one per process, expiring).
+PROBE_COLLECTION = "health_probes"
+PROBE_KEY = "ct:health:{host}:{pid}"
 
 
 def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """Probe the installation of ``ctx``; returns a JSON-able report.
 
-    Keys: ``ok`` (both servers answer), ``checked_at``, ``servers`` (per server ``ok`` and
-    ``latency_ms``, or ``error``), ``queues`` (tasks waiting per queue), ``in_progress``
-    (delivered, not yet acknowledged), ``workers`` (names of the Celery workers that
-    answered a ping), ``crawls`` (the runs not yet ended, oldest first: campaign, run id,
-    state, start, worker, pages fetched, seconds since the crawl's last heartbeat),
-    ``last_scan_at`` (ISO time of the latest page scan) and ``problems`` (one sentence
-    each, empty when all is well). A figure that could not be read is None, with the
+    Keys: ``ok`` (both servers answer and the index is the library's), ``checked_at``,
+    ``servers`` (per server ``ok`` and ``latency_ms``, or ``error``), ``index`` (see
+    `index_health`; None while a server does not answer), ``queues`` (tasks waiting per
+    queue), ``in_progress`` (delivered, not yet acknowledged), ``workers`` (names of the
+    Celery workers that answered a ping), ``crawls`` (the runs not yet ended, oldest
+    first: campaign, run id, state, start, worker, pages fetched, seconds since the crawl's
+    last heartbeat), ``last_scan_at`` (ISO time of the latest page scan) and ``problems``
+    (one sentence each, empty when all is well). A figure that could not be read is None, with the
     reason in ``problems``.
     """
     servers = server_health(ctx, timeout)
@@ -51,6 +62,10 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     for name, server in servers.items():
         if not server["ok"]:
             problems.append(f"{name} does not answer: {server['error']}")
+    if all(server["ok"] for server in servers.values()):
+        report["index"] = index = index_health(ctx, timeout)
+        report["ok"] = report["ok"] and index["ok"]
+        problems += [f"index: {index[key]}" for key in ("error", "warning") if index.get(key)]
 
     if servers["redis"]["ok"]:
         try:
@@ -85,9 +100,30 @@ def server_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, d
     The quick part of `health` (no worker ping), for probes that run every few seconds.
     """
     return {
-        "mongo": _timed(lambda: _ping_mongo(ctx, timeout)),
-        "redis": _timed(lambda: _ping_redis(ctx, timeout)),
+        "mongo": _timed(lambda: _probe_mongo(ctx, timeout)),
+        "redis": _timed(lambda: _probe_redis(ctx, timeout)),
     }
+
+
+def index_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """Whether the index in Redis is the library's: ``ok``, the ``postings`` it holds and
+    the ``library_postings`` the library put in, and ``error`` (scans are refused: why,
+    and what to do) or ``warning`` (something to tidy) when there is one."""
+    try:
+        with pymongo.timeout(timeout):
+            state = inspect_index(ctx)
+    except (PyMongoError, redis.RedisError, OSError) as err:
+        return {"ok": False, "error": f"cannot be checked: {_describe(err)}"}
+    report: dict[str, Any] = {
+        "ok": state.problem is None,
+        "postings": state.index_postings,
+        "library_postings": state.library_postings,
+    }
+    if state.problem:
+        report["error"] = state.problem
+    if state.warning:
+        report["warning"] = state.warning
+    return report
 
 
 def unprobed(problem: str) -> dict[str, Any]:
@@ -103,6 +139,7 @@ def _report(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "ok": all(server["ok"] for server in servers.values()),
         "checked_at": datetime.now(UTC).isoformat(),
         "servers": servers,
+        "index": None,
         "queues": None,
         "in_progress": None,
         "workers": None,
@@ -125,11 +162,16 @@ def _timed(probe: Callable[[], object]) -> dict[str, Any]:
     return {"ok": True, "latency_ms": round((time.perf_counter() - start) * 1000, 2)}
 
 
-def _ping_mongo(ctx: Context, timeout: float) -> None:
+def _probe_mongo(ctx: Context, timeout: float) -> None:
     # The context's client waits 10 s for a server; a client-side timeout bounds the
-    # server selection and the command alike, and keeps the client's connection pool.
+    # server selection and the commands alike, and keeps the client's connection pool.
     with pymongo.timeout(timeout):
-        ctx.db.command("ping")
+        probes = ctx.db[PROBE_COLLECTION]
+        probes.update_one(
+            {"_id": socket.gethostname()}, {"$set": {"at": datetime.now(UTC)}}, upsert=True
+        )
+        if probes.find_one({"_id": socket.gethostname()}) is None:
+            raise OSError("a record just written cannot be read back")
 
 
 def _short_redis(ctx: Context, timeout: float) -> redis.Redis:
@@ -139,10 +181,14 @@ def _short_redis(ctx: Context, timeout: float) -> redis.Redis:
     )
 
 
-def _ping_redis(ctx: Context, timeout: float) -> None:
+def _probe_redis(ctx: Context, timeout: float) -> None:
     client = _short_redis(ctx, timeout)
     try:
-        client.ping()
+        key, stamp = PROBE_KEY.format(host=socket.gethostname(), pid=os.getpid()), str(time.time())
+        # Refused (MISCONF) once the server cannot write its append-only file.
+        client.set(key, stamp, ex=60)
+        if client.get(key) != stamp.encode():
+            raise OSError("a key just written cannot be read back")
     finally:
         client.close()
 

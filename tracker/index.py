@@ -8,7 +8,8 @@ Two interchangeable backends behind one interface (datasketch-style storage):
 RedisIndex layout (prefix ``ct:ix`` by default):
 
 - ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout`` (bucket and
-  fingerprint bits), ``postings`` and ``keys`` counters kept by the Lua scripts.
+  fingerprint bits), ``postings`` and ``keys`` counters kept by the Lua scripts, and
+  ``generation`` (see `tracker.generation`).
 - ``{prefix}:{bucket hex}``  HASH, one per bucket. A fingerprint is first mixed by a
   bijection of its ``fingerprint_bits`` (so skewed fingerprints still spread evenly); the
   top ``bucket_bits`` pick the bucket, the remaining bits, as big-endian bytes, are the field.
@@ -362,6 +363,15 @@ class InvertedIndex(ABC):
     def ensure_version(self, version: str) -> None:
         """Record version on an empty index; raise IndexVersionMismatch if it differs."""
 
+    @abstractmethod
+    def generation(self) -> tuple[str | None, int]:
+        """(the generation given by `set_generation`, the number of postings), both kept with
+        the postings and read in one round trip: (None, 0) once the index is cleared or lost."""
+
+    @abstractmethod
+    def set_generation(self, generation: str) -> None:
+        """Record which build of the index this is (`tracker.generation`)."""
+
     def lookup(self, fingerprints: Sequence[int]) -> list[tuple[int, ...]]:
         """Posting list (sorted master ids) of each fingerprint, in query order."""
         return [ids or () for ids in self._read(_as_ints(fingerprints), None)]
@@ -406,6 +416,7 @@ class MemoryIndex(InvertedIndex):
         self._lists: dict[int, set[int]] = {}
         self._postings = 0
         self._version: str | None = None
+        self._generation: str | None = None
 
     def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
         master_id = _check_master(master_id)
@@ -451,12 +462,19 @@ class MemoryIndex(InvertedIndex):
         self._lists.clear()
         self._postings = 0
         self._version = None
+        self._generation = None
 
     def ensure_version(self, version: str) -> None:
         if self._postings == 0:
             self._version = version
         elif self._version != version:
             raise IndexVersionMismatch("in-memory index", self._version, version)
+
+    def generation(self) -> tuple[str | None, int]:
+        return self._generation, self._postings
+
+    def set_generation(self, generation: str) -> None:
+        self._generation = generation
 
 
 def suggest_bucket_bits(distinct_fingerprints: int, fields_per_bucket: int = 400) -> int:
@@ -549,6 +567,13 @@ class RedisIndex(InvertedIndex):
     def clear(self) -> None:
         for batch in _batched(self._scan()):
             self.client.unlink(*batch)
+
+    def generation(self) -> tuple[str | None, int]:
+        generation, postings = self.client.hmget(self._meta, "generation", "postings")
+        return (generation.decode() if generation else None), int(postings or 0)
+
+    def set_generation(self, generation: str) -> None:
+        self.client.hset(self._meta, "generation", generation)
 
     def ensure_version(self, version: str) -> None:
         stored = self._ensure(keys=[self._meta], args=[version, self.layout])

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError
 from fingerprinter import index_array, to_letters
 
 from .context import Context
+from .generation import postings_added, postings_removing
 from .store import next_id
 
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
@@ -140,7 +141,7 @@ def _add_master(
     if existing is not None:
         old = masters.find_one({"_id": existing["_id"]}, {"text": 1})
         masters.update_one({"_id": existing["_id"]}, {"$set": doc})
-        ctx.index.remove(existing["_id"], fingerprint_values(ctx, old["text"]))
+        _unindex(ctx, existing["_id"], old["text"])
         _index(ctx, existing["_id"], text)
         return AddResult(external_id, existing["_id"], "updated")
     master_id = next_id(ctx.db, "masters")
@@ -155,10 +156,16 @@ def _add_master(
 
 def _index(ctx: Context, master_id: int, text: str) -> None:
     values = fingerprint_values(ctx, text)
-    ctx.index.add(master_id, values)
+    postings_added(ctx, ctx.index.add(master_id, values))
     ctx.db.masters.update_one(
         {"_id": master_id}, {"$set": {"state": "indexed", "fingerprints": len(values)}}
     )
+
+
+def _unindex(ctx: Context, master_id: int, text: str) -> None:
+    values = fingerprint_values(ctx, text)
+    postings_removing(ctx, len(values))
+    ctx.index.remove(master_id, values)
 
 
 def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
@@ -173,7 +180,7 @@ def remove_work(ctx: Context, key: str) -> list[str]:
     """Remove a work (or one master) and its postings; returns the external ids removed."""
     removed = []
     for master in find_masters(ctx, key):
-        ctx.index.remove(master["_id"], fingerprint_values(ctx, master["text"]))
+        _unindex(ctx, master["_id"], master["text"])
         ctx.db.masters.delete_one({"_id": master["_id"]})
         removed.append(master["external_id"])
     return removed

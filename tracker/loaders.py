@@ -1,12 +1,17 @@
 """Files → works for `copytrack library add`: .txt, .md, .html and JSONL, directories recurse.
 
-Each problem is reported as a ``LoadError`` naming the file (and line) and what to do;
-the other files and lines still load.
+Each work comes with where it was read (``file`` or ``file:line``), and each problem is
+reported as a ``LoadError`` naming the file (and line) and what to do; the other files and
+lines still load. Only regular files are read (a FIFO would block the reader forever), a
+folder that cannot be listed is reported, and two works given one id with different texts
+are reported (the first one loads): one id names one work.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +36,20 @@ class LoadError:
         return f"{self.where}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A work and where it was read (``file`` or ``file:line``), for messages about it."""
+
+    where: str
+    work: Work
+
+
 def _suffix(path: Path) -> str:
     name = path.name.lower()
     return ".jsonl.gz" if name.endswith(".jsonl.gz") else path.suffix.lower()
 
 
-def _work_from_object(obj: dict, where: str) -> Work | LoadError:
+def _work_from_object(obj: dict, where: str) -> Loaded | LoadError:
     text = obj.get("text")
     if not isinstance(text, str) or not text.strip():
         return LoadError(where, 'no "text": every line needs a non-empty "text" string')
@@ -44,10 +57,10 @@ def _work_from_object(obj: dict, where: str) -> Work | LoadError:
     known = {"id", "text", *METADATA_FIELDS}
     extra = {key: value for key, value in obj.items() if key not in known}
     external_id = str(obj["id"]) if obj.get("id") is not None else None
-    return Work(text=text, external_id=external_id, extra=extra, **metadata)
+    return Loaded(where, Work(text=text, external_id=external_id, extra=extra, **metadata))
 
 
-def _load_file(path: Path) -> Iterator[Work | LoadError]:
+def _load_file(path: Path) -> Iterator[Loaded | LoadError]:
     suffix = _suffix(path)
     if suffix in JSONL_SUFFIXES:
         for item in read_jsonl(path):
@@ -72,34 +85,82 @@ def _load_file(path: Path) -> Iterator[Work | LoadError]:
     if not text.strip():
         yield LoadError(str(path), "no text found in the file")
         return
-    yield Work(text=text, external_id=path.stem, title=path.stem, source=str(path))
+    yield Loaded(
+        str(path), Work(text=text, external_id=path.stem, title=path.stem, source=str(path))
+    )
+
+
+_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES)
+
+
+def _regular(path: Path) -> LoadError | None:
+    """None for a regular file (or a link to one); else why it is not read."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        return LoadError(str(path), f"cannot read: {err.strerror or err}")
+    if stat.S_ISREG(mode):
+        return None
+    return LoadError(str(path), "not a regular file (a FIFO, socket or device): skipped")
 
 
 def _files(path: Path) -> Iterator[Path | LoadError]:
     if path.is_dir():
-        for root, dirs, names in os.walk(path):
+        unreadable: list[OSError] = []  # folders the walk could not list, as it meets them
+        for root, dirs, names in os.walk(path, onerror=unreadable.append):
+            yield from _unreadable(unreadable)
             dirs.sort()
             for name in sorted(names):
                 child = Path(root) / name
-                if _suffix(child) in (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES):
-                    yield child
-    elif path.is_file():
-        if _suffix(path) in (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES):
-            yield path
-        else:
-            yield LoadError(str(path), "unsupported file type: use .txt, .md, .html or .jsonl")
-    else:
+                if _suffix(child) in _SUFFIXES:
+                    yield _regular(child) or child
+        yield from _unreadable(unreadable)
+    elif not path.exists():
         yield LoadError(str(path), "no such file or directory")
+    elif problem := _regular(path):
+        yield problem
+    elif _suffix(path) in _SUFFIXES:
+        yield path
+    else:
+        yield LoadError(str(path), "unsupported file type: use .txt, .md, .html or .jsonl")
 
 
-def load_works(paths: Iterable[Path]) -> Iterator[Work | LoadError]:
+def _unreadable(errors: list[OSError]) -> Iterator[LoadError]:
+    while errors:
+        err = errors.pop(0)
+        yield LoadError(
+            str(err.filename), f"cannot read the folder ({err.strerror}): its works were not added"
+        )
+
+
+def load_works(paths: Iterable[Path]) -> Iterator[Loaded | LoadError]:
     """Works from files and directories (recursively), with a LoadError for each problem."""
+    seen: dict[str, tuple[bytes, str]] = {}  # id -> (digest of its text, where it was read)
     for path in paths:
         for file in _files(Path(path)):
             if isinstance(file, LoadError):
                 yield file
                 continue
             try:
-                yield from _load_file(file)
+                for item in _load_file(file):
+                    yield item if isinstance(item, LoadError) else _first_of_its_id(item, seen)
             except OSError as err:
                 yield LoadError(str(file), f"cannot read: {err.strerror or err}")
+
+
+def _first_of_its_id(item: Loaded, seen: dict[str, tuple[bytes, str]]) -> Loaded | LoadError:
+    """The item, unless an earlier one had its id and another text."""
+    external_id = item.work.external_id
+    if external_id is None:
+        return item
+    digest = hashlib.blake2b(
+        item.work.text.encode("utf-8", "surrogatepass"), digest_size=16
+    ).digest()
+    first = seen.setdefault(external_id, (digest, item.where))
+    if first[0] == digest:
+        return item
+    return LoadError(
+        item.where,
+        f"id {external_id!r} was already given another text at {first[1]}: not added "
+        f"(give each work its own id)",
+    )

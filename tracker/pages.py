@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +14,7 @@ from bson import Binary, ObjectId
 
 from .context import Context
 from .findings import RecordResult, record_findings
+from .generation import current, require
 from .matcher import match_text
 from .workflow import suppress_licensed
 
@@ -92,25 +93,37 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     return before["_id"], before.get("content_sha256") != content_sha
 
 
-def needs_scan(page: Mapping[str, Any], version: str) -> bool:
-    """Whether a page's current text was never scanned with fingerprint ``version``."""
-    return page.get("scanned_as") != [page.get("content_sha256"), version]
+def scan_mark(ctx: Context) -> list[str]:
+    """What a scan is done with: the fingerprint parameters and the index generation."""
+    return [ctx.params.version, current(ctx)]
+
+
+def needs_scan(page: Mapping[str, Any], mark: Sequence[str]) -> bool:
+    """Whether a page's current text was never scanned with this `scan_mark`."""
+    return page.get("scanned_as") != [page.get("content_sha256"), *mark]
 
 
 def unscanned_pages(ctx: Context, campaign: str | None = None) -> list[ObjectId]:
-    """Pages (of the campaign) whose current text was not scanned with ctx's parameters:
-    their scan was lost (a Redis crash, a dead worker) or the parameters changed."""
+    """Pages (of the campaign) whose current text was not scanned with ctx's parameters
+    against the library's index generation: their scan was lost (a Redis crash, a dead
+    worker, an index that was not the library's) or the parameters changed."""
     query = {} if campaign is None else {"campaign": campaign}
     pages = ctx.db.pages.find(query, {"content_sha256": 1, "scanned_as": 1})
-    return [page["_id"] for page in pages if needs_scan(page, ctx.params.version)]
+    mark = scan_mark(ctx)
+    return [page["_id"] for page in pages if needs_scan(page, mark)]
 
 
 def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResult:
-    """Match a stored page against the library and record its findings (idempotent)."""
+    """Match a stored page against the library and record its findings (idempotent).
+
+    Raises `tracker.generation.IndexNotReady`, before reading anything, when the index is
+    not the library's: a scan against it would close real findings.
+    """
+    mark = [ctx.params.version, require(ctx)]
     page = ctx.db.pages.find_one({"_id": page_id})
     if page is None:
         raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
-    if not force and not needs_scan(page, ctx.params.version):
+    if not force and not needs_scan(page, mark):
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
     matches = match_text(ctx, page.get("text") or "")
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
@@ -119,7 +132,7 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         {"_id": page_id},
         {
             "$set": {
-                "scanned_as": [page.get("content_sha256"), ctx.params.version],
+                "scanned_as": [page.get("content_sha256"), *mark],
                 "scanned_at": datetime.now(UTC),
                 "matches": len(matches),
             }

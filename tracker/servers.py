@@ -11,8 +11,9 @@ a free port, with everything under the data directory::
 
 The servers are started in their own session so they outlive the command that
 started them; later invocations find them through ``servers.json`` and reuse them
-if they are alive and answer. SecantusDB is GPL-2.0, so it is only ever run as a
-separate process (``secantusd-py``), never imported.
+if they are alive and answer. A server that died is started again on the port it had,
+so every process still holding its URL reconnects on its own. SecantusDB is GPL-2.0, so
+it is only ever run as a separate process (``secantusd-py``), never imported.
 
 This module is about processes only; client helpers live elsewhere.
 """
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.config import Settings
+from tracker.failures import data_dir_error
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ VALKEY = "valkey"
 MONGO = "mongo"
 _STATE_VERSION = 1
 _POLL = 0.05
+_PROBE = "copytrack_probe"  # collection read to tell a working SecantusDB from a broken one
 
 
 class ServerStartError(RuntimeError):
@@ -138,6 +141,9 @@ def _mongo_cmd(port: int, data_dir: Path) -> list[str]:
         "--port", str(port),
         "--storage-path", str(data_dir / MONGO),
         "--standalone",
+        # Fsync the log at every commit: without it a kill -9 loses writes the server had
+        # already acknowledged (tens per kill under an insert loop, measured).
+        "--sync-on-commit",
     ]  # fmt: skip
 
 
@@ -162,7 +168,11 @@ def _mongo_answers(url: str, timeout: float) -> bool:
         url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=ms
     )
     try:
-        return client.admin.command("ping").get("ok") == 1
+        # A read, not only a ping: once its storage failed (a full disk) SecantusDB still
+        # answers pings but fails every query, and must be restarted.
+        client.admin.command("ping")
+        client.admin[_PROBE].find_one()
+        return True
     except pymongo.errors.PyMongoError:
         return False
     finally:
@@ -385,6 +395,12 @@ def _port_open(port: int) -> bool:
         return s.connect_ex((HOST, port)) == 0
 
 
+def _last_line(tail: str) -> str:
+    """The last line a server logged, for a one-line error (its log has the rest)."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return f"it logged: {lines[-1][:200]}" if lines else "it logged nothing"
+
+
 def _log_tail(path: Path, offset: int, lines: int = 15) -> str:
     try:
         with open(path, "rb") as fh:
@@ -406,12 +422,27 @@ class _Launch:
     cmd: list[str]
 
 
-def _launch(spec: _Spec, data_dir: Path) -> _Launch:
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the servers bind: a port whose old connections linger in TIME_WAIT is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _launch(spec: _Spec, data_dir: Path, port: int | None = None) -> _Launch:
+    """Start the server on port (its recorded one) if that is free, else on a free port."""
     (data_dir / spec.name).mkdir(parents=True, exist_ok=True)
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{spec.name}.log"
-    port = free_port()
+    if port is None or not _port_free(port):
+        if port is not None:
+            log.warning("port %d of %s is taken; starting it on another one", port, spec.name)
+        port = free_port()
     cmd = spec.command(port, data_dir)
     started_at = time.time()
     with open(log_path, "ab") as out:
@@ -449,8 +480,8 @@ def _await_ready(launch: _Launch, deadline: float) -> bool:
             if "already in use" in tail:
                 return False  # lost a race for the free port: caller retries
             raise ServerStartError(
-                f"embedded {spec.name} server exited with code {rc} during startup; "
-                f"read {launch.log_path}. Last lines:\n{tail}"
+                f"embedded {spec.name} server exited with code {rc} during startup "
+                f"({_last_line(tail)}); read {launch.log_path}"
             )
         if _port_open(launch.port) and spec.answers(url, 1.0):
             return True
@@ -459,17 +490,22 @@ def _await_ready(launch: _Launch, deadline: float) -> bool:
             tail = _log_tail(launch.log_path, launch.log_offset)
             raise ServerStartError(
                 f"embedded {spec.name} server (pid {proc.pid}) did not answer on "
-                f"{HOST}:{launch.port} in time; read {launch.log_path}. Last lines:\n{tail}"
+                f"{HOST}:{launch.port} in time ({_last_line(tail)}); read {launch.log_path}"
             )
         time.sleep(_POLL)
 
 
-def _start(names: list[str], data_dir: Path, timeout: float) -> dict[str, dict[str, Any]]:
-    """Start the named servers in parallel and wait until all of them answer."""
+def _start(
+    names: list[str], data_dir: Path, timeout: float, ports: dict[str, int]
+) -> dict[str, dict[str, Any]]:
+    """Start the named servers in parallel (on their ``ports`` if free) and wait until all
+    of them answer."""
     deadline = time.monotonic() + timeout
-    launches = [_launch(_SPECS[n], data_dir) for n in names]
+    launches: list[_Launch] = []
     started: dict[str, dict[str, Any]] = {}
     try:
+        for name in names:
+            launches.append(_launch(_SPECS[name], data_dir, ports.get(name)))
         for first in list(launches):
             launch = first
             for _attempt in range(3):
@@ -507,14 +543,19 @@ def _answers(spec: _Spec, entry: dict[str, Any], timeout: float) -> bool:
 # --------------------------------------------------------------------------- public API
 
 
-def ensure_servers(settings: Settings, timeout: float = 60.0) -> Endpoints:
+def ensure_servers(
+    settings: Settings, timeout: float = 60.0, replace_unanswering: bool = True
+) -> Endpoints:
     """Return endpoints, starting or reusing embedded servers for unset URLs.
 
     Configured URLs are returned as they are. For the others, servers recorded in
     DATA/servers.json are reused if alive and answering; otherwise (stale state after
-    a reboot or kill -9) fresh ones are started and the state file rewritten.
-    Raises ServerStartError, naming the log file, if a server does not come up
-    within ``timeout`` seconds.
+    a reboot or kill -9) they are started again, each on the port it had if that is
+    free, and the state file rewritten. A server alive but not answering is replaced,
+    unless ``replace_unanswering`` is False (a busy worker must not kill a server that
+    is only slow). Raises ServerStartError, naming the log file, if a server does not
+    come up within ``timeout`` seconds, or naming the data dir if it cannot be written
+    (servers started meanwhile are stopped again: none runs unrecorded).
     """
     needed = [n for n, url in ((MONGO, settings.mongo_url), (VALKEY, settings.redis_url))
               if url is None]  # fmt: skip
@@ -523,28 +564,80 @@ def ensure_servers(settings: Settings, timeout: float = 60.0) -> Endpoints:
         return Endpoints(settings.mongo_url, settings.redis_url, embedded=False)
 
     data_dir = Path(settings.data_dir).resolve()
-    with _locked(data_dir):
-        servers = _read_state(data_dir)
-        to_start: list[str] = []
-        for name in needed:
-            spec, entry = _SPECS[name], servers.get(name)
-            if entry is not None and _is_running(entry, spec):
-                if _answers(spec, entry, 2.0):
-                    continue
-                # Alive but not answering (hung): it still holds the data files, so it
-                # must go before a fresh one can open them.
-                log.warning("%s (pid %s) does not answer; restarting it", name, entry["pid"])
-                _terminate({int(entry["pid"]): int(entry["port"])}, 10.0)
-            to_start.append(name)
-        if to_start:
-            servers.update(_start(to_start, data_dir, timeout))
-            _write_state(data_dir, servers)
+    try:
+        with _locked(data_dir):
+            servers = _read_state(data_dir)
+            to_start = [
+                name
+                for name in needed
+                if _needs_start(name, servers.get(name), replace_unanswering)
+            ]
+            if to_start:
+                ports = {name: int(servers[name]["port"]) for name in to_start if name in servers}
+                started = _start(to_start, data_dir, timeout, ports)
+                servers.update(started)
+                _record(data_dir, servers, started)
+    except OSError as err:
+        raise ServerStartError(data_dir_error(data_dir, err)) from err
 
     return Endpoints(
         mongo_url=settings.mongo_url or str(servers[MONGO]["url"]),
         redis_url=settings.redis_url or str(servers[VALKEY]["url"]),
         embedded=True,
     )
+
+
+def _needs_start(name: str, entry: dict[str, Any] | None, replace_unanswering: bool) -> bool:
+    spec = _SPECS[name]
+    if entry is None or not _is_running(entry, spec):
+        return True
+    if not replace_unanswering or _answers(spec, entry, 2.0):
+        return False
+    # Alive but not answering (hung, or its storage failed): it still holds the data
+    # files, so it must go before a fresh one can open them.
+    log.warning("%s (pid %s) does not answer; restarting it", name, entry["pid"])
+    _terminate({int(entry["pid"]): int(entry["port"])}, 10.0)
+    return True
+
+
+# Servers this process started, by data dir: name -> pid (`stop_started_servers`).
+_STARTED_HERE: dict[Path, dict[str, int]] = {}
+
+
+def _record(
+    data_dir: Path, servers: dict[str, dict[str, Any]], started: dict[str, dict[str, Any]]
+) -> None:
+    """Write the state file; if it cannot be written, stop the servers just started."""
+    try:
+        _write_state(data_dir, servers)
+    except OSError:
+        _terminate({int(e["pid"]): int(e["port"]) for e in started.values()}, 5.0)
+        raise
+    _STARTED_HERE.setdefault(data_dir, {}).update(
+        {name: int(entry["pid"]) for name, entry in started.items()}
+    )
+
+
+def stop_started_servers(data_dir: Path | str) -> list[str]:
+    """Stop the embedded servers this process started in data_dir (a command that failed
+    leaves none running behind it); returns their names."""
+    data_dir = Path(data_dir).resolve()
+    mine = _STARTED_HERE.pop(data_dir, {})
+    if not mine:
+        return []
+    stopped = []
+    with _locked(data_dir):
+        servers = _read_state(data_dir)
+        for name, pid in mine.items():
+            entry = servers.get(name)
+            if entry is not None and entry["pid"] == pid and _is_running(entry, _SPECS[name]):
+                _terminate({pid: int(entry["port"])}, 15.0)
+                stopped.append(name)
+        for name in stopped:
+            del servers[name]
+        with contextlib.suppress(OSError):  # the disk may be full: the entries are stale then
+            _write_state(data_dir, servers)
+    return stopped
 
 
 def stop_servers(data_dir: Path | str, timeout: float = 15.0) -> bool:

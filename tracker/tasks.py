@@ -12,23 +12,29 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
-import redis
 from bson import ObjectId
 from celery import Task
 from celery.result import AsyncResult
 from celery.signals import worker_shutting_down
-from pymongo.errors import ConnectionFailure
 
-from . import campaigns, library, pages
+from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app
-from .context import open_context, process_context
+from .context import follow_servers, open_context, process_context
+from .failures import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 
-# ConnectionFailure covers pymongo's AutoReconnect and ServerSelectionTimeoutError.
-CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionFailure)
+
+class FollowingTask(Task):
+    """A task that, when a connection failed, finds the servers again before its retry."""
+
+    def on_retry(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, CONNECTION_ERRORS):
+            follow_servers()
+
 
 _RETRY: dict[str, Any] = {
+    "base": FollowingTask,
     "autoretry_for": CONNECTION_ERRORS,
     "retry_backoff": 2,  # 2, 4, 8 … s (with jitter): rides out a restart or a failover
     # A retry waits out its countdown in a worker, unacknowledged: a countdown longer than
@@ -48,6 +54,11 @@ def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
     ctx, oid = process_context(), ObjectId(page_id)
     try:
         result = pages.scan_page(ctx, oid, force=force)
+    except generation.IndexNotReady as err:
+        # Retrying cannot help until someone rebuilds the index; the page stays unscanned,
+        # and `copytrack rescan` queues it again then.
+        log.error("scan of page %s refused: %s", page_id, err)
+        return {"page_id": page_id, "scanned": False, "refused": str(err)}
     except LookupError:
         # KeyError and IndexError are LookupErrors too: only a missing page is expected.
         if ctx.db.pages.count_documents({"_id": oid}, limit=1):
@@ -67,8 +78,11 @@ def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
 
 @app.task(name="tracker.ingest_work", **_RETRY)
 def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
-    """Register a work given as the fields of `tracker.library.Work` (``asdict(work)``)."""
-    results = library.add_work(process_context(), library.Work(**work))
+    """Register a work given as the fields of `tracker.library.Work` (``asdict(work)``);
+    refused (`IndexNotReady`) while the index is not the library's."""
+    ctx = process_context()
+    generation.require(ctx)
+    results = library.add_work(ctx, library.Work(**work))
     return [
         {"external_id": r.external_id, "master_id": r.master_id, "status": r.status}
         for r in results
@@ -82,7 +96,7 @@ def reindex() -> dict[str, Any]:
     # exactly what a reindex is for.
     ctx = open_context(check_index=False)
     try:
-        count = library.reindex(ctx)
+        count = generation.rebuild(ctx, library.reindex)
         stats = ctx.index.stats()
     finally:
         ctx.close()

@@ -19,7 +19,7 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 
 from .context import Context
-from .findings import STATUSES
+from .findings import REOPEN_AS, STATUSES
 from .reports import Passage, domain_query, invalidate_dashboard, passages
 
 #: Where a reviewer may move a finding from each status.
@@ -63,6 +63,8 @@ def _move(status: str, by: str, note: str | None) -> dict[str, Any]:
     """The update that moves a finding to ``status`` and records it in the history."""
     return {
         "$set": {"status": status, "status_at": _now()},
+        # A status someone chose: a later scan must not put back the one copytrack closed.
+        "$unset": {REOPEN_AS: ""},
         "$push": {"history": _entry(status, by, note)},
     }
 

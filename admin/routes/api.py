@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tracker.campaigns import CampaignBusy
 from tracker.health import health
 from tracker.library import Work
+from tracker.loaders import Loaded
 from tracker.matcher import match_text
 from tracker.reports import find_findings, parse_filter, parse_object_id
 from tracker.workflow import FindingNotFound, WorkflowError, set_status
@@ -169,10 +170,21 @@ class ServerHealthOut(BaseModel):
     error: str | None = None
 
 
+class IndexHealthOut(BaseModel):
+    ok: bool
+    postings: int | None = None
+    library_postings: int | None = None
+    error: str | None = None
+    warning: str | None = None
+
+
 class HealthOut(BaseModel):
-    ok: bool = Field(description="MongoDB and Redis both answer.")
+    ok: bool = Field(description="MongoDB and Redis both answer; the index is the library's.")
     checked_at: datetime
     servers: dict[str, ServerHealthOut] = Field(description="mongo and redis.")
+    index: IndexHealthOut | None = Field(
+        description="Whether the index in Redis is the library's (null: a server is down)."
+    )
     queues: dict[str, int] | None = Field(description="Tasks waiting per queue.")
     in_progress: int | None = Field(description="Tasks delivered, not yet acknowledged.")
     workers: list[str] | None = Field(description="Celery workers that answered a ping.")
@@ -259,16 +271,19 @@ def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
 )
 def add_works(request: Request, user: Reviewer, body: WorksIn) -> Any:
     works = [
-        Work(
-            text=w.text,
-            external_id=w.id,
-            title=w.title,
-            author=w.author,
-            lang=w.lang,
-            kind=w.kind,
-            source=w.source or "api",
+        Loaded(
+            w.id or f"works[{n}]",
+            Work(
+                text=w.text,
+                external_id=w.id,
+                title=w.title,
+                author=w.author,
+                lang=w.lang,
+                kind=w.kind,
+                source=w.source or "api",
+            ),
         )
-        for w in body.works
+        for n, w in enumerate(body.works)
     ]
     intake = register(app_context(request), works)
     out = WorksOut(

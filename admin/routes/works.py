@@ -20,6 +20,7 @@ from tracker.loaders import (
     JSONL_SUFFIXES,
     MAX_FILE_BYTES,
     TEXT_SUFFIXES,
+    Loaded,
     LoadError,
     load_works,
 )
@@ -43,7 +44,7 @@ class Intake:
 
 
 def register(
-    ctx: Context, items: Iterable[Work | LoadError], intake: Intake | None = None
+    ctx: Context, items: Iterable[Loaded | LoadError], intake: Intake | None = None
 ) -> Intake:
     """Add works to the library; problems are collected, the other works still go in."""
     intake = intake or Intake()
@@ -52,11 +53,11 @@ def register(
             intake.errors.append(str(item))
             continue
         try:
-            results = add_work(ctx, item)
+            results = add_work(ctx, item.work)
         except ValueError as err:
-            intake.errors.append(f"{item.source or item.external_id or 'text'}: {err}")
+            intake.errors.append(f"{item.where}: {err}")
             continue
-        intake.results += [(result, item.title or "") for result in results]
+        intake.results += [(result, item.work.title or "") for result in results]
     return intake
 
 
@@ -65,7 +66,7 @@ def _safe_name(filename: str) -> str:
     return name[:120]
 
 
-def _loaded(upload: UploadFile, folder: Path) -> Iterable[Work | LoadError]:
+def _loaded(upload: UploadFile, folder: Path) -> Iterable[Loaded | LoadError]:
     """The works of one uploaded file, through the CLI's loaders (same validation)."""
     shown = upload.filename or "upload"
     name = _safe_name(shown)
@@ -82,11 +83,12 @@ def _loaded(upload: UploadFile, folder: Path) -> Iterable[Work | LoadError]:
                 return
             out.write(chunk)
     for item in load_works([path]):
+        # The reviewer knows the file by its own name, not by our temporary path.
+        where = item.where.replace(str(path), shown)
         if isinstance(item, LoadError):
-            # The reviewer knows the file by its own name, not by our temporary path.
-            yield LoadError(item.where.replace(str(path), shown), item.reason)
+            yield LoadError(where, item.reason)
         else:
-            yield dataclasses.replace(item, source=f"upload:{shown}")
+            yield Loaded(where, dataclasses.replace(item.work, source=f"upload:{shown}"))
 
 
 @router.get("/works")
@@ -164,7 +166,7 @@ def upload(
             author=author.strip() or None,
             source="upload:pasted",
         )
-        register(ctx, [work], intake)
+        register(ctx, [Loaded(work.external_id or "pasted text", work)], intake)
     if not intake.results and not intake.errors:
         intake.errors.append("nothing to add: choose files or paste a text")
     return render(

@@ -27,7 +27,9 @@ from tracker.campaigns import (
     wait_for_run,
 )
 from tracker.config import Settings
-from tracker.context import open_context
+from tracker.context import Context, open_context, reconnected
+from tracker.failures import CONNECTION_ERRORS
+from tracker.servers import ServerStartError
 
 from .ops import interrupt_on_termination, recorded
 
@@ -217,19 +219,26 @@ def scheduler(interval: float) -> None:
         click.echo(f"scheduler: looking at the campaigns every {interval:g} s")
         try:
             while True:
-                _tick(ctx)
+                ctx = _tick(ctx)
                 time.sleep(interval)
         except KeyboardInterrupt:
             click.echo("scheduler stopped")
 
 
-def _tick(ctx: Any) -> None:
+def _tick(ctx: Context) -> Context:
+    """One look at the campaigns; the context to use next (another if a server moved)."""
     try:
         for run_id in run_due_campaigns(ctx, datetime.now(UTC)):
             click.echo(f"started scheduled run {run_id}")
         refresh_runs(ctx)
     except Exception as err:  # a server restarting must not end the scheduler
         click.echo(f"scheduler: tick failed ({type(err).__name__}: {err}); retrying", err=True)
+        if isinstance(err, CONNECTION_ERRORS):
+            try:
+                return reconnected(ctx)
+            except ServerStartError as start_error:
+                click.echo(f"scheduler: {start_error}; retrying", err=True)
+    return ctx
 
 
 # --------------------------------------------------------------------------- display

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import click
 from tqdm import tqdm
 
 from tracker.context import open_context
+from tracker.durability import wait_durable
+from tracker.generation import rebuild
+from tracker.generation import require as require_index
 from tracker.library import add_work, list_masters, remove_work
 from tracker.library import reindex as rebuild_index
 from tracker.loaders import LoadError, load_works
@@ -19,6 +23,12 @@ from tracker.loaders import LoadError, load_works
 @click.group()
 def library() -> None:
     """Manage the master library: the works copytrack protects."""
+
+
+#: Results are printed in batches, each once its works are on disk: at most this many
+#: works or this many seconds after the first one waiting.
+REPORT_EVERY_WORKS = 200
+REPORT_EVERY_SECONDS = 0.5
 
 
 @library.command()
@@ -33,11 +43,23 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
 
     JSONL lines need "text"; "id", "title", "author", "lang", "kind" are kept. Re-adding the
     same text changes nothing. Each result goes to stdout as
-    `STATUS<TAB>ID<TAB>TITLE`; problems go to stderr with file and line, and the rest still
-    goes in. Exit status 1 if anything failed.
+    `STATUS<TAB>ID<TAB>TITLE`, once the work is on disk (a server killed or a full disk
+    loses nothing that was printed); problems go to stderr with file and line, and the
+    rest still goes in. Exit status 1 if anything failed; 2 if a server failed (one line
+    says which, and what to do; what was printed is saved, the rest is not).
     """
     ctx = open_context()
     counts: Counter[str] = Counter()
+    waiting: list[str] = []  # result lines of works not yet known to be on disk
+    since = time.monotonic()
+
+    def report() -> None:
+        if waiting:
+            wait_durable(ctx)
+            require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
+            click.echo("\n".join(waiting))
+            waiting.clear()
+
     show = sys.stderr.isatty() if progress is None else progress
     with tqdm(desc="adding works", unit="work", disable=not show, file=sys.stderr) as bar:
         for item in load_works(paths):
@@ -47,16 +69,25 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
                 tqdm.write(f"error: {item}", file=sys.stderr)
                 continue
             try:
-                results = add_work(ctx, item)
+                results = add_work(ctx, item.work)
             except ValueError as err:
                 counts["failed"] += 1
-                where = item.source or item.external_id or "(work)"
-                tqdm.write(f"error: {where}: {err}", file=sys.stderr)
+                tqdm.write(f"error: {item.where}: {err}", file=sys.stderr)
                 continue
+            if not waiting:
+                since = time.monotonic()
             for result in results:
                 counts[result.status] += 1
                 detail = f"\t{result.detail}" if result.detail else ""
-                click.echo(f"{result.status}\t{result.external_id}\t{item.title or ''}{detail}")
+                waiting.append(
+                    f"{result.status}\t{result.external_id}\t{item.work.title or ''}{detail}"
+                )
+            if (
+                len(waiting) >= REPORT_EVERY_WORKS
+                or time.monotonic() - since >= REPORT_EVERY_SECONDS
+            ):
+                report()
+        report()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing"
     click.echo(f"library add: {summary}", err=True)
     sys.exit(1 if counts["failed"] else 0)
@@ -106,7 +137,11 @@ def rm(work_id: str) -> None:
 
 @click.command()
 def reindex() -> None:
-    """Rebuild the Redis index from the library in MongoDB (after a Redis loss or upgrade)."""
+    """Rebuild the Redis index from the library in MongoDB (after a Redis loss or upgrade).
+
+    The rebuilt index is a new generation: scans are refused while it is being built, and
+    `copytrack rescan` afterwards scans the stored pages again against it.
+    """
     ctx = open_context(check_index=False)
     total = ctx.db.masters.estimated_document_count()
     with tqdm(
@@ -116,9 +151,11 @@ def reindex() -> None:
         file=sys.stderr,
         disable=not sys.stderr.isatty(),
     ) as bar:
-        count = rebuild_index(ctx, progress=bar.update)
+        count = rebuild(ctx, lambda c: rebuild_index(c, progress=bar.update))
     stats = ctx.index.stats()
     click.echo(
         f"reindexed {count} masters: {stats.postings} postings, "
         f"{stats.bytes_per_posting:.1f} bytes/posting"
     )
+    if pages := ctx.db.pages.estimated_document_count():
+        click.echo(f"{pages} stored pages were scanned with the old index: run `copytrack rescan`")

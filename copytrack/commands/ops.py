@@ -350,14 +350,10 @@ def up(concurrency: int | None, admin_port: int) -> None:
     code = 0
     try:
         with recorded(settings.data_dir, "up"):
-            endpoints = ensure_servers(settings)
-            # Children get the URLs, so they never start or look for servers themselves.
-            env = dict(
-                os.environ,
-                COPYTRACK_MONGO_URL=endpoints.mongo_url,
-                COPYTRACK_REDIS_URL=endpoints.redis_url,
-                COPYTRACK_DATA_DIR=str(settings.data_dir),
-            )
+            ensure_servers(settings)
+            # Children find the embedded servers as any command does, through the data
+            # dir's state file: so they follow a server that died and came back.
+            env = dict(os.environ, COPYTRACK_DATA_DIR=str(settings.data_dir))
             for name, args in _services(concurrency, admin_port, settings.crawl_dispatch):
                 children.append(_start_child(name, args, env))
             _print_stack(settings, children)
@@ -448,7 +444,8 @@ def _servers_section(settings: Settings, found: _Found) -> None:
 
 def _status_context(settings: Settings, found: _Found) -> Context | None:
     """A Context on the servers found (answering or not: health() tells), connecting lazily
-    and writing nothing; None when an embedded server is not running at all."""
+    and writing nothing but health's probe records; None when an embedded server is not
+    running at all."""
     urls = {
         name: configured or server.url for name, configured, server in found if configured or server
     }

@@ -1,0 +1,127 @@
+"""What the fault tests share: pages that copy works, scans sent to the queue, the servers of
+a data dir, and `copytrack` run as a user runs it, with its one-line failures."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bson import ObjectId
+from celery import Celery
+
+from copytrack.commands.ops import COPYTRACK_COMMAND
+from testbed import attacks
+from tests.processes import clean_env, wait_until
+from tracker.celery_app import ROUTES
+from tracker.config import Settings
+from tracker.context import Context
+from tracker.pages import PageInput, store_page
+from tracker.servers import ServerStatus, server_status
+
+#: `copytrack worker` on the scan queue.
+SCAN_WORKER = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]
+
+
+def embedded_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a process on the embedded servers of settings' data dir: no URLs,
+    so it finds them (and follows them) through the data dir, as a user's processes do."""
+    return clean_env(
+        COPYTRACK_DATA_DIR=str(settings.data_dir), COPYTRACK_MONGO_DB=settings.mongo_db, **extra
+    )
+
+
+def copytrack(
+    args: list[str], env: dict[str, str], timeout: float = 120, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """`copytrack ARGS` as its own process, as a user runs it."""
+    return subprocess.run(
+        [*COPYTRACK_COMMAND, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kwargs,
+    )
+
+
+def one_line_failure(done: subprocess.CompletedProcess[str], *words: str) -> str:
+    """The command failed with one line and no traceback; returns that line, which must
+    contain every one of words."""
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("copytrack: ")]
+    assert len(lines) == 1, done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def send_scans(redis_url: str, page_ids: list[ObjectId]) -> None:
+    """Queue scans as tracker.tasks.enqueue_scan does (same task name, same route), through
+    a Celery app of the test's own: the module-level app keeps its first broker."""
+    sender = Celery("fault-tests", broker=redis_url, set_as_current=False)
+    sender.conf.task_routes = ROUTES
+    try:
+        for page_id in page_ids:
+            sender.send_task("tracker.scan_page", args=[str(page_id)])
+    finally:
+        sender.close()
+
+
+def pirate_copies(works: list[str], per_work: int, seed: int = 3) -> list[str]:
+    """``per_work`` pirated copies of each work: ads sprinkled in, each copy differently."""
+    rng = random.Random(seed)
+    return [attacks.insert_ads(attacks.reflow(w), rng) for _ in range(per_work) for w in works]
+
+
+def store_pages(ctx: Context, texts: list[str], prefix: str) -> list[ObjectId]:
+    return [
+        store_page(ctx, PageInput(url=f"http://{prefix}.example/{n}", text=text))[0]
+        for n, text in enumerate(texts)
+    ]
+
+
+def findings_of(ctx: Context) -> set[tuple[ObjectId, int]]:
+    """(page, master) of every finding; fails on a duplicate."""
+    docs = list(ctx.db.findings.find({}, {"page_id": 1, "master_id": 1}))
+    found = {(d["page_id"], d["master_id"]) for d in docs}
+    assert len(found) == len(docs), "duplicate findings"
+    return found
+
+
+def scanned(ctx: Context) -> int:
+    return ctx.db.pages.count_documents({"scanned_at": {"$ne": None}})
+
+
+def server(settings: Settings, name: str) -> ServerStatus:
+    [found] = [s for s in server_status(settings.data_dir) if s.name == name]
+    return found
+
+
+def kill_server(settings: Settings, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
+    """Signal an embedded server and wait until it has exited; returns its port."""
+    victim = server(settings, name)
+    os.kill(victim.pid, sig)
+    wait_until(lambda: not server(settings, name).alive, 20, f"{name} exit")
+    return victim.port
+
+
+def processes_of(data_dir: Path) -> set[int]:
+    """Pids of every process whose command line names data_dir (servers, workers)."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(data_dir) in cmdline:
+            found.add(int(entry.name))
+    return found

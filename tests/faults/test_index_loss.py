@@ -1,0 +1,156 @@
+"""An index that is not the library's: wiped, another build, short of postings (issue #13,
+item 1). Scans against it would find nothing and close real findings: they are refused
+with one line, `copytrack reindex` then `copytrack rescan` recover, and a copy seen again
+reopens a finding copytrack itself had closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.corpus import texts
+from tests.faults.helpers import (
+    SCAN_WORKER,
+    copytrack,
+    embedded_env,
+    findings_of,
+    one_line_failure,
+    pirate_copies,
+    send_scans,
+    store_pages,
+)
+from tests.processes import process_group, wait_until
+from tracker import generation
+from tracker.config import Settings
+from tracker.context import Context, open_context
+from tracker.health import index_health
+from tracker.library import Work, add_work, fingerprint_values, reindex
+from tracker.pages import PageInput, scan_page, store_page
+from tracker.workflow import set_status
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _statuses(ctx: Context) -> dict[tuple[object, int], str]:
+    return {(f["page_id"], f["master_id"]): f["status"] for f in ctx.db.findings.find()}
+
+
+def test_a_wiped_index_closes_nothing_and_reindex_then_rescan_recover(
+    own: Settings, tmp_path: Path
+) -> None:
+    works = texts("zh_news", 3)
+    env = embedded_env(own)
+    ctx = open_context(own)
+    log = tmp_path / "worker.log"
+    try:
+        for n, text in enumerate(works):
+            add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+        copies = pirate_copies(works, 1)
+        pages = store_pages(ctx, copies + texts("zh_news", 12)[10:], "pirate")
+        for page_id in pages:
+            scan_page(ctx, page_id)
+        [confirmed] = [f["_id"] for f in ctx.db.findings.find({"page_id": pages[0]})]
+        set_status(ctx, confirmed, "confirmed", "reviewer")
+        before = _statuses(ctx)
+        assert len(before) == 3
+        suspect = tmp_path / "suspect.txt"
+        suspect.write_text(copies[1])
+
+        ctx.redis.flushall()  # Redis lost everything: the index and the queues
+
+        one_line_failure(copytrack(["rescan", "--all", "--inline"], env), "empty", "reindex")
+        one_line_failure(copytrack(["check", str(suspect)], env), "empty", "reindex")
+        status = copytrack(["status"], env)
+        assert status.returncode == 1 and "index: the index is empty" in status.stdout
+        assert not index_health(ctx)["ok"]
+        # A worker refuses the scan too, and leaves the page for `copytrack rescan`.
+        [late] = store_pages(ctx, pirate_copies(works[:1], 1, seed=9), "late")
+        send_scans(ctx.endpoints.redis_url, [late])
+        with process_group(SCAN_WORKER, env, log):
+            wait_until(lambda: "refused" in log.read_text(errors="replace"), 60, "refusal", log)
+        assert ctx.db.pages.find_one({"_id": late}).get("scanned_at") is None
+        assert _statuses(ctx) == before  # nothing closed
+
+        rebuilt = copytrack(["reindex"], env)
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert "run `copytrack rescan`" in rebuilt.stdout
+        # Every page was scanned with the lost index's generation: all are scanned again.
+        rescan = copytrack(["rescan", "--inline"], env)
+        assert rescan.returncode == 0, rescan.stderr
+        assert "scanned 6 pages: 4 copy a work" in rescan.stdout
+        after = _statuses(ctx)
+        assert {key: after[key] for key in before} == before
+        assert len(after) == 4 and set(after.values()) == {"new", "confirmed"}
+        findings_of(ctx)  # and none twice
+    finally:
+        ctx.close()
+
+
+def test_an_index_of_another_build_or_short_of_postings_is_refused(ctx: Context) -> None:
+    works = texts("zh_news", 2)
+    masters = [add_work(ctx, Work(text=t, external_id=f"news-{n}"))[0].master_id
+               for n, t in enumerate(works)]  # fmt: skip
+    [page] = store_pages(ctx, pirate_copies(works[:1], 1), "pirate")
+    built = generation.current(ctx)
+    assert ctx.index.generation()[0] == built
+
+    ctx.index.set_generation("0" * 32)  # another installation's index, or an old copy
+    with pytest.raises(generation.IndexNotReady, match="another copy of the index"):
+        scan_page(ctx, page)
+    with pytest.raises(generation.IndexNotReady, match="reindex"):
+        open_context(ctx.settings).close()
+    ctx.index.set_generation(built)
+
+    # Postings the library put in are gone (a Redis crash lost its last writes).
+    ctx.index.remove(masters[1], fingerprint_values(ctx, works[1]))
+    with pytest.raises(generation.IndexNotReady, match="lost recent writes"):
+        scan_page(ctx, page)
+    assert "lost recent writes" in index_health(ctx)["error"]
+    assert ctx.db.findings.count_documents({}) == 0
+
+    generation.rebuild(ctx, reindex)
+    assert scan_page(ctx, page).matches == 1
+    assert findings_of(ctx) == {(page, masters[0])}
+
+    # More postings than the library counted (an interrupted add): matching stays right.
+    ctx.index.add(masters[1] + 1000, fingerprint_values(ctx, works[1]))
+    health = index_health(ctx)
+    assert health["ok"] and "more than the library counted" in health["warning"]
+    assert scan_page(ctx, page, force=True).matches == 1
+
+
+def test_a_copy_seen_again_reopens_only_what_copytrack_closed(ctx: Context) -> None:
+    works = texts("zh_news", 2)
+    other = texts("zh_news", 12)[10:]
+    for n, text in enumerate(works):
+        add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+    urls = ["http://a.example/1", "http://b.example/2", "http://c.example/3"]
+    copying = [works[0], works[1], works[0]]
+
+    def publish(contents: list[str]) -> list[str]:
+        """The three pages now show contents; scans them; returns their findings' statuses."""
+        for url, text in zip(urls, contents, strict=True):
+            page_id, _ = store_page(ctx, PageInput(url=url, text=text))
+            scan_page(ctx, page_id)
+        return [ctx.db.findings.find_one({"url": url})["status"] for url in urls]
+
+    assert publish(copying) == ["new", "new", "new"]
+    ids = [ctx.db.findings.find_one({"url": url})["_id"] for url in urls]
+    set_status(ctx, ids[0], "confirmed", "reviewer")
+    set_status(ctx, ids[1], "dismissed", "reviewer")
+    for status in ("confirmed", "notice_sent", "removed"):  # the takedown worked
+        set_status(ctx, ids[2], status, "reviewer")
+
+    # The copies vanish: copytrack closes the open finding, keeps the reviewers' ones.
+    assert publish([other[0], other[1], other[0]]) == ["removed", "dismissed", "removed"]
+    # They are back: the finding copytrack closed reopens as it was; the others stay.
+    assert publish(copying) == ["confirmed", "dismissed", "removed"]
+    history = ctx.db.findings.find_one({"_id": ids[0]})["history"]
+    assert [(h["status"], h["by"]) for h in history] == [
+        ("new", "copytrack"),
+        ("confirmed", "reviewer"),
+        ("removed", "copytrack"),
+        ("confirmed", "copytrack"),
+    ]
+    assert "again" in history[-1]["note"]

@@ -1,0 +1,56 @@
+"""A barrier for what a command reports: wait until this process's writes are on disk.
+
+A command that prints what it stored (``added``) prints it only after `wait_durable`
+returned, so nothing it reported is lost when a server is killed or its disk fills.
+
+- Redis writes acknowledged under ``appendfsync everysec`` reach the disk up to a second
+  later. ``WAITAOF 1 0`` blocks until the append-only file is fsynced past the writes of
+  its connection: the barrier first writes a key on that connection, after every write of
+  the process it must cover, then waits. A Redis without an append-only file (a configured
+  one kept in memory or by snapshots) promises no durability: nothing to wait for.
+- MongoDB: the embedded SecantusDB fsyncs every commit (``--sync-on-commit``); a configured
+  MongoDB does once a write asks for its journal, and its journal is written in order, so
+  one journaled write covers every write before it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import redis
+from pymongo import WriteConcern
+
+from .context import Context
+from .failures import free_space
+
+_MARK_KEY = "ct:durable:{host}:{pid}"
+_MARK_COLLECTION = "durability_marks"
+
+
+class NotDurable(RuntimeError):
+    """A server did not confirm that acknowledged writes are on disk."""
+
+
+def wait_durable(ctx: Context, timeout: float = 10.0) -> None:
+    """Return once every write this process made is on disk in Redis and MongoDB; raise
+    NotDurable (or the server's error) otherwise."""
+    mark = _MARK_KEY.format(host=socket.gethostname(), pid=os.getpid())
+    pipe = ctx.redis.pipeline(transaction=False)
+    pipe.set(mark, 1, ex=600)
+    pipe.execute_command("WAITAOF", 1, 0, int(timeout * 1000))
+    try:
+        _, (fsynced, _replicas) = pipe.execute()
+    except redis.ResponseError as err:
+        if "appendonly is disabled" not in str(err):
+            raise
+    else:
+        if fsynced < 1:
+            where = f" (data dir {ctx.settings.data_dir}, {free_space(ctx.settings.data_dir)})"
+            raise NotDurable(
+                f"Redis did not write its append-only file to disk within {timeout:g} s"
+                f"{where if ctx.settings.embedded_redis else ''}: the works since the last "
+                f"ones reported are not saved; free space and run the command again"
+            )
+    marks = ctx.db[_MARK_COLLECTION].with_options(write_concern=WriteConcern(w=1, j=True))
+    marks.update_one({"_id": mark}, {"$inc": {"n": 1}}, upsert=True)

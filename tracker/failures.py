@@ -1,0 +1,98 @@
+"""Server, disk and data-dir failures said in one line: what failed, where, what to do.
+
+The command line prints `describe(err, settings)` instead of a traceback; a worker logs it.
+For the embedded servers the line also says how much room is left in the data dir, since
+a full disk is what most often makes them refuse writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import redis
+from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
+
+from .config import Settings
+
+#: A server cannot be reached (restarting, dead, a failover): worth retrying once it is back.
+#: ConnectionFailure covers pymongo's AutoReconnect and ServerSelectionTimeoutError.
+CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionFailure)
+
+#: OS errors that mean "this directory cannot take writes".
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def free_space(path: Path) -> str:
+    """How much room is left for writes at path (or its nearest existing parent)."""
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stat = os.statvfs(path)
+    except OSError as err:
+        return f"free space unknown ({err.strerror})"
+    free = stat.f_bavail * stat.f_frsize
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if free < 1000 or unit == "GB":
+            break
+        free /= 1000
+    return f"{free:.0f} {unit} free" if unit == "bytes" else f"{free:.1f} {unit} free"
+
+
+def data_dir_error(data_dir: Path, err: OSError) -> str:
+    """One line for an OS error met starting the embedded servers in data_dir."""
+    reason = err.strerror or str(err)
+    if err.errno in DISK_ERRNOS:
+        return (
+            f"cannot write to the data dir {data_dir} ({reason}; {free_space(data_dir)}): "
+            f"free space or make it writable, or set COPYTRACK_DATA_DIR to another directory"
+        )
+    return f"cannot start the embedded servers of {data_dir}: {err.filename or ''}: {reason}"
+
+
+def _server(settings: Settings, name: str) -> tuple[str, str]:
+    """How to name a server in a message (the embedded one by its data dir and free
+    space), and what to do when it does not answer."""
+    if settings.embedded_redis if name == "Redis" else settings.embedded_mongo:
+        space = free_space(settings.data_dir)
+        return (
+            f"the embedded {name} (data dir {settings.data_dir}, {space})",
+            "the next copytrack command restarts it if it died (`copytrack status`)",
+        )
+    variable = "COPYTRACK_REDIS_URL" if name == "Redis" else "COPYTRACK_MONGO_URL"
+    return f"{name} at {variable}", "check that server (`copytrack status`)"
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).splitlines() or [type(err).__name__])[0][:200]
+
+
+def describe(err: BaseException, settings: Settings) -> str | None:
+    """One line for a server, disk or data-dir failure; None for any other error."""
+    redis_at, redis_remedy = _server(settings, "Redis")
+    mongo_at, mongo_remedy = _server(settings, "MongoDB")
+    if isinstance(err, redis.ResponseError) and str(err).startswith("MISCONF"):
+        reason = _first_line(err).partition(": ")[2] or "disk error"
+        return (
+            f"{redis_at} refuses writes: it cannot write its append-only file ({reason}): "
+            f"free space, then run the command again"
+        )
+    if isinstance(err, redis.ConnectionError | redis.TimeoutError):
+        return f"{redis_at} does not answer ({_first_line(err)}): {redis_remedy}"
+    if isinstance(err, ConnectionFailure):
+        return f"{mongo_at} does not answer ({_first_line(err)}): {mongo_remedy}"
+    if isinstance(err, OperationFailure) and err.code in (1, None):
+        # SecantusDB answers InternalError (code 1) once its storage failed a write.
+        return (
+            f"{mongo_at} failed a request ({_first_line(err)}): if its disk is full, free "
+            f"space and run the command again (that restarts the server)"
+        )
+    if isinstance(err, PyMongoError):
+        return f"{mongo_at} failed a request: {_first_line(err)}"
+    if isinstance(err, redis.RedisError):
+        return f"{redis_at} failed a request: {_first_line(err)}"
+    if isinstance(err, OSError) and err.errno in DISK_ERRNOS and err.filename:
+        return f"cannot write {err.filename} ({err.strerror}; {free_space(Path(err.filename))})"
+    return None
