@@ -29,10 +29,11 @@ import trafilatura
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
+from benchmarks.shared_corpus import WEBPAGES_DIR, require_shared  # noqa: E402
 from extractor.decoding import UnusableContent, decode_html  # noqa: E402
 from extractor.extraction import extract  # noqa: E402
 
-DEFAULT_WEBPAGES = REPO / ".." / "shared" / "webpages"
+DEFAULT_WEBPAGES = WEBPAGES_DIR
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "extraction.md"
 LANGS = ("zh", "en")
 HUMAN_TRUTH = ("human-full-text", "human-reviewed-full-text", "human-markdown-flattened")
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         "--output", type=Path, default=None, help=f"default {DEFAULT_OUTPUT} (full runs only)"
     )
     args = parser.parse_args(argv)
+    require_shared(args.webpages)
     start = time.perf_counter()
     results = run(args.webpages, args.jobs, args.limit)
     report = to_markdown(results, time.perf_counter() - start, args.jobs)

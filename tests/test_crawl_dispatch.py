@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
+from testbed.testweb import RunningWeb, TestWeb, build_site, serve
 from tests.processes import wait_until, worker_process
 from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show, _state
 
@@ -39,9 +39,6 @@ from tracker.context import Context
 from tracker.health import health
 from tracker.library import Work, add_work
 from tracker.servers import proc_stat
-
-if not CORPUS_DIR.exists():
-    pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(120)
 

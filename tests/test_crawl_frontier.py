@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from crawler.run import frontier_keys
-from testbed.testweb import CORPUS_DIR, RunningWeb, build_site, serve
+from testbed.testweb import RunningWeb, build_site, serve
 from tests.processes import wait_until
 from tests.test_crawl_recovery import _kill
 from tracker.campaigns import (
@@ -22,9 +22,6 @@ from tracker.campaigns import (
 )
 from tracker.config import Settings
 from tracker.context import Context, open_context
-
-if not CORPUS_DIR.exists():
-    pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from crawler.urls import canonicalize
-from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
+from testbed.testweb import RunningWeb, TestWeb, build_site, serve
 from tests.processes import wait_until, worker_process
 from tracker.campaigns import (
     Campaign,
@@ -30,9 +30,6 @@ from tracker.campaigns import (
 from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.servers import proc_stat
-
-if not CORPUS_DIR.exists():
-    pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,12 +24,9 @@ import pytest
 
 from fingerprinter import align, to_letters
 from testbed.attacks import AD_LINES, homophone_table, sentences
-from testbed.testweb import ATTACKS, CORPUS_DIR, RunningWeb, TestWeb, build_site, reflow, serve
+from testbed.testweb import ATTACKS, RunningWeb, TestWeb, build_site, reflow, serve
 from tests.corpus import texts
 from tracker.jsonl import read_jsonl
-
-if not CORPUS_DIR.exists():
-    pytest.skip(f"{CORPUS_DIR} not found", allow_module_level=True)
 
 SLOW_SECONDS = 1.0
 

@@ -1,6 +1,7 @@
 """`copytrack demo`: the whole story on the embedded default, in a couple of minutes.
 
-A library from the shared corpus → the local test web full of pirated copies → a crawl
+A library from the corpus (the shared one beside the repository, else the bundled
+public-domain one in testbed/corpus) → the local test web full of pirated copies → a crawl
 campaign over it → findings → the admin, with a demo user and a one-time password.
 The test web comes from testbed/, which the production image does not ship: it is
 imported when the demo runs, not when the command line starts.
@@ -91,6 +92,7 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
     """
     try:
         from testbed import testweb
+        from testbed.corpus import describe
     except ModuleNotFoundError as err:
         raise testbed_missing(err) from None
     os.environ.setdefault("COPYTRACK_DATA_DIR", DEMO_DATA_DIR)
@@ -102,7 +104,8 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
     web = testweb.build_site(Path(settings.data_dir) / "testweb", n_masters=masters, n_pages=pages)
     running = testweb.serve(web)
     try:
-        click.echo(f"library: {load_library(ctx, web.masters)} works from the shared corpus")
+        works = load_library(ctx, web.masters)
+        click.echo(f"library: {works} works from {describe(testweb.CORPUS_DIR)}")
         for site, url in running.base_urls.items():
             click.echo(f"test web: {site:<14} {url}/")
         # Our own local sites: no need for the production politeness delays.

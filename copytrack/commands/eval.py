@@ -46,8 +46,9 @@ def scratch_context(params: FingerprintParams = DEFAULT_PARAMS) -> Iterator[Cont
     "--corpus",
     "corpus",
     multiple=True,
-    type=click.Path(exists=True, path_type=Path),
-    help="JSONL file or directory of them (repeatable); default: ../shared/corpus.",
+    type=click.Path(path_type=Path),
+    help="JSONL file or directory of them (repeatable); default: ../shared/corpus, or the "
+    "bundled testbed/corpus without it.",
 )
 @click.option("--masters", default=1000, show_default=True, help="Masters to register.")
 @click.option("--suspects", default=3000, show_default=True, help="Suspects to match.")
@@ -110,18 +111,24 @@ def eval_command(
     """
     try:
         from testbed import evaluation
+        from testbed.corpus import describe
     except ModuleNotFoundError as err:
         raise testbed_missing(err) from None
-    if not corpus and not evaluation.DEFAULT_CORPUS.is_dir():
-        raise click.UsageError(f"{evaluation.DEFAULT_CORPUS} not found: give --corpus")
-    docs, problems = evaluation.load_documents(corpus or (evaluation.DEFAULT_CORPUS,))
+    if not corpus:
+        click.echo(f"corpus: {describe(evaluation.DEFAULT_CORPUS)}", err=True)
+    try:
+        docs, problems = evaluation.load_documents(corpus or (evaluation.DEFAULT_CORPUS,))
+    except FileNotFoundError as err:
+        raise click.ClickException(
+            f"{err}: pass --corpus a JSONL file or a folder of them (testbed/corpus is one)"
+        ) from None
     for problem in problems:
         click.echo(f"warning: {problem}", err=True)
     langs = evaluation.LANGS if lang == "all" else (lang,)
     try:
         bench = evaluation.build_benchmark(docs, masters, suspects, langs, seed)
     except ValueError as err:
-        raise click.UsageError(str(err)) from None
+        raise click.ClickException(str(err)) from None
     show = sys.stderr.isatty()
     with scratch_context() as ctx:
         if do_sweep:

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         args.masters,
         args.pages,
-        webpages_dir=WEBPAGES_DIR if WEBPAGES_DIR.exists() else None,
+        webpages_dir=WEBPAGES_DIR,
         n_real_pages=args.real_pages,
     )
     per_site = Counter(a["site"] for a in web.articles())

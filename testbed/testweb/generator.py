@@ -30,14 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from testbed.attacks import ATTACKS, copied_fraction, reflow, traditional
+from testbed.corpus import SHARED_CORPUS, default_corpus_dir
 from tracker.jsonl import BadLine, read_jsonl
 
 from . import pages
 from .pages import Link, ListItem, SiteStyle
 
-SHARED_DIR = Path(__file__).resolve().parents[2].parent / "shared"
-CORPUS_DIR = SHARED_DIR / "corpus"
-WEBPAGES_DIR = SHARED_DIR / "webpages"
+CORPUS_DIR = default_corpus_dir()
+# Real pages for clean-site, when the developers' shared folder is there (else none).
+_SHARED_WEBPAGES = SHARED_CORPUS.parent / "webpages"
+WEBPAGES_DIR = _SHARED_WEBPAGES if (_SHARED_WEBPAGES / "manifest.jsonl").exists() else None
 
 #: Share of the master library taken from each corpus file.
 MASTER_MIX = (("zh_news", 0.5), ("zh_novel", 0.3), ("en_news", 0.1), ("en_novel", 0.1))
@@ -223,7 +225,10 @@ SITES = (
 def _documents(corpus_dir: Path, name: str) -> tuple[dict, ...]:
     path = corpus_dir / f"{name}.jsonl.gz"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: pass corpus_dir= (the shared corpus)")
+        raise FileNotFoundError(
+            f"{path} not found: pass corpus_dir= a folder with {name}.jsonl.gz "
+            "(the shared corpus, or testbed/corpus)"
+        )
     docs = []
     for item in read_jsonl(path):
         if isinstance(item, BadLine):
