@@ -24,5 +24,5 @@ def test_demo_crawls_the_test_web_and_reports_findings(tmp_path: Path) -> None:
     assert "library: 20 works" in out
     findings = re.search(r"findings: (\d+) on (\d+) pages", out)
     assert findings and int(findings.group(1)) >= 10, out
-    assert re.search(r"\d+% of S-\S+ +copied at http://127\.0\.0\.1:\d+/", out)
+    assert re.search(r"\d+% of [A-Z]-\S+ +copied at http://127\.0\.0\.1:\d+/", out)
     assert server_status(tmp_path / "data") == []  # the demo stops what it started

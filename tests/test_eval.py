@@ -7,6 +7,7 @@ The floors sit slightly under what the defaults measure on this benchmark (200 m
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -63,7 +64,10 @@ def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):
     assert again == bench
     other = build_benchmark(small_corpus(), masters=200, suspects=600, seed=8)
     assert other.suspects != bench.suspects
-    assert len(bench.masters) == 200 and len(bench.suspects) == 600
+    # 100 masters per language, or 3/4 of a language's documents in a smaller corpus.
+    pools = Counter(doc.lang for doc in small_corpus())
+    assert len(bench.masters) == sum(min(100, pools[lang] * 3 // 4) for lang in LANGS)
+    assert len(bench.suspects) == 600
     masters = {m.id: m for m in bench.masters}
     variants = {v.label: v for v in POSITIVES}
     for lang in LANGS:

@@ -6,6 +6,7 @@ import pytest
 
 from fingerprinter import FingerprintParams
 from tests.corpus import texts
+from tracker import library
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.index import IndexVersionMismatch
@@ -76,11 +77,15 @@ def test_reindex_after_losing_redis_gives_identical_results(ctx):
     assert ctx.index.stats().postings == stats.postings
 
 
-def test_long_works_are_split_into_linked_chapters(ctx):
+def test_long_works_are_split_into_linked_chapters(ctx, monkeypatch):
+    # Limits scaled to the corpus at hand (the bundled one holds no 400k-character book).
     book = "\n".join(NOVEL)
-    assert len(book) > MAX_MASTER_CHARS
+    max_chars = min(MAX_MASTER_CHARS, len(book) // 2)
+    monkeypatch.setattr(library, "MAX_MASTER_CHARS", max_chars)
+    monkeypatch.setattr(library, "CHAPTER_CHARS", max_chars * CHAPTER_CHARS // MAX_MASTER_CHARS)
+    assert len(book) > library.MAX_MASTER_CHARS
     results = add_work(ctx, Work(text=book, external_id="book", title="三国"))
-    assert len(results) >= len(book) // CHAPTER_CHARS
+    assert len(results) >= len(book) // library.CHAPTER_CHARS
     chapters = list(ctx.db.masters.find({"work_id": "book"}))
     assert len(chapters) == len(results) and "".join(c["text"] for c in chapters) == book
     assert found(ctx, NOVEL[-1][:600])[0].startswith("book#")
