@@ -5,7 +5,9 @@
   no usable cookie. Sessions expire after ``SESSION_IDLE_S`` idle and ``SESSION_MAX_S``
   in all; changing a user's password or removing the user ends its sessions.
 * Integrations send ``Authorization: Bearer <token>`` (see ``tracker.users``); a token
-  request carries no cookie, so it needs no CSRF token.
+  request carries no cookie, so it needs no CSRF token. Tokens act within their role but
+  never reach account, token or user management, which need a session (and, to create a
+  token, the password again).
 * Every state-changing request made with a session must carry the session's CSRF token,
   in the form field ``csrf_token`` or the ``X-CSRF-Token`` header. The login form, which
   has no session yet, uses a double-submit cookie instead.
@@ -181,23 +183,33 @@ def same_secret(sent: str, expected: str) -> bool:
     return hmac.compare_digest(sent.encode(), expected.encode())
 
 
-def _needs(role: str) -> Callable[[Auth | None], Principal]:
-    """A dependency that lets only principals with at least ``role`` through."""
+def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Principal]:
+    """A dependency that lets only principals with at least ``role`` through; with
+    ``session_only``, only signed-in browser sessions, never an API token."""
 
     def dependency(auth: Annotated[Auth | None, Depends(gate)]) -> Principal:
         if auth is None:  # a public route asking for a user is a programming error
             raise LoginRequired
+        if session_only and auth.session is None:
+            raise Forbidden(
+                "accounts, tokens and users are managed only when signed in to the admin "
+                "in a browser, not with an API token"
+            )
         if not auth.principal.can(role):
             raise Forbidden(f"this needs the {role} role; you are {auth.principal.role}")
         return auth.principal
 
-    dependency.__name__ = f"needs_{role}"
+    dependency.__name__ = f"needs_{role}{'_session' if session_only else ''}"
     return dependency
 
 
 Viewer = Annotated[Principal, Depends(_needs("viewer"))]
 Reviewer = Annotated[Principal, Depends(_needs("reviewer"))]
 Admin = Annotated[Principal, Depends(_needs("admin"))]
+# Who may change credentials: a leaked integration token must never mint, revoke or reset
+# them, whatever its role, so these routes need a session.
+AccountOwner = Annotated[Principal, Depends(_needs("viewer", session_only=True))]
+UserAdmin = Annotated[Principal, Depends(_needs("admin", session_only=True))]
 
 
 def session_of(request: Request) -> Session | None:

@@ -585,7 +585,8 @@ def test_users_page_manages_users(ctx, web):
 def test_account_page_creates_a_token_shown_once(ctx, web):
     token = login(web, "vic")
     created = web.post(
-        "/account/tokens", data={"label": "CMS", "role": "viewer", "csrf_token": token}
+        "/account/tokens",
+        data={"label": "CMS", "role": "viewer", "password": PASSWORD, "csrf_token": token},
     )
     value = re.search(r'id="new-token" value="([^"]+)"', created.text).group(1)
     api = web.get("/api/v1/findings", headers={"Authorization": f"Bearer {value}"})
@@ -593,6 +594,7 @@ def test_account_page_creates_a_token_shown_once(ctx, web):
     again = web.get("/account").text
     assert value not in again and "CMS" in again
     too_much = web.post(
-        "/account/tokens", data={"label": "x", "role": "admin", "csrf_token": token}
+        "/account/tokens",
+        data={"label": "x", "role": "admin", "password": PASSWORD, "csrf_token": token},
     )
     assert "more rights than its user" in too_much.text

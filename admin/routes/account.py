@@ -24,6 +24,7 @@ from tracker.users import (
 from ..security import (
     LOGIN_CSRF_COOKIE,
     SESSION_COOKIE,
+    AccountOwner,
     Viewer,
     app_context,
     client_address,
@@ -141,14 +142,14 @@ def _account_page(
 
 
 @router.get("/account")
-def account(request: Request, user: Viewer) -> HTMLResponse:
+def account(request: Request, user: AccountOwner) -> HTMLResponse:
     return _account_page(request, user)
 
 
 @router.post("/account/password")
 def change_password(
     request: Request,
-    user: Viewer,
+    user: AccountOwner,
     current: Annotated[str, Form(max_length=1024)],
     password: Annotated[str, Form(max_length=1024)],
     repeat: Annotated[str, Form(max_length=1024)],
@@ -172,12 +173,17 @@ def change_password(
 @router.post("/account/tokens")
 def new_token(
     request: Request,
-    user: Viewer,
+    user: AccountOwner,
     label: Annotated[str, Form(max_length=100)],
     role: Annotated[str, Form()],
+    password: Annotated[str, Form(max_length=1024)] = "",
 ) -> HTMLResponse:
+    ctx = app_context(request)
+    # A session left open on a shared screen must not be enough to mint a credential.
+    if verify_password(ctx, user.name, password) is None:
+        return _account_page(request, user, error="Enter your password to create a token.")
     try:
-        token = create_token(app_context(request), user.name, label, role)
+        token = create_token(ctx, user.name, label, role)
     except UserError as err:
         return _account_page(request, user, error=str(err))
     # Shown once, in this response only: never stored in a session or a flash message.
@@ -185,7 +191,7 @@ def new_token(
 
 
 @router.post("/account/tokens/{token_id}/revoke")
-def revoke(request: Request, user: Viewer, token_id: str) -> Response:
+def revoke(request: Request, user: AccountOwner, token_id: str) -> Response:
     if revoke_token(app_context(request), token_id, user.name):
         flash(request, "Token revoked.")
     else:

@@ -28,7 +28,7 @@ from tracker.workflow import (
     set_notice_sender,
 )
 
-from ..security import Admin, Viewer, app_context, flash
+from ..security import Admin, UserAdmin, Viewer, app_context, flash
 from ..web import redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -36,7 +36,7 @@ Password = Annotated[str, Form(max_length=1024)]
 
 
 @router.get("/users")
-def users(request: Request, user: Admin) -> HTMLResponse:
+def users(request: Request, user: UserAdmin) -> HTMLResponse:
     ctx = app_context(request)
     return render(
         request, "users.html", users=list_users(ctx), tokens=list_tokens(ctx), roles=ROLES
@@ -56,7 +56,7 @@ def _user_action(request: Request, done: str, action: Callable[[], None]) -> Res
 @router.post("/users")
 def user_add(
     request: Request,
-    user: Admin,
+    user: UserAdmin,
     name: Annotated[str, Form(max_length=64)],
     role: Annotated[str, Form()],
     password: Password,
@@ -70,13 +70,15 @@ def user_add(
 
 
 @router.post("/users/{name}/role")
-def user_role(request: Request, user: Admin, name: str, role: Annotated[str, Form()]) -> Response:
+def user_role(
+    request: Request, user: UserAdmin, name: str, role: Annotated[str, Form()]
+) -> Response:
     ctx = app_context(request)
     return _user_action(request, f"{name} is now {role}.", lambda: set_role(ctx, name, role))
 
 
 @router.post("/users/{name}/password")
-def user_password(request: Request, user: Admin, name: str, password: Password) -> Response:
+def user_password(request: Request, user: UserAdmin, name: str, password: Password) -> Response:
     ctx = app_context(request)
     return _user_action(
         request, f"Password of {name} reset.", lambda: set_password(ctx, name, password)
@@ -84,7 +86,7 @@ def user_password(request: Request, user: Admin, name: str, password: Password) 
 
 
 @router.post("/users/{name}/delete")
-def user_delete(request: Request, user: Admin, name: str) -> Response:
+def user_delete(request: Request, user: UserAdmin, name: str) -> Response:
     if name == user.name:
         flash(request, "You cannot remove yourself: ask another admin.", "error")
         return redirect("/users")
