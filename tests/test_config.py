@@ -77,8 +77,6 @@ def test_bool_values(raw: str, expected: bool) -> None:
         ("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "maybe", "1/true/yes/on"),
         ("COPYTRACK_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
         ("COPYTRACK_VISIBILITY_TIMEOUT", "0", "seconds from 1"),
-        ("COPYTRACK_INDEX_BUCKET_BITS", "40", "bits from 0 to 24"),
-        ("COPYTRACK_INDEX_BUCKET_BITS", "-3", "bits from 0 to 24"),
         ("COPYTRACK_SCAN_QUEUE_MAX", "lots", "tasks from 0"),
         ("COPYTRACK_CRAWL_FRONTIER", "disk", "memory or redis"),
         ("COPYTRACK_CRAWL_DISPATCH", "celery", "local or queue"),

@@ -82,7 +82,6 @@ def test_server_images_are_pinned_and_redis_keeps_the_index_compact_and_durable(
     assert command[0] == "redis-server"
     assert options["--appendonly"] == "yes"
     assert options["--appendfsync"] == "everysec"
-    assert options["--hash-max-listpack-entries"] == "1024"
     assert options["--maxmemory-policy"] == "noeviction"
     for server in SERVERS:
         assert services[server]["volumes"], f"{server} keeps its data in a volume"
@@ -212,4 +211,3 @@ def test_the_deployment_guide_documents_every_setting() -> None:
     guide = (ROOT / "docs" / "deploy.md").read_text()
     missing = [name for name in ENV_VARS if name not in guide]
     assert not missing, f"docs/deploy.md does not document {missing}"
-    assert "hash-max-listpack-entries 1024" in guide

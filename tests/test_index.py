@@ -1,7 +1,7 @@
 """The inverted index: one behaviour, two backends (in-memory and Redis/Valkey).
 
-The Redis cases use the session's embedded Valkey (``redis_client`` from conftest), which
-runs with hash-max-listpack-entries 1024 and hash-max-listpack-value 64 like production.
+The Redis cases use the session's embedded Valkey (``redis_client`` from conftest), with
+Redis' default settings like production.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import pytest
 import redis
 
 from tracker.index import (
+    LOAD,
+    MIN_LEVEL,
+    SHARDS,
     IndexVersionMismatch,
     InvertedIndex,
     MemoryIndex,
     RedisIndex,
-    suggest_bucket_bits,
 )
 
 
@@ -26,8 +28,7 @@ from tracker.index import (
 def index(request: pytest.FixtureRequest) -> InvertedIndex:
     if request.param == "memory":
         return MemoryIndex()
-    # 16 buckets: fingerprints share bucket hashes, as they do at scale.
-    return RedisIndex(request.getfixturevalue("redis_client"), bucket_bits=4)
+    return RedisIndex(request.getfixturevalue("redis_client"))
 
 
 def test_add_lookup_and_count_hits(index: InvertedIndex) -> None:
@@ -62,8 +63,9 @@ def test_remove_drops_only_that_masters_postings(index: InvertedIndex) -> None:
 
     stats = index.stats()
     assert (stats.postings, stats.keys) == (0, 0)
-    if isinstance(index, RedisIndex):  # empty fields and buckets are gone, only metadata stays
-        assert list(index.client.scan_iter("ct:ix:*")) == [b"ct:ix:meta"]
+    if isinstance(index, RedisIndex):  # empty blocks are gone, only metadata stays
+        blocks = [k for k in index.client.scan_iter("ct:ix:*") if k.count(b":") == 3]
+        assert blocks == []
 
 
 def test_long_posting_lists_in_any_order(index: InvertedIndex) -> None:
@@ -149,34 +151,45 @@ def test_out_of_range_ids_are_rejected(index: InvertedIndex) -> None:
     assert index.stats().postings == 0
 
 
+def test_postings_carry_positions_and_document_frequencies(index: InvertedIndex) -> None:
+    index.add_many([(1, [10, 20]), (2, [20, 30]), (3, [20])])
+    found = index.postings([30, 20, 99, 10], max_df=2)
+    rows = sorted(zip(found.query.tolist(), found.master.tolist(), found.df.tolist(), strict=True))
+    assert rows == [(0, 2, 1), (3, 1, 1)]  # 20 is in 3 masters: over max_df
+    every = index.postings([20], max_df=None)
+    assert sorted(every.master.tolist()) == [1, 2, 3]
+    assert every.df.tolist() == [3, 3, 3]
+
+
 def test_redis_layout_is_checked(redis_client: redis.Redis) -> None:
-    RedisIndex(redis_client, bucket_bits=4).add(1, [10])
-    other = RedisIndex(redis_client, bucket_bits=5)
+    RedisIndex(redis_client, fingerprint_bits=64).add(1, [10])
+    other = RedisIndex(redis_client, fingerprint_bits=54)
     for call in (lambda: other.lookup([10]), lambda: other.add(2, [10])):
-        with pytest.raises(IndexVersionMismatch, match=r"bucket_bits=4.*bucket_bits=5.*reindex"):
+        with pytest.raises(
+            IndexVersionMismatch, match=r"fingerprint_bits=64.*fingerprint_bits=54.*reindex"
+        ):
             call()
     with pytest.raises(ValueError, match="32 bits"):
         RedisIndex(redis_client, prefix="ct:narrow", fingerprint_bits=32).add(1, [2**32])
 
 
-@pytest.mark.parametrize(("fingerprint_bits", "bucket_bits"), [(64, 0), (64, 16), (54, 13), (8, 3)])
+@pytest.mark.parametrize("fingerprint_bits", [64, 54, 32])
 def test_redis_layouts_keep_fingerprints_apart(
-    redis_client: redis.Redis, fingerprint_bits: int, bucket_bits: int
+    redis_client: redis.Redis, fingerprint_bits: int
 ) -> None:
-    index = RedisIndex(redis_client, bucket_bits=bucket_bits, fingerprint_bits=fingerprint_bits)
+    index = RedisIndex(redis_client, fingerprint_bits=fingerprint_bits)
     top = 2**fingerprint_bits - 1
     rng = random.Random(fingerprint_bits)
-    fingerprints = sorted({0, 1, top, top - 1, *(rng.randrange(top) for _ in range(200))})
-    for master, fingerprint in enumerate(fingerprints):
-        index.add(master, [fingerprint])
+    fingerprints = sorted({0, 1, top, top - 1, *(rng.randrange(top) for _ in range(3000))})
+    index.add_many([(master, [fp]) for master, fp in enumerate(fingerprints)])
 
-    # Each fingerprint finds only its own master: (bucket, field) is unique per fingerprint.
+    # Each fingerprint finds only its own master, also after blocks split.
     assert index.lookup(fingerprints) == [(master,) for master in range(len(fingerprints))]
 
 
 def test_redis_prefixes_are_separate_indexes(redis_client: redis.Redis) -> None:
-    first = RedisIndex(redis_client, prefix="a:ix", bucket_bits=4)
-    second = RedisIndex(redis_client, prefix="b:ix", bucket_bits=8)
+    first = RedisIndex(redis_client, prefix="a:ix")
+    second = RedisIndex(redis_client, prefix="b:ix")
     first.add(1, [10])
     second.add(2, [10])
     first.clear()
@@ -184,31 +197,35 @@ def test_redis_prefixes_are_separate_indexes(redis_client: redis.Redis) -> None:
     assert second.lookup([10]) == [(2,)]
 
 
-def test_redis_long_lists_spill_out_of_the_bucket_and_come_back(
-    redis_client: redis.Redis,
-) -> None:
-    index = RedisIndex(redis_client, bucket_bits=0)  # one bucket: ct:ix:0
-    index.add(1, range(100, 200))
-    for master in range(1000, 1100):
-        index.add(master, [7])
+def test_redis_blocks_split_as_the_index_grows(redis_client: redis.Redis) -> None:
+    """Past LOAD postings per block a shard splits blocks: a bigger index has more blocks of
+    the same size, every posting is still found, and removals find them after the splits."""
+    index = RedisIndex(redis_client)
+    start_blocks = SHARDS * 2**MIN_LEVEL
+    rng = random.Random(5)
+    masters = {m: [rng.getrandbits(64) for _ in range(40)] for m in range(3 * start_blocks)}
+    index.add_many(list(masters.items()))
 
-    # The bucket stays a listpack; the 101-id list lives in its own key.
-    assert redis_client.object("encoding", "ct:ix:0") == b"listpack"
-    assert index.stats().keys == 2
-    assert index.lookup([7]) == [tuple(range(1000, 1100))]
-    for master in range(1000, 1090):
-        index.remove(master, [7])
-    assert index.stats().keys == 1
-    assert index.lookup([7]) == [tuple(range(1090, 1100))]
+    stats = index.stats()
+    assert stats.postings == 40 * len(masters)
+    assert start_blocks * 2 < stats.keys <= stats.postings / LOAD * 1.3
+    sample = [fp for m in range(0, len(masters), 97) for fp in masters[m]]
+    owners = [m for m in range(0, len(masters), 97) for _ in masters[m]]
+    assert [ids for ids in index.lookup(sample)] == [(m,) for m in owners]
+    for m in range(0, len(masters), 2):
+        assert index.remove(m, masters[m]) == 40
+    assert index.stats().postings == 40 * (len(masters) // 2)
+    assert index.lookup(masters[1][:3]) == [(1,)] * 3
+    assert index.lookup(masters[0][:3]) == [()] * 3
 
 
 def test_redis_query_is_one_round_trip(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index = RedisIndex(redis_client, bucket_bits=6)
+    index = RedisIndex(redis_client)
     for master in range(20):
         index.add(master, range(master * 50, master * 50 + 300))
-    query = list(range(0, 1500, 3))  # 500 fingerprints over all 64 buckets
+    query = list(range(0, 1500, 3))  # 500 fingerprints over all 16 shards
 
     sends = []
     send = redis.connection.AbstractConnection.send_packed_command
@@ -224,7 +241,7 @@ def test_redis_query_is_one_round_trip(
 
 
 def test_redis_reloads_flushed_scripts(redis_client: redis.Redis) -> None:
-    index = RedisIndex(redis_client, bucket_bits=4)
+    index = RedisIndex(redis_client)
     index.add(1, [10])
     redis_client.script_flush()
     assert index.add(2, [10]) == 1
@@ -234,7 +251,7 @@ def test_redis_reloads_flushed_scripts(redis_client: redis.Redis) -> None:
 def _add_masters(url: str, masters: list[int], seed: int) -> None:
     """One worker process: add each master to overlapping fingerprints, in random order."""
     client = redis.Redis.from_url(url)
-    index = RedisIndex(client, bucket_bits=4)
+    index = RedisIndex(client)
     rng = random.Random(seed)
     for master in masters:
         index.add(master, _shared_fingerprints(master))
@@ -245,7 +262,7 @@ def _add_masters(url: str, masters: list[int], seed: int) -> None:
 
 def _shared_fingerprints(master: int) -> list[int]:
     # 60 fingerprints in a pool of 200: every fingerprint is listed by many masters,
-    # so workers keep rewriting the same fields and some lists spill out of their bucket.
+    # so workers keep rewriting the same blocks.
     return random.Random(master).sample(range(1, 201), 60)
 
 
@@ -263,27 +280,28 @@ def test_redis_concurrent_workers_end_with_the_exact_union(redis_client: redis.R
     expected = MemoryIndex()
     for master in masters:
         expected.add(master, _shared_fingerprints(master))
-    index = RedisIndex(redis_client, bucket_bits=4)
+    index = RedisIndex(redis_client)
     pool_fps = list(range(1, 201))
     assert index.lookup(pool_fps) == expected.lookup(pool_fps)
     assert index.stats().postings == expected.stats().postings == 400 * 60
 
 
 def test_redis_bytes_per_posting(redis_client: redis.Redis) -> None:
-    """200k postings of random 64-bit fingerprints over 20k masters cost ≤ 16 B each."""
+    """400k postings of 54-bit fingerprints over 2,000 masters cost ≤ 16 B each, with Redis'
+    default settings."""
     rng = random.Random(42)
-    postings, masters = 200_000, 20_000
-    index = RedisIndex(redis_client, bucket_bits=suggest_bucket_bits(postings))
+    postings, masters = 400_000, 2_000
+    index = RedisIndex(redis_client, fingerprint_bits=54)
     redis_client.execute_command("FLUSHDB", "SYNC")  # nothing left to free while measuring
     before = redis_client.info("memory")["used_memory"]
-    for master in range(masters):
-        index.add(master, [rng.getrandbits(64) for _ in range(postings // masters)])
+    batch = postings // masters
+    for first in range(0, masters, 200):
+        index.add_many(
+            [(m, [rng.getrandbits(54) for _ in range(batch)]) for m in range(first, first + 200)]
+        )
     used = redis_client.info("memory")["used_memory"] - before
 
     stats = index.stats()
     assert stats.postings == postings
     assert stats.bytes_per_posting <= 16, stats
     assert used / postings <= 16, used
-    buckets = [key for key in redis_client.scan_iter("ct:ix:*", count=1000) if key != b"ct:ix:meta"]
-    assert len(buckets) == stats.keys == 2**index.bucket_bits
-    assert {redis_client.object("encoding", key) for key in buckets[:50]} == {b"listpack"}

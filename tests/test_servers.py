@@ -118,8 +118,6 @@ def test_valkey_flags(redis_client: redis.Redis) -> None:
     assert cfg["appendfsync"] == "everysec"
     assert cfg["save"] == ""
     assert cfg["bind"] == "127.0.0.1"
-    assert cfg["hash-max-listpack-entries"] == "1024"
-    assert cfg["hash-max-listpack-value"] == "64"
 
 
 def test_fixtures_isolate(redis_client: redis.Redis, mongo_db: Any) -> None:

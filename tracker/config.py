@@ -26,11 +26,6 @@ COPYTRACK_VISIBILITY_TIMEOUT       3600             Seconds before Redis hands a
                                                     worker died (unacknowledged) to another
                                                     worker. Keep it above the longest task,
                                                     or that task runs twice.
-COPYTRACK_INDEX_BUCKET_BITS        12               The index keeps 2**N Redis hashes; each
-                                                    should hold under ~1,000 fingerprints, so
-                                                    12 suits up to ~4M distinct fingerprints
-                                                    (~20k news articles). Changing it needs
-                                                    `copytrack reindex`.
 COPYTRACK_CRAWL_FRONTIER           memory           Where a crawl keeps its request queue and
                                                     seen-URL filter: ``memory`` (one crawler
                                                     process per run) or ``redis`` (scrapy-redis:
@@ -63,7 +58,6 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_LOG_LEVEL": ("INFO", "logging level"),
     "COPYTRACK_LOG_FORMAT": ("text", "log lines: text or json (structured, with ids)"),
     "COPYTRACK_VISIBILITY_TIMEOUT": ("3600", "seconds before a dead worker's task is redelivered"),
-    "COPYTRACK_INDEX_BUCKET_BITS": ("12", "log2 of the number of index buckets"),
     "COPYTRACK_CRAWL_FRONTIER": ("memory", "crawl queue: memory or redis (shared by processes)"),
     "COPYTRACK_CRAWL_DISPATCH": ("local", "where runs crawl: local process or queue (crawlers)"),
     "COPYTRACK_SCAN_QUEUE_MAX": ("10000", "crawls pause while more scans wait (0: no bound)"),
@@ -73,7 +67,6 @@ DEFAULT_DATA_DIR = "./.copytrack"
 DEFAULT_MONGO_DB = "copytrack"
 DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_VISIBILITY_TIMEOUT = 3600
-DEFAULT_INDEX_BUCKET_BITS = 12
 DEFAULT_SCAN_QUEUE_MAX = 10_000
 CRAWL_FRONTIERS = ("memory", "redis")
 CRAWL_DISPATCHES = ("local", "queue")
@@ -104,7 +97,6 @@ class Settings:
     log_level: str = DEFAULT_LOG_LEVEL
     log_format: str = LOG_FORMATS[0]
     visibility_timeout: int = DEFAULT_VISIBILITY_TIMEOUT
-    index_bucket_bits: int = DEFAULT_INDEX_BUCKET_BITS
     crawl_frontier: str = CRAWL_FRONTIERS[0]
     crawl_dispatch: str = CRAWL_DISPATCHES[0]
     scan_queue_max: int = DEFAULT_SCAN_QUEUE_MAX
@@ -190,9 +182,6 @@ class Settings:
         visibility_timeout = whole_number(
             "COPYTRACK_VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY_TIMEOUT, 1, 10**7, "seconds"
         )
-        bucket_bits = whole_number(
-            "COPYTRACK_INDEX_BUCKET_BITS", DEFAULT_INDEX_BUCKET_BITS, 0, 24, "bits"
-        )
         scan_queue_max = whole_number(
             "COPYTRACK_SCAN_QUEUE_MAX", DEFAULT_SCAN_QUEUE_MAX, 0, 10**9, "tasks"
         )
@@ -212,7 +201,6 @@ class Settings:
             log_level=log_level,
             log_format=choice("COPYTRACK_LOG_FORMAT", LOG_FORMATS),
             visibility_timeout=visibility_timeout,
-            index_bucket_bits=bucket_bits,
             crawl_frontier=choice("COPYTRACK_CRAWL_FRONTIER", CRAWL_FRONTIERS),
             crawl_dispatch=choice("COPYTRACK_CRAWL_DISPATCH", CRAWL_DISPATCHES),
             scan_queue_max=scan_queue_max,

@@ -61,9 +61,7 @@ def open_context(
     db = client[settings.mongo_db]
     ensure_indexes(db)
     redis_client = redis.Redis.from_url(endpoints.redis_url, health_check_interval=30)
-    index = RedisIndex(
-        redis_client, bucket_bits=settings.index_bucket_bits, fingerprint_bits=params.value_bits
-    )
+    index = RedisIndex(redis_client, fingerprint_bits=params.value_bits)
     ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:
         try:

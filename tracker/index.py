@@ -3,36 +3,33 @@
 Two interchangeable backends behind one interface (datasketch-style storage):
 
 - `MemoryIndex`: plain dicts, for unit tests and evaluation sweeps.
-- `RedisIndex`: the production index in Redis/Valkey, compact and one round trip per query.
+- `RedisIndex`: the production index in Redis/Valkey, compact, sizing itself as it grows,
+  one round trip per query.
 
-RedisIndex layout (prefix ``ct:ix`` by default):
+RedisIndex layout (prefix ``ct:ix`` by default). A fingerprint is first mixed by a bijection
+of its ``fingerprint_bits`` (so skewed fingerprints still spread evenly); the low
+``SHARD_BITS`` of the mixed value pick one of 16 shards, the rest (``h``) a block of the
+shard by linear hashing, and ``h`` without its low ``MIN_LEVEL`` bits (which every block
+number holds) is the record's key:
 
-- ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout`` (bucket and
-  fingerprint bits), ``postings`` and ``keys`` counters kept by the Lua scripts, and
+- ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout`` and
   ``generation`` (see `tracker.generation`).
-- ``{prefix}:{bucket hex}``  HASH, one per bucket. A fingerprint is first mixed by a
-  bijection of its ``fingerprint_bits`` (so skewed fingerprints still spread evenly); the
-  top ``bucket_bits`` pick the bucket, the remaining bits, as big-endian bytes, are the field.
-  The value is the posting list:
-    * one id: its decimal string, which the listpack stores as a 1–5 byte integer;
-    * several ids: ``b"+"`` then the sorted ids as LEB128 varint deltas;
-    * ``b""``: the list outgrew 64 bytes and lives in the spill key below.
-- ``{prefix}:{bucket hex}:{field}``  STRING: a spilled (long) posting list, sorted uint32
-  little-endian, so its length is ``STRLEN / 4`` and appends are O(1).
+- ``{prefix}:{SS}``  HASH per shard (SS = shard number in hex, a Redis Cluster hash tag):
+  ``level`` and ``split`` of its linear hashing, ``postings`` and ``blocks`` counters,
+  ``layout``.
+- ``{prefix}:{SS}:{block}``  STRING: the block's postings as sorted fixed-size records,
+  key bytes (big-endian) then the master id (uint32 big-endian).
 
-The server must keep small hashes listpack-encoded: ``hash-max-listpack-entries 1024`` and
-``hash-max-listpack-value 64`` (Redis' default for the entries limit is 128, so production
-Redis needs that setting; the embedded server is started with both). Buckets hold a few
-hundred fields when ``bucket_bits`` suits the index size (`suggest_bucket_bits`), and then a
-posting costs about 10–14 bytes of server memory.
-
-Standalone or replicated Redis only, not Redis Cluster: the scripts derive the bucket and
-spill key names from their arguments, and one call spans many hash slots.
+A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it holds more
+than ``LOAD`` postings per block on average, so blocks stay a few hundred bytes long at any
+library size: a posting costs its record (10 bytes with the default 54-bit fingerprints)
+plus its share of a block key, about 13 bytes in all, with no server setting to tune.
+Every script touches the keys of one shard only (one hash slot), so the layout also suits
+Redis Cluster.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import struct
 import sys
@@ -48,268 +45,226 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-MAX_MASTER_ID = 2**32 - 1  # spilled lists are packed as uint32
+MAX_MASTER_ID = 2**32 - 1  # records hold ids as uint32
 
-# Fields and values sent per script call: bounds the time a call blocks the server and the
-# Lua stack size of one HMGET, while a pipeline still sends every chunk in one round trip.
-_CHUNK = 2000
+SHARD_BITS = 4
+SHARDS = 1 << SHARD_BITS
+MIN_LEVEL = 8  # a shard starts with 2**MIN_LEVEL blocks
+LOAD = 24  # postings per block, on average, before a block is split
+
+# Records sent per script call: bounds the time a call blocks the server, while a pipeline
+# still sends every call of a query in one round trip.
+_CHUNK = 4000
 
 T = TypeVar("T")
 
 # Odd multipliers of the fingerprint mixer (MurmurHash3's fmix64 constants).
 _MIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))
 
-_MULTI_TAG = b"+"  # never starts a decimal integer, so it tells lists from single ids
-
-# Helpers shared by the mutation and read scripts. Lua numbers are doubles, exact for uint32.
+# Helpers of every script. KEYS[1] is the shard's hash; ARGV[1] the layout, ARGV[2] the key
+# bytes per record. Lua numbers are doubles: exact for the 32-bit values used here.
 _LUA_COMMON = r"""
-local INLINE_MAX = 64   -- hash-max-listpack-value: a longer value makes the bucket a hashtable
-local UNSPILL_AT = 12   -- 12 ids of at most 5 varint bytes always fit inline again
+local KL = tonumber(ARGV[2])
+local R = KL + 4
+local MIN_LEVEL = 8
 local floor = math.floor
 
--- ARGV[2] is the bucket key format, ARGV[3] the field length, ARGV[4] the records: for each
--- fingerprint a 4-byte big-endian bucket number then its field. Yields (bucket key, field).
-local function records()
-  local fmt, len, blob = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-  local i = -3 - len
-  return function()
-    i = i + 4 + len
-    if i > #blob then return nil end
-    local a, b, c, d = string.byte(blob, i, i + 3)
-    local key = string.format(fmt, ((a * 256 + b) * 256 + c) * 256 + d)
-    return key, string.sub(blob, i + 4, i + 3 + len)
-  end
+local function state()  -- level, split; or nil and the other layout found
+  local s = redis.call('HMGET', KEYS[1], 'layout', 'level', 'split')
+  if s[1] and s[1] ~= ARGV[1] then return nil, s[1] end
+  return tonumber(s[2]) or MIN_LEVEL, tonumber(s[3]) or 0
 end
 
-local function layout_error(write)
-  local layout = redis.call('HGET', KEYS[1], 'layout')
-  if not layout then
-    if write then redis.call('HSET', KEYS[1], 'layout', ARGV[1]) end
-  elseif layout ~= ARGV[1] then
-    return redis.error_reply('CTLAYOUT ' .. layout)
-  end
+local function block_of(low, level, split)  -- linear hashing on the low 32 bits of h
+  local b = low % 2 ^ level
+  if b < split then b = low % 2 ^ (level + 1) end
+  return b
 end
 
-local function decode(v)
-  if string.byte(v, 1) ~= 43 then return {tonumber(v)} end  -- 43 = '+'
-  local ids, id, acc, mul = {}, 0, 0, 1
-  for i = 2, #v do
-    local b = string.byte(v, i)
-    if b >= 128 then
-      acc = acc + (b - 128) * mul
-      mul = mul * 128
-    else
-      id = id + acc + b * mul
-      ids[#ids + 1] = id
-      acc, mul = 0, 1
-    end
-  end
-  return ids
-end
+local function block_key(b) return KEYS[1] .. ':' .. string.format('%d', b) end
 
-local function encode(ids)
-  if #ids == 1 then return string.format('%d', ids[1]) end
-  local out, prev = {'+'}, 0
-  for _, id in ipairs(ids) do
-    local d = id - prev
-    prev = id
-    while d >= 128 do
-      out[#out + 1] = string.char(d % 128 + 128)
-      d = floor(d / 128)
-    end
-    out[#out + 1] = string.char(d)
-  end
-  return table.concat(out)
-end
-
-local function u32(s, i)  -- i-th (0-based) uint32 of a packed list
-  local a, b, c, d = string.byte(s, 4 * i + 1, 4 * i + 4)
-  return a + b * 256 + c * 65536 + d * 16777216
+local function u32(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
 local function p32(v)
-  return string.char(v % 256, floor(v / 256) % 256, floor(v / 65536) % 256, floor(v / 16777216))
+  local b = floor(v / 65536)
+  return string.char(floor(b / 256), b % 256, floor(v / 256) % 256, v % 256)
 end
 
-local function pack(ids)
-  local out = {}
-  for i, id in ipairs(ids) do out[i] = p32(id) end
-  return table.concat(out)
-end
-
-local function unpack32(s)
-  local ids = {}
-  for i = 0, #s / 4 - 1 do ids[i + 1] = u32(s, i) end
-  return ids
-end
-
-local function search(s, id)  -- position where id is or would go, and whether it is there
-  local lo, hi = 0, #s / 4
+-- First record index >= lo of block s whose first len bytes are >= k.
+local function lower(s, k, len, lo)
+  local hi = #s / R
   while lo < hi do
     local mid = floor((lo + hi) / 2)
-    if u32(s, mid) < id then lo = mid + 1 else hi = mid end
+    if string.sub(s, mid * R + 1, mid * R + len) < k then lo = mid + 1 else hi = mid end
   end
-  return lo, lo < #s / 4 and u32(s, lo) == id
+  return lo
 end
 
-local function search_table(ids, id)
-  local lo, hi = 1, #ids + 1
-  while lo < hi do
-    local mid = floor((lo + hi) / 2)
-    if ids[mid] < id then lo = mid + 1 else hi = mid end
+-- ARGV[3]: records of 4 bytes (low 32 bits of h) then R bytes (key, id), sorted by
+-- (key, id). Returns the blocks in first-seen order and their new records, in order.
+local function grouped(level, split)
+  local blob, A = ARGV[3], 4 + R
+  local groups, order = {}, {}
+  for i = 1, #blob, A do
+    local b = block_of(u32(blob, i), level, split)
+    local g = groups[b]
+    if not g then
+      g = {}
+      groups[b] = g
+      order[#order + 1] = b
+    end
+    g[#g + 1] = string.sub(blob, i + 4, i + 3 + R)
   end
-  return lo, ids[lo] == id
+  return order, groups
 end
 """
 
-# KEYS[1] meta; ARGV: layout, key format, field length, records, master id. Returns the
-# number of postings added; HINCRBY keeps the counters that stats() reads.
+# ARGV[4] load, ARGV[5] highest level. Returns the number of postings added; then splits
+# blocks while the shard holds more than `load` postings per block.
 _LUA_ADD = (
     _LUA_COMMON
     + r"""
-local err = layout_error(true)
-if err then return err end
-local id_s = ARGV[5]
-local id = tonumber(id_s)
-local added, keys = 0, 0
-for key, field in records() do
-  -- Most fields are new at ingest: HSETNX settles those in one call.
-  local v = redis.call('HSETNX', key, field, id_s) == 0 and redis.call('HGET', key, field)
-  if not v then
-    if redis.call('HLEN', key) == 1 then keys = keys + 1 end
-    added = added + 1
-  elseif v == '' then
-    local skey = key .. ':' .. field
-    local last = u32(redis.call('GETRANGE', skey, -4, -1), 0)
-    if id > last then  -- ingest assigns growing ids: the common case is an O(1) append
-      redis.call('APPEND', skey, p32(id))
+local level, split = state()
+if not level then return redis.error_reply('CTLAYOUT ' .. split) end
+local order, groups = grouped(level, split)
+local added, blocks = 0, 0
+for _, b in ipairs(order) do
+  local key = block_key(b)
+  local old = redis.call('GET', key) or ''
+  if #old == 0 then blocks = blocks + 1 end
+  local out, j, prev = {}, 0, nil
+  for _, rec in ipairs(groups[b]) do
+    local p = lower(old, rec, R, j)
+    if p > j then
+      out[#out + 1] = string.sub(old, j * R + 1, p * R)
+      j = p
+    end
+    if rec ~= prev and string.sub(old, j * R + 1, j * R + R) ~= rec then
+      out[#out + 1] = rec
       added = added + 1
-    elseif id < last then
-      local s = redis.call('GET', skey)
-      local pos, found = search(s, id)
-      if not found then
-        redis.call('SET', skey, string.sub(s, 1, 4 * pos) .. p32(id) .. string.sub(s, 4 * pos + 1))
-        added = added + 1
+    end
+    prev = rec
+  end
+  out[#out + 1] = string.sub(old, j * R + 1)
+  redis.call('SET', key, table.concat(out))
+end
+local postings = redis.call('HINCRBY', KEYS[1], 'postings', added)
+blocks = redis.call('HINCRBY', KEYS[1], 'blocks', blocks)
+local load, top = tonumber(ARGV[4]), tonumber(ARGV[5])
+while postings > load * (2 ^ level + split) and level < top do
+  -- Records whose bit `level` of h is set move to block split + 2**level.
+  local s = redis.call('GET', block_key(split))
+  if s then
+    local stay, move, bit = {}, {}, 2 ^ (level - MIN_LEVEL)
+    for r = 0, #s / R - 1 do
+      local a, b, c = string.byte(s, r * R + KL - 2, r * R + KL)
+      local rec = string.sub(s, r * R + 1, r * R + R)
+      if floor(((a * 256 + b) * 256 + c) / bit) % 2 == 1 then
+        move[#move + 1] = rec
+      else
+        stay[#stay + 1] = rec
       end
     end
-  else
-    local ids = decode(v)
-    local pos, found = search_table(ids, id)
-    if not found then
-      table.insert(ids, pos, id)
-      local enc = encode(ids)
-      if #enc > INLINE_MAX then
-        redis.call('SET', key .. ':' .. field, pack(ids))
-        enc = ''
-        keys = keys + 1
+    if #move > 0 then
+      redis.call('SET', block_key(split + 2 ^ level), table.concat(move))
+      if #stay > 0 then
+        redis.call('SET', block_key(split), table.concat(stay))
+        blocks = blocks + 1
+      else
+        redis.call('DEL', block_key(split))
       end
-      redis.call('HSET', key, field, enc)
-      added = added + 1
     end
   end
+  split = split + 1
+  if split == 2 ^ level then
+    level = level + 1
+    split = 0
+  end
 end
-if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
-if keys ~= 0 then redis.call('HINCRBY', KEYS[1], 'keys', keys) end
+redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'level', level, 'split', split, 'blocks', blocks)
 return added
 """
 )
 
-# Same arguments as the add script. Empty fields are deleted (and Redis deletes a bucket
-# hash once its last field goes); a spilled list that shrinks back to a few ids is inlined.
+# Same arguments as the add script (without the last two). Returns the postings removed.
 _LUA_REMOVE = (
     _LUA_COMMON
     + r"""
-local err = layout_error(false)
-if err then return err end
-local id = tonumber(ARGV[5])
-local removed, keys = 0, 0
-for key, field in records() do
-  local v = redis.call('HGET', key, field)
-  if v == '' then
-    local skey = key .. ':' .. field
-    local s = redis.call('GET', skey)
-    local pos, found = search(s, id)
-    if found then
-      s = string.sub(s, 1, 4 * pos) .. string.sub(s, 4 * pos + 5)
-      removed = removed + 1
-      if #s / 4 <= UNSPILL_AT then
-        redis.call('DEL', skey)
-        redis.call('HSET', key, field, encode(unpack32(s)))
-        keys = keys - 1
-      else
-        redis.call('SET', skey, s)
+local level, split = state()
+if not level then return redis.error_reply('CTLAYOUT ' .. split) end
+local order, groups = grouped(level, split)
+local removed, blocks = 0, 0
+for _, b in ipairs(order) do
+  local key = block_key(b)
+  local old = redis.call('GET', key)
+  if old then
+    local out, j, before = {}, 0, removed
+    for _, rec in ipairs(groups[b]) do
+      local p = lower(old, rec, R, j)
+      if p > j then
+        out[#out + 1] = string.sub(old, j * R + 1, p * R)
+        j = p
+      end
+      if string.sub(old, j * R + 1, j * R + R) == rec then
+        j = j + 1
+        removed = removed + 1
       end
     end
-  elseif v then
-    local ids = decode(v)
-    local pos, found = search_table(ids, id)
-    if found then
-      table.remove(ids, pos)
-      removed = removed + 1
-      if #ids == 0 then
-        redis.call('HDEL', key, field)
-        if redis.call('EXISTS', key) == 0 then keys = keys - 1 end
+    if removed > before then
+      out[#out + 1] = string.sub(old, j * R + 1)
+      local s = table.concat(out)
+      if #s == 0 then
+        redis.call('DEL', key)
+        blocks = blocks - 1
       else
-        redis.call('HSET', key, field, encode(ids))
+        redis.call('SET', key, s)
       end
     end
   end
 end
 if removed > 0 then redis.call('HINCRBY', KEYS[1], 'postings', -removed) end
-if keys ~= 0 then redis.call('HINCRBY', KEYS[1], 'keys', keys) end
+if blocks ~= 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
 return removed
 """
 )
 
-# KEYS[1] meta; ARGV: layout, key format, field length, records (sorted by bucket: one
-# HMGET per bucket), max_df (-1: no cut). One reply element per record, in order: false
-# (absent), the inline value, {packed uint32 list} for a spilled list, or its length when
-# over max_df (so boilerplate lists never cross the network).
-_LUA_READ = (
+# ARGV[3]: queries of 4 bytes (position in the query), 4 bytes (low 32 bits of h) and the
+# key; ARGV[4] max_df (-1: no cut). Returns, for each query with postings: its position,
+# the number of masters n, then (unless n > max_df) their ids; all uint32 big-endian.
+_LUA_LOOKUP = (
     "#!lua flags=no-writes\n"
     + _LUA_COMMON
     + r"""
-local err = layout_error(false)
-if err then return err end
-local max_df = tonumber(ARGV[5])
-local out, bucket, fields = {}, nil, {}
-local function read_bucket()
-  if #fields == 0 then return end
-  local vals = redis.call('HMGET', bucket, unpack(fields))
-  for j, field in ipairs(fields) do
-    local v = vals[j]
-    if v == '' then
-      local skey = bucket .. ':' .. field
-      local df = redis.call('STRLEN', skey) / 4
-      if max_df >= 0 and df > max_df then v = df else v = {redis.call('GET', skey)} end
+local level, split = state()
+if not level then return redis.error_reply('CTLAYOUT ' .. split) end
+local blob, Q, max_df = ARGV[3], 8 + KL, tonumber(ARGV[4])
+local cache, out = {}, {}
+for i = 1, #blob, Q do
+  local b = block_of(u32(blob, i + 4), level, split)
+  local s = cache[b]
+  if not s then
+    s = redis.call('GET', block_key(b)) or ''
+    cache[b] = s
+  end
+  if #s > 0 then
+    local k = string.sub(blob, i + 8, i + 7 + KL)
+    local first = lower(s, k, KL, 0)
+    local last, count = first, #s / R
+    while last < count and string.sub(s, last * R + 1, last * R + KL) == k do last = last + 1 end
+    if last > first then
+      out[#out + 1] = string.sub(blob, i, i + 3) .. p32(last - first)
+      if max_df < 0 or last - first <= max_df then
+        for r = first, last - 1 do out[#out + 1] = string.sub(s, r * R + KL + 1, r * R + R) end
+      end
     end
-    out[#out + 1] = v
   end
-  fields = {}
 end
-for key, field in records() do
-  if key ~= bucket then
-    read_bucket()
-    bucket = key
-  end
-  fields[#fields + 1] = field
-end
-read_bucket()
-return out
+return table.concat(out)
 """
 )
-
-# KEYS[1] meta; ARGV: version, layout. An empty index takes both; otherwise returns the
-# stored {version, layout} when either differs, nil when they match.
-_LUA_ENSURE_VERSION = r"""
-local cur = redis.call('HMGET', KEYS[1], 'version', 'layout', 'postings')
-if (tonumber(cur[3]) or 0) == 0 then
-  redis.call('HSET', KEYS[1], 'version', ARGV[1], 'layout', ARGV[2])
-  return false
-end
-if cur[1] == ARGV[1] and cur[2] == ARGV[2] then return false end
-return {cur[1] or '', cur[2] or ''}
-"""
 
 
 class IndexVersionMismatch(RuntimeError):
@@ -332,6 +287,21 @@ class IndexStats:
     keys: int
     memory_bytes: int
     bytes_per_posting: float
+
+
+@dataclass(frozen=True)
+class Postings:
+    """The postings a query hit, one row per (query fingerprint, master), as parallel arrays:
+    ``query`` the fingerprint's position in the query, ``master`` the id, ``df`` how many
+    masters list that fingerprint. Fingerprints listed by more than max_df masters have none.
+    """
+
+    query: np.ndarray
+    master: np.ndarray
+    df: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.master)
 
 
 class InvertedIndex(ABC):
@@ -372,9 +342,23 @@ class InvertedIndex(ABC):
     def set_generation(self, generation: str) -> None:
         """Record which build of the index this is (`tracker.generation`)."""
 
+    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]]) -> int:
+        """`add` for several (master id, fingerprints); returns the new postings."""
+        return sum(self.add(master_id, fps) for master_id, fps in masters)
+
     def lookup(self, fingerprints: Sequence[int]) -> list[tuple[int, ...]]:
         """Posting list (sorted master ids) of each fingerprint, in query order."""
         return [ids or () for ids in self._read(_as_ints(fingerprints), None)]
+
+    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
+        """The postings of the fingerprints listed by 1..max_df masters (see `Postings`)."""
+        query, master, df = [], [], []
+        for i, ids in enumerate(self._read(_as_ints(fingerprints), max_df)):
+            if ids:
+                query += [i] * len(ids)
+                master += ids
+                df += [len(ids)] * len(ids)
+        return Postings(*(np.array(column, dtype=np.int64) for column in (query, master, df)))
 
     def count_hits(self, fingerprints: Iterable[int], max_df: int | None = None) -> dict[int, int]:
         """master id → number of distinct query fingerprints that hit it.
@@ -382,10 +366,7 @@ class InvertedIndex(ABC):
         Fingerprints whose posting list is longer than max_df are skipped: text that many
         masters share (site footers, boilerplate) must not create matches on its own.
         """
-        hits: Counter[int] = Counter()
-        for ids in self._read(_distinct(fingerprints), max_df):
-            if ids:
-                hits.update(ids)
+        hits: Counter[int] = Counter(self.postings(_distinct(fingerprints), max_df).master.tolist())
         return dict(hits)
 
 
@@ -477,85 +458,83 @@ class MemoryIndex(InvertedIndex):
         self._generation = generation
 
 
-def suggest_bucket_bits(distinct_fingerprints: int, fields_per_bucket: int = 400) -> int:
-    """Fewest bucket bits that keep the mean bucket at most fields_per_bucket fields.
-
-    The default leaves room to grow 2x before the fullest buckets pass the listpack
-    limit of 1024 fields, beyond which a bucket costs several times more memory.
-    """
-    return max(0, math.ceil(math.log2(max(distinct_fingerprints, 1) / fields_per_bucket)))
-
-
 class RedisIndex(InvertedIndex):
-    """Bucketed, listpack-compact index in Redis/Valkey; see the module docstring.
+    """Sharded, self-sizing index in Redis/Valkey; see the module docstring.
 
-    bucket_bits sets 2**bucket_bits bucket hashes: pick it with `suggest_bucket_bits` for
-    the expected number of distinct fingerprints (the default, 14, suits 1e6–6e6 of them).
     fingerprint_bits is the width the fingerprinter emits (every fingerprint must be below
-    2**fingerprint_bits); narrower fingerprints make shorter fields. Both are stored in the
-    index metadata, and a process using other values gets IndexVersionMismatch.
+    2**fingerprint_bits); narrower fingerprints make shorter records. It is part of the
+    layout stored with the index, and a process using another gets IndexVersionMismatch.
     """
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        prefix: str = "ct:ix",
-        bucket_bits: int = 14,
-        fingerprint_bits: int = 64,
-    ) -> None:
-        if not 1 <= fingerprint_bits <= 64:
-            raise ValueError("fingerprint_bits must be within 1..64")
-        if not 0 <= bucket_bits <= min(32, fingerprint_bits - 1):
-            raise ValueError("bucket_bits must be within 0..min(32, fingerprint_bits - 1)")
+    def __init__(self, client: redis.Redis, prefix: str = "ct:ix", fingerprint_bits: int = 64):
+        if not 32 <= fingerprint_bits <= 64:
+            raise ValueError("fingerprint_bits must be within 32..64")
         self.client = client
         self.prefix = prefix
-        self.bucket_bits = bucket_bits
         self.fingerprint_bits = fingerprint_bits
-        # "ix1" names this encoding: a change of mixer or value format must bump it.
-        self.layout = f"ix1:bucket_bits={bucket_bits},fingerprint_bits={fingerprint_bits}"
+        # "ix3" names this encoding: a change of mixer, sharding or record format bumps it.
+        self.layout = f"ix3:fingerprint_bits={fingerprint_bits},shards={SHARDS},load={LOAD}"
         self._meta = f"{prefix}:meta"
+        self._shards = [f"{prefix}:{{{shard:02x}}}" for shard in range(SHARDS)]
         self._mask = np.uint64((1 << fingerprint_bits) - 1)
-        self._shift = np.uint64(max(fingerprint_bits // 2, 1))
-        field_bits = fingerprint_bits - bucket_bits
-        self._field_shift = np.uint64(field_bits - 1)  # then 1 more: a shift by 64 is undefined
-        self._field_mask = np.uint64((1 << field_bits) - 1)
-        self._field_len = (field_bits + 7) // 8
-        # Lua's string.format builds bucket key names from this: ct:ix:%04x
-        digits = max(1, (bucket_bits + 3) // 4)
-        self._key_format = f"{prefix.replace('%', '%%')}:%0{digits}x"
+        self._shift = np.uint64(fingerprint_bits // 2)
+        h_bits = fingerprint_bits - SHARD_BITS
+        self._key_len = (h_bits - MIN_LEVEL + 7) // 8
+        # Splitting reads bit `level` of h within the key's last 3 bytes.
+        self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
+        self._layout_checked = False
         self._add = client.register_script(_LUA_ADD)
         self._remove = client.register_script(_LUA_REMOVE)
-        self._read_script = client.register_script(_LUA_READ)
-        self._ensure = client.register_script(_LUA_ENSURE_VERSION)
+        self._lookup = client.register_script(_LUA_LOOKUP)
 
     def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
-        return self._mutate(self._add, master_id, fingerprints)
+        return self.add_many([(master_id, fingerprints)])
+
+    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]]) -> int:
+        return self._mutate(self._add, masters, [LOAD, self._top_level])
 
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
-        return self._mutate(self._remove, master_id, fingerprints)
+        return self._mutate(self._remove, [(master_id, fingerprints)], [])
+
+    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
+        x = self._mixed(fingerprints)
+        position = np.arange(len(x), dtype=np.uint32)
+        calls = []
+        for shard, rows in self._by_shard(x):
+            h = x[rows] >> np.uint64(SHARD_BITS)
+            records = np.concatenate(
+                (_be_bytes(position[rows], 4), _be_bytes(h, 4), self._keys(h)), axis=1
+            )
+            calls += self._calls(shard, records, [-1 if max_df is None else max_df])
+        query, master, df = [], [], []
+        for reply in self._run(self._lookup, calls):
+            _decode_hits(reply, max_df, query, master, df)
+        return Postings(*(np.array(column, dtype=np.int64) for column in (query, master, df)))
 
     def _read(
         self, fingerprints: Sequence[int], max_df: int | None
     ) -> list[tuple[int, ...] | None]:
-        calls, positions = [], []
-        for offset in range(0, len(fingerprints), _CHUNK):
-            order, records = self._records(fingerprints[offset : offset + _CHUNK])
-            calls.append([*records, -1 if max_df is None else max_df])
-            positions += (offset + i for i in order)
-        replies = (value for reply in self._run(self._read_script, calls) for value in reply)
+        found = self.postings(fingerprints, None)
+        lists: dict[int, list[int]] = {}
+        for i, master in zip(found.query.tolist(), found.master.tolist(), strict=True):
+            lists.setdefault(i, []).append(master)
         out: list[tuple[int, ...] | None] = [()] * len(fingerprints)
-        for i, value in zip(positions, replies, strict=True):
-            ids = _decode(value)
-            out[i] = None if ids is None or (max_df is not None and len(ids) > max_df) else ids
+        for i, ids in lists.items():
+            out[i] = None if max_df is not None and len(ids) > max_df else tuple(ids)
         return out
 
     def stats(self) -> IndexStats:
-        """Counters from the metadata; memory is MEMORY USAGE summed over the index keys.
+        """Counters from the shards; memory is MEMORY USAGE summed over the index keys.
 
         The memory figure walks the index keys (one pipelined round trip per 1000 keys), so
         it costs O(keys): fine for a report, not for a dashboard refresh.
         """
-        postings, keys = (int(v or 0) for v in self.client.hmget(self._meta, "postings", "keys"))
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self._shards:
+            pipe.hmget(shard, "postings", "blocks")
+        counters = pipe.execute()
+        postings = sum(int(p or 0) for p, _ in counters)
+        keys = sum(int(b or 0) for _, b in counters)
         memory = 0
         for batch in _batched(self._scan()):
             pipe = self.client.pipeline(transaction=False)
@@ -567,64 +546,120 @@ class RedisIndex(InvertedIndex):
     def clear(self) -> None:
         for batch in _batched(self._scan()):
             self.client.unlink(*batch)
+        self._layout_checked = False
 
     def generation(self) -> tuple[str | None, int]:
-        generation, postings = self.client.hmget(self._meta, "generation", "postings")
-        return (generation.decode() if generation else None), int(postings or 0)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(self._meta, "generation")
+        for shard in self._shards:
+            pipe.hget(shard, "postings")
+        generation, *postings = pipe.execute()
+        return (generation.decode() if generation else None), sum(int(p or 0) for p in postings)
 
     def set_generation(self, generation: str) -> None:
         self.client.hset(self._meta, "generation", generation)
 
     def ensure_version(self, version: str) -> None:
-        stored = self._ensure(keys=[self._meta], args=[version, self.layout])
-        if stored:
-            built, layout = (s.decode() for s in stored)
-            raise IndexVersionMismatch(
-                f"index {self.prefix}",
-                f"{built or '(none)'} ({layout})",
-                f"{version} ({self.layout})",
-            )
+        built, layout = (
+            v.decode() if v else None for v in self.client.hmget(self._meta, "version", "layout")
+        )
+        if (built, layout) == (version, self.layout):
+            self._layout_checked = True
+            return
+        if self.generation()[1] == 0:
+            self.client.hset(self._meta, mapping={"version": version, "layout": self.layout})
+            self._layout_checked = True
+            return
+        raise IndexVersionMismatch(
+            f"index {self.prefix}",
+            f"{built or '(none)'} ({layout or 'no layout'})",
+            f"{version} ({self.layout})",
+        )
 
-    def _records(self, fingerprints: Sequence[int]) -> tuple[list[int], list]:
-        """Where each fingerprint lives, as the first script arguments, sorted by bucket.
+    def _check_layout(self) -> None:
+        """Once per process: an index written with another layout is refused, not misread."""
+        if self._layout_checked:
+            return
+        layout = self.client.hget(self._meta, "layout")
+        if layout is None:
+            self.client.hsetnx(self._meta, "layout", self.layout)
+            layout = self.client.hget(self._meta, "layout")
+        if layout.decode() != self.layout:
+            self._layout_error(layout.decode())
+        self._layout_checked = True
 
-        Returns the order of the fingerprints in the records, and [layout, key format,
-        field length, records]; a record is the 4-byte big-endian bucket number then the
-        field. Two rounds of multiply-by-odd-constant and xor-shift, both bijections of
-        fingerprint_bits-bit integers, mix the fingerprint first: (bucket, field) is unique
-        per fingerprint, and the top bits that pick the bucket depend on every input bit,
-        so skewed fingerprints still fill buckets evenly.
-        """
-        x = np.array(fingerprints, dtype=np.uint64)
+    def _layout_error(self, found: str) -> None:
+        raise IndexVersionMismatch(
+            f"index {self.prefix}", f"layout {found}", f"layout {self.layout}"
+        )
+
+    def _mixed(self, fingerprints: Sequence[int]) -> np.ndarray:
+        """The fingerprints through the mixer: two rounds of multiply-by-odd-constant and
+        xor-shift, both bijections of fingerprint_bits-bit integers, so every bit of the
+        shard and block numbers depends on every input bit."""
+        if isinstance(fingerprints, np.ndarray) and fingerprints.dtype == np.uint64:
+            x = fingerprints.copy()
+        else:
+            x = np.array(_as_ints(fingerprints), dtype=np.uint64)
         if (x > self._mask).any():
             raise ValueError(f"fingerprints must fit in {self.fingerprint_bits} bits")
         for constant in _MIX:
             x = (x * constant) & self._mask
             x ^= x >> self._shift
-        buckets = x >> self._field_shift >> np.uint64(1)
-        order = np.argsort(buckets, kind="stable")
-        records = np.empty((len(x), 4 + self._field_len), dtype=np.uint8)
-        records[:, :4] = buckets[order].astype(">u4").view(np.uint8).reshape(-1, 4)
-        fields = (x[order] & self._field_mask).astype(">u8").view(np.uint8).reshape(-1, 8)
-        records[:, 4:] = fields[:, 8 - self._field_len :]
-        return order.tolist(), [self.layout, self._key_format, self._field_len, records.tobytes()]
+        return x
 
-    def _mutate(self, script: Script, master_id: int, fingerprints: Iterable[int]) -> int:
-        master_id = _check_master(master_id)
-        distinct = _distinct(fingerprints)
-        calls = [
-            [*self._records(distinct[offset : offset + _CHUNK])[1], master_id]
-            for offset in range(0, len(distinct), _CHUNK)
+    def _keys(self, h: np.ndarray) -> np.ndarray:
+        """Record keys: h without the low MIN_LEVEL bits, big-endian, key_len bytes."""
+        return _be_bytes(h >> np.uint64(MIN_LEVEL), self._key_len)
+
+    @staticmethod
+    def _by_shard(x: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        shards = (x & np.uint64(SHARDS - 1)).astype(np.int64)
+        order = np.argsort(shards, kind="stable")
+        bounds = np.searchsorted(shards[order], np.arange(SHARDS + 1))
+        for shard in range(SHARDS):
+            if bounds[shard] < bounds[shard + 1]:
+                yield shard, order[bounds[shard] : bounds[shard + 1]]
+
+    def _calls(self, shard: int, records: np.ndarray, extra: list) -> list[list]:
+        """Script calls of one shard: [shard key, layout, key length, chunk, *extra]."""
+        return [
+            [self._shards[shard], self.layout, self._key_len, chunk.tobytes(), *extra]
+            for chunk in np.array_split(records, -(-len(records) // _CHUNK))
         ]
+
+    def _mutate(
+        self, script: Script, masters: Sequence[tuple[int, Iterable[int]]], extra: list
+    ) -> int:
+        ids, values = [], []
+        for master_id, fingerprints in masters:
+            distinct = np.unique(self._mixed(_distinct(fingerprints)))
+            ids.append(np.full(len(distinct), _check_master(master_id), dtype=np.uint32))
+            values.append(distinct)
+        if not values:
+            return 0
+        x = np.concatenate(values)
+        master = np.concatenate(ids)
+        calls = []
+        for shard, rows in self._by_shard(x):
+            h = x[rows] >> np.uint64(SHARD_BITS)
+            # Sorted by (key, id): the order of the records in a block.
+            order = np.lexsort((master[rows], h >> np.uint64(MIN_LEVEL)))
+            h = h[order]
+            records = np.concatenate(
+                (_be_bytes(h, 4), self._keys(h), _be_bytes(master[rows][order], 4)), axis=1
+            )
+            calls += self._calls(shard, records, extra)
         return sum(self._run(script, calls))
 
     def _run(self, script: Script, calls: list[list]) -> list:
-        """Run script once per ARGV list of calls, all in one pipelined round trip.
+        """Run script once per call (shard key, then ARGV), all in one pipelined round trip.
 
         redis-py's pipelined Script asks SCRIPT EXISTS first, a second round trip on every
         query; instead a NOSCRIPT reply (server restarted, SCRIPT FLUSH) loads the script and
         reruns the calls that got it.
         """
+        self._check_layout()
         if not calls:
             return []
         replies = self._evalsha(script, calls)
@@ -637,16 +672,14 @@ class RedisIndex(InvertedIndex):
         for reply in replies:
             if isinstance(reply, redis.ResponseError):
                 if str(reply).startswith("CTLAYOUT "):
-                    raise IndexVersionMismatch(
-                        f"index {self.prefix}", f"layout {str(reply)[9:]}", f"layout {self.layout}"
-                    )
+                    self._layout_error(str(reply)[9:])
                 raise reply
         return replies
 
     def _evalsha(self, script: Script, calls: list[list]) -> list:
         pipe = self.client.pipeline(transaction=False)
-        for args in calls:
-            pipe.evalsha(script.sha, 1, self._meta, *args)
+        for shard, *args in calls:
+            pipe.evalsha(script.sha, 1, shard, *args)
         return pipe.execute(raise_on_error=False)
 
     def _scan(self) -> Iterator[bytes]:
@@ -654,30 +687,28 @@ class RedisIndex(InvertedIndex):
         return self.client.scan_iter(match=pattern, count=1000)
 
 
+def _be_bytes(values: np.ndarray, width: int) -> np.ndarray:
+    """The low ``width`` bytes of each value, big-endian, as a (len, width) uint8 array."""
+    full = values.astype(">u8").view(np.uint8).reshape(-1, 8)
+    return full[:, 8 - width :]
+
+
+def _decode_hits(
+    reply: bytes, max_df: int | None, query: list[int], master: list[int], df: list[int]
+) -> None:
+    """Append the rows of one lookup-script reply to the column lists."""
+    at = 0
+    while at < len(reply):
+        position, count = struct.unpack_from(">II", reply, at)
+        at += 8
+        if max_df is not None and count > max_df:
+            continue
+        query += [position] * count
+        master += struct.unpack_from(f">{count}I", reply, at)
+        df += [count] * count
+        at += 4 * count
+
+
 def _batched(items: Iterator[T], size: int = 1000) -> Iterator[list[T]]:
     while batch := list(islice(items, size)):
         yield batch
-
-
-def _decode(value: bytes | list[bytes] | int | None) -> tuple[int, ...] | None:
-    """A read-script reply element → sorted ids; None for a list cut by max_df."""
-    if value is None:
-        return ()
-    if isinstance(value, int):
-        return None
-    if isinstance(value, list):
-        packed = value[0]
-        return struct.unpack(f"<{len(packed) // 4}I", packed)
-    if not value.startswith(_MULTI_TAG):
-        return (int(value),)
-    ids = []
-    last = acc = shift = 0
-    for byte in value[1:]:
-        acc |= (byte & 0x7F) << shift
-        if byte & 0x80:
-            shift += 7
-        else:
-            last += acc
-            ids.append(last)
-            acc = shift = 0
-    return tuple(ids)

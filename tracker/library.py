@@ -10,13 +10,14 @@ work by ``work_id``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 import numpy as np
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError
 
 from fingerprinter import index_array, to_letters
 
@@ -26,6 +27,8 @@ from .store import next_id
 
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
+REINDEX_BATCH = 200  # masters per round trip when rebuilding the index
+DUPLICATE_KEY = 11000  # MongoDB's error code
 
 METADATA_FIELDS = ("title", "author", "lang", "kind", "source")
 
@@ -91,75 +94,212 @@ def _validate(work: Work, ctx: Context) -> None:
         )
 
 
-def add_work(ctx: Context, work: Work) -> list[AddResult]:
-    """Register a work (split into chapters when long); idempotent.
+@dataclass(frozen=True)
+class _Piece:
+    """One master to register: a whole work, or a chapter of a long one."""
 
-    Raises ValueError (with the reason) when the text cannot be fingerprinted.
-    """
+    work: Work
+    external_id: str
+    text: str
+    sha: str
+    work_id: str | None
+
+
+def _pieces(ctx: Context, work: Work) -> list[_Piece]:
+    """The masters of a work (split into chapters when long); ValueError if it cannot be
+    fingerprinted."""
     if not isinstance(work.text, str) or not work.text.strip():
         raise ValueError("empty text: nothing to register")
     _validate(work, ctx)
     sha = text_sha256(work.text)
     external_id = work.external_id or f"sha256:{sha[:16]}"
-    pieces = _chapters(work.text)
-    if len(pieces) == 1:
-        return [_add_master(ctx, work, external_id, work.text, sha, work_id=None)]
+    chapters = _chapters(work.text)
+    if len(chapters) == 1:
+        return [_Piece(work, external_id, work.text, sha, None)]
     return [
-        _add_master(ctx, work, f"{external_id}#{n}", piece, text_sha256(piece), work_id=external_id)
-        for n, piece in enumerate(pieces, start=1)
+        _Piece(work, f"{external_id}#{n}", chapter, text_sha256(chapter), external_id)
+        for n, chapter in enumerate(chapters, start=1)
     ]
 
 
-def _add_master(
-    ctx: Context, work: Work, external_id: str, text: str, sha: str, work_id: str | None
-) -> AddResult:
+def add_work(ctx: Context, work: Work) -> list[AddResult]:
+    """Register a work (split into chapters when long); idempotent.
+
+    Raises ValueError (with the reason) when the text cannot be fingerprinted.
+    """
+    (result,) = add_works(ctx, [work])
+    if isinstance(result, ValueError):
+        raise result
+    return result
+
+
+def add_works(ctx: Context, works: Sequence[Work]) -> list[list[AddResult] | ValueError]:
+    """`add_work` for a batch, in a few round trips to each server: per work, its results,
+    or the ValueError saying why it cannot be fingerprinted.
+
+    New masters get their postings first, then their documents (``state: indexed``) in one
+    insert: a kill in between leaves postings of ids that no document has, which no match
+    can report and a reindex drops; never a document whose postings are missing.
+    """
+    out: list[list[AddResult] | ValueError] = []
+    pieces: list[_Piece] = []
+    owners: list[list[AddResult]] = []  # per piece, the result list of its work
+    for work in works:
+        try:
+            mine = _pieces(ctx, work)
+        except ValueError as err:
+            out.append(err)
+            continue
+        out.append([])
+        pieces += mine
+        owners += [out[-1]] * len(mine)
+    results = dict(_add_pieces(ctx, pieces))
+    for i, owner in enumerate(owners):
+        owner.append(results[i])
+    return out
+
+
+def _add_pieces(ctx: Context, pieces: list[_Piece]) -> Iterator[tuple[int, AddResult]]:
+    """(position of the piece, its result) for each piece."""
     masters = ctx.db.masters
-    existing = masters.find_one({"external_id": external_id}, {"text": 0})
-    if existing and existing["sha256"] == sha:
-        if existing.get("state") != "indexed":  # an earlier add died before finishing
-            _index(ctx, existing["_id"], text)
-        return AddResult(external_id, existing["_id"], "unchanged")
-    if existing is None:
-        twin = masters.find_one({"sha256": sha, "state": "indexed"}, {"external_id": 1})
-        if twin is not None:
-            return AddResult(
-                external_id, twin["_id"], "duplicate", f"same text as {twin['external_id']}"
+    names = [piece.external_id for piece in pieces]
+    existing = {
+        m["external_id"]: m for m in masters.find({"external_id": {"$in": names}}, {"text": 0})
+    }
+    twins = {
+        m["sha256"]: m
+        for m in masters.find(
+            {"sha256": {"$in": [p.sha for p in pieces]}, "state": "indexed"},
+            {"external_id": 1, "sha256": 1},
+        )
+    }
+    new: list[tuple[int, _Piece]] = []
+    unfinished: list[tuple[int, str]] = []
+    for i, piece in enumerate(pieces):
+        old = existing.get(piece.external_id)
+        if old is not None and old["sha256"] == piece.sha:
+            if old.get("state") != "indexed":  # an earlier add died before finishing
+                unfinished.append((old["_id"], piece.text))
+            yield i, AddResult(piece.external_id, old["_id"], "unchanged")
+        elif old is not None:
+            yield i, _update(ctx, piece, old["_id"])
+        elif (twin := twins.get(piece.sha)) is not None:
+            yield (
+                i,
+                AddResult(
+                    piece.external_id,
+                    twin["_id"],
+                    "duplicate",
+                    f"same text as {twin['external_id']}",
+                ),
             )
-    metadata = {name: getattr(work, name) for name in METADATA_FIELDS}
-    doc = {
-        **work.extra,
-        **metadata,
-        "external_id": external_id,
-        "work_id": work_id,
-        "text": text,
-        "sha256": sha,
-        "chars": len(text),
+        else:
+            new.append((i, piece))
+    _index_many(ctx, unfinished)
+    yield from _insert(ctx, new)
+
+
+def _document(ctx: Context, piece: _Piece) -> dict[str, Any]:
+    return {
+        **piece.work.extra,
+        **{name: getattr(piece.work, name) for name in METADATA_FIELDS},
+        "external_id": piece.external_id,
+        "work_id": piece.work_id,
+        "text": piece.text,
+        "sha256": piece.sha,
+        "chars": len(piece.text),
         "params_version": ctx.params.version,
-        "state": "indexing",
         "updated_at": _now(),
     }
-    if existing is not None:
-        old = masters.find_one({"_id": existing["_id"]}, {"text": 1})
-        masters.update_one({"_id": existing["_id"]}, {"$set": doc})
-        _unindex(ctx, existing["_id"], old["text"])
-        _index(ctx, existing["_id"], text)
-        return AddResult(external_id, existing["_id"], "updated")
-    master_id = next_id(ctx.db, "masters")
+
+
+def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[int, AddResult]]:
+    """Register new masters (position, piece): postings, then documents. A piece with the
+    external id or the text of an earlier piece of the batch is that piece's; one whose
+    external id another process took meanwhile gives its postings back."""
+    fresh: list[tuple[int, _Piece]] = []
+    first_of: dict[str, int] = {}  # external id or sha → index in fresh of the piece having it
+    repeats: list[tuple[int, _Piece, int]] = []
+    for i, piece in pieces:
+        first = first_of.get(piece.external_id, first_of.get(piece.sha))
+        if first is None:
+            first_of[piece.external_id] = first_of[piece.sha] = len(fresh)
+            fresh.append((i, piece))
+        else:
+            repeats.append((i, piece, first))
+    if not fresh:
+        return
+    first_id = next_id(ctx.db, "masters", len(fresh))
+    ids = range(first_id, first_id + len(fresh))
+    values = [fingerprint_values(ctx, piece.text) for _, piece in fresh]
+    postings_added(ctx, ctx.index.add_many(list(zip(ids, values, strict=True))))
+    now = _now()
+    docs = [
+        {
+            "_id": master_id,
+            "created_at": now,
+            **_document(ctx, piece),
+            "state": "indexed",
+            "fingerprints": len(fps),
+        }
+        for master_id, (_, piece), fps in zip(ids, fresh, values, strict=True)
+    ]
+    lost: set[int] = set()
     try:
-        masters.insert_one({"_id": master_id, "created_at": doc["updated_at"], **doc})
-    except DuplicateKeyError:  # another process registered it at the same moment
-        winner = masters.find_one({"external_id": external_id}, {"_id": 1})
-        return AddResult(external_id, winner["_id"] if winner else master_id, "unchanged")
-    _index(ctx, master_id, text)
-    return AddResult(external_id, master_id, "added")
+        ctx.db.masters.insert_many(docs, ordered=False)
+    except BulkWriteError as err:
+        if any(e.get("code") != DUPLICATE_KEY for e in err.details.get("writeErrors", [])):
+            raise
+        lost = {e["index"] for e in err.details["writeErrors"]}
+    for n, (master_id, (i, piece), fps) in enumerate(zip(ids, fresh, values, strict=True)):
+        if n in lost:  # another process registered it at the same moment
+            postings_removing(ctx, len(fps))
+            ctx.index.remove(master_id, fps)
+            winner = ctx.db.masters.find_one({"external_id": piece.external_id}, {"_id": 1})
+            yield (
+                i,
+                AddResult(piece.external_id, winner["_id"] if winner else master_id, "unchanged"),
+            )
+        else:
+            yield i, AddResult(piece.external_id, master_id, "added")
+    for i, piece, first in repeats:
+        owner = fresh[first][1]
+        if owner.external_id == piece.external_id:
+            yield i, AddResult(piece.external_id, ids[first], "unchanged")
+        else:
+            yield (
+                i,
+                AddResult(
+                    piece.external_id, ids[first], "duplicate", f"same text as {owner.external_id}"
+                ),
+            )
 
 
-def _index(ctx: Context, master_id: int, text: str) -> None:
-    values = fingerprint_values(ctx, text)
-    postings_added(ctx, ctx.index.add(master_id, values))
-    ctx.db.masters.update_one(
-        {"_id": master_id}, {"$set": {"state": "indexed", "fingerprints": len(values)}}
+def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
+    """A new text under an existing external id: the old postings go first, so a kill
+    midway leaves the master marked unindexed (re-adding finishes it), never matched by
+    its old text."""
+    old = ctx.db.masters.find_one_and_update(
+        {"_id": master_id}, {"$set": {"state": "indexing"}}, {"text": 1}
     )
+    _unindex(ctx, master_id, old["text"])
+    ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
+    _index_many(ctx, [(master_id, piece.text)])
+    return AddResult(piece.external_id, master_id, "updated")
+
+
+def _index_many(ctx: Context, masters: Sequence[tuple[int, str]]) -> None:
+    """Index masters (id, text) and mark them indexed."""
+    if not masters:
+        return
+    values = [fingerprint_values(ctx, text) for _, text in masters]
+    postings_added(
+        ctx, ctx.index.add_many([(i, fps) for (i, _), fps in zip(masters, values, strict=True)])
+    )
+    for (master_id, _), fps in zip(masters, values, strict=True):
+        ctx.db.masters.update_one(
+            {"_id": master_id}, {"$set": {"state": "indexed", "fingerprints": len(fps)}}
+        )
 
 
 def _unindex(ctx: Context, master_id: int, text: str) -> None:
@@ -201,12 +341,19 @@ def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
     ctx.index.clear()
     ctx.index.ensure_version(ctx.params.version)
     count = 0
-    for master in ctx.db.masters.find({}, {"text": 1}).sort("_id", 1):
-        _index(ctx, master["_id"], master["text"])
-        ctx.db.masters.update_one(
-            {"_id": master["_id"]}, {"$set": {"params_version": ctx.params.version}}
-        )
-        count += 1
-        if progress:
-            progress(1)
+    batch: list[tuple[int, str]] = []
+    cursor = ctx.db.masters.find({}, {"text": 1}).sort("_id", 1)
+    for master in chain(cursor, [None]):
+        if master is not None:
+            batch.append((master["_id"], master["text"]))
+        if batch and (master is None or len(batch) == REINDEX_BATCH):
+            _index_many(ctx, batch)
+            ctx.db.masters.update_many(
+                {"_id": {"$in": [i for i, _ in batch]}},
+                {"$set": {"params_version": ctx.params.version}},
+            )
+            count += len(batch)
+            if progress:
+                progress(len(batch))
+            batch = []
     return count

@@ -1,40 +1,51 @@
 """Which masters does a text copy? Granule hits from the index, then passage alignment.
 
 1. ``query_fingerprints`` of the text (a granule at every offset);
-2. one round trip to Redis: hits per master, ignoring fingerprints that more than
-   ``max_df`` masters share; a master hit only through fingerprints that other masters
+2. one round trip to Redis: the postings of those fingerprints, without those that more
+   than ``max_df`` masters share; a master hit only through fingerprints that other masters
    share too is no candidate (boilerplate such as site footers cannot match on its own —
    content-anchored granules give a shared passage the same fingerprints everywhere);
-3. the masters with at least ``min_hits`` hits, best first, at most ``max_candidates``;
-4. the second round, ``fingerprinter.align``: short passages where most hits are shared
-   with other masters are boilerplate and dropped (a long one, or one that makes up most
-   of the master, is content of near-duplicate masters: a copy of it copies each); a
-   candidate is reported when the matched passages hold at least ``min_matched_letters``
-   letters in exactly matching k-grams (``Alignment.exact_weight``: Latin letters weighted
-   by ``FingerprintParams.latin_weight``) or, for masters too short to hold that many,
-   cover ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of
-   the master or of the suspect.
+3. every master with at least ``min_hits`` hits, best first (no cap: a page that copies
+   120 chapters reports 120 matches);
+4. the second round, ``fingerprinter.align``, on the part of the suspect around the
+   candidate's hits: short passages where most hits are shared with other masters are
+   boilerplate and dropped (a long one, or one that makes up most of the master, is content
+   of near-duplicate masters: a copy of it copies each); a candidate is reported when the
+   matched passages hold at least ``min_matched_letters`` letters in exactly matching
+   k-grams (``Alignment.exact_weight``: Latin letters weighted by
+   ``FingerprintParams.latin_weight``) or, for masters too short to hold that many, cover
+   ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of the
+   master or of the suspect.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fingerprinter import Span, align_letters, query_array, to_letters
+import numpy as np
+
+from fingerprinter import Letters, Span, align_letters, query_array, to_letters
 
 from .context import Context
 from .library import master_texts
+
+# Letters of the suspect aligned beyond the first and last hit of a candidate: a copied
+# stretch with no hit is shorter than the guaranteed span, so this is ample.
+WINDOW_SLACK_LETTERS = 2000
+# Letter streams of recently matched masters kept per process (a worker keeps matching
+# the same popular works): about 9 bytes per letter, so ~100 MB for 2,000 news articles.
+_MASTER_LETTERS_CACHE = 2000
 
 
 @dataclass(frozen=True)
 class MatchSettings:
     """Thresholds of the matcher (defaults chosen by measurement, see docs/accuracy.md)."""
 
-    min_hits: int = 1
-    max_candidates: int = 10
+    min_hits: int = 2
+    max_candidates: int | None = None
     max_df: int = 20
     min_shared_hits: int = 12
     min_matched_letters: int = 100
@@ -74,12 +85,15 @@ class Match:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A master hit by the suspect's fingerprints, with where the hits are in the suspect."""
+    """A master hit by the suspect's fingerprints, with where the hits are in the suspect:
+    parallel arrays of character offsets, and whether other masters have that fingerprint
+    too (shared)."""
 
     master_id: int
     hits: int
-    # (start, end, shared) per hit, in suspect characters; shared = other masters have it too
-    where: tuple[tuple[int, int, bool], ...]
+    starts: np.ndarray
+    ends: np.ndarray
+    shared: np.ndarray
 
     def is_boilerplate(self, span: Span, master_chars: int, settings: MatchSettings) -> bool:
         """More of the hits inside this passage are shared with other masters than not, and
@@ -91,12 +105,9 @@ class Candidate:
             settings.boilerplate_max_chars, settings.boilerplate_max_share * master_chars
         ):
             return False
-        inside = [
-            shared
-            for start, end, shared in self.where
-            if span.suspect_start <= start and end <= span.suspect_end
-        ]
-        return sum(inside) > len(inside) - sum(inside)
+        inside = (span.suspect_start <= self.starts) & (self.ends <= span.suspect_end)
+        shared = int(np.count_nonzero(self.shared[inside]))
+        return shared > int(np.count_nonzero(inside)) - shared
 
 
 def candidates(
@@ -111,21 +122,53 @@ def candidates(
     query = query_array(text, ctx.params)
     if len(query) == 0:
         return []
-    where: dict[int, list[tuple[int, int, bool]]] = defaultdict(list)
-    postings = ctx.index.lookup(query.values.tolist())
-    for ids, start, end in zip(postings, query.starts.tolist(), query.ends.tolist(), strict=True):
-        if 0 < len(ids) <= settings.max_df:
-            for master_id in ids:
-                where[master_id].append((start, end, len(ids) > 1))
-    found = []
-    for master_id, hits in where.items():
-        distinctive = sum(not shared for _, _, shared in hits)
-        if len(hits) >= settings.min_hits and (
-            distinctive or len(hits) >= settings.min_shared_hits
-        ):
-            found.append(Candidate(master_id, len(hits), tuple(hits)))
-    found.sort(key=lambda c: (-c.hits, c.master_id))
-    return found[: settings.max_candidates]
+    found = ctx.index.postings(query.values, settings.max_df)
+    if len(found) == 0:
+        return []
+    # Group the postings by master: one stable sort, then runs of equal ids.
+    order = np.argsort(found.master, kind="stable")
+    master = found.master[order]
+    position = found.query[order]
+    shared = found.df[order] > 1
+    ids, first, hits = np.unique(master, return_index=True, return_counts=True)
+    distinctive = np.add.reduceat(~shared, first)
+    keep = (hits >= settings.min_hits) & ((distinctive > 0) | (hits >= settings.min_shared_hits))
+    ranked = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-hits[i], ids[i]))
+    starts, ends = query.starts[position], query.ends[position]
+    out = []
+    for i in ranked[: settings.max_candidates]:
+        rows = slice(first[i], first[i] + hits[i])
+        out.append(Candidate(int(ids[i]), int(hits[i]), starts[rows], ends[rows], shared[rows]))
+    return out
+
+
+def _window(suspect: Letters, candidate: Candidate) -> Letters:
+    """The suspect's letters from WINDOW_SLACK_LETTERS before the candidate's first hit to
+    as many after its last."""
+    first = np.searchsorted(suspect.offsets, candidate.starts.min()) - WINDOW_SLACK_LETTERS
+    last = np.searchsorted(suspect.offsets, candidate.ends.max()) + WINDOW_SLACK_LETTERS
+    window = slice(max(int(first), 0), int(last))
+    return Letters(suspect.codes[window], suspect.offsets[window])
+
+
+_letters_cache: OrderedDict[tuple[int, str], Letters] = OrderedDict()
+
+
+def _master_letters(master: dict[str, Any], latin_mode: str) -> Letters:
+    """The master's letter stream, from a per-process cache keyed by id and text hash
+    (masters loaded without their hash are not cached)."""
+    if master.get("sha256") is None:
+        return to_letters(master["text"], latin_mode)
+    key = (master["_id"], f"{master['sha256']}:{latin_mode}")
+    letters = _letters_cache.get(key)
+    if letters is None:
+        letters = to_letters(master["text"], latin_mode)
+        _letters_cache[key] = letters
+        if len(_letters_cache) > _MASTER_LETTERS_CACHE:
+            _letters_cache.popitem(last=False)
+    else:
+        _letters_cache.move_to_end(key)
+    return letters
 
 
 def match_text(
@@ -146,13 +189,16 @@ def match_text(
         if master is None:  # removed between the index lookup and now
             continue
         chars = len(master["text"])
+        window = _window(suspect, candidate)
         alignment = align_letters(
-            to_letters(master["text"], ctx.params.latin_mode),
-            suspect,
+            _master_letters(master, ctx.params.latin_mode),
+            window,
             ctx.params,
             keep=lambda span, c=candidate, n=chars: not c.is_boilerplate(span, n, settings),
         )
-        coverage = max(alignment.master_coverage, alignment.suspect_coverage)
+        # Coverage of the whole suspect, not of the window.
+        suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect)
+        coverage = max(alignment.master_coverage, suspect_coverage)
         enough = (
             alignment.exact_weight >= settings.min_matched_letters
             or alignment.master_coverage >= settings.whole_master_coverage
@@ -165,7 +211,7 @@ def match_text(
                 score=round(coverage, 4),
                 hits=candidate.hits,
                 master_coverage=round(alignment.master_coverage, 4),
-                suspect_coverage=round(alignment.suspect_coverage, 4),
+                suspect_coverage=round(suspect_coverage, 4),
                 spans=alignment.spans,
             )
         )

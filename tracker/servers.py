@@ -121,9 +121,6 @@ def _valkey_cmd(port: int, data_dir: Path) -> list[str]:
         "--appendfsync", "everysec",
         "--save", "",
         "--daemonize", "no",
-        # The index keeps many small hashes; listpack encoding keeps them compact.
-        "--hash-max-listpack-entries", "1024",
-        "--hash-max-listpack-value", "64",
     ]  # fmt: skip
 
 

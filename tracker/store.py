@@ -47,9 +47,10 @@ def ensure_indexes(db: Database) -> None:
             db[collection].create_index(keys, **options)
 
 
-def next_id(db: Database, name: str) -> int:
-    """The next integer of a named sequence (1, 2, …), atomic across processes."""
+def next_id(db: Database, name: str, count: int = 1) -> int:
+    """The next integer of a named sequence (1, 2, …), atomic across processes; with
+    count, the first of that many consecutive integers reserved at once."""
     doc = db.counters.find_one_and_update(
-        {"_id": name}, {"$inc": {"seq": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+        {"_id": name}, {"$inc": {"seq": count}}, upsert=True, return_document=ReturnDocument.AFTER
     )
-    return int(doc["seq"])
+    return int(doc["seq"]) - count + 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,9 +14,9 @@ from tracker.context import open_context
 from tracker.durability import wait_durable
 from tracker.generation import rebuild
 from tracker.generation import require as require_index
-from tracker.library import add_work, list_masters, remove_work
+from tracker.library import add_works, list_masters, remove_work
 from tracker.library import reindex as rebuild_index
-from tracker.loaders import LoadError, load_works
+from tracker.loaders import Loaded, LoadError, load_works
 
 
 @click.group()
@@ -25,10 +24,10 @@ def library() -> None:
     """Manage the master library: the works copytrack protects."""
 
 
-#: Results are printed in batches, each once its works are on disk: at most this many
-#: works or this many seconds after the first one waiting.
-REPORT_EVERY_WORKS = 200
-REPORT_EVERY_SECONDS = 0.5
+#: Works are registered in batches (a few round trips to each server per batch) of at most
+#: this many works or characters; each batch's results are printed once it is on disk.
+BATCH_WORKS = 200
+BATCH_CHARS = 4_000_000
 
 
 @library.command()
@@ -50,15 +49,26 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
     """
     ctx = open_context()
     counts: Counter[str] = Counter()
-    waiting: list[str] = []  # result lines of works not yet known to be on disk
-    since = time.monotonic()
+    batch: list[Loaded] = []
 
-    def report() -> None:
-        if waiting:
+    def register() -> None:
+        lines = []
+        for item, results in zip(batch, add_works(ctx, [i.work for i in batch]), strict=True):
+            if isinstance(results, ValueError):
+                counts["failed"] += 1
+                tqdm.write(f"error: {item.where}: {results}", file=sys.stderr)
+                continue
+            for result in results:
+                counts[result.status] += 1
+                detail = f"\t{result.detail}" if result.detail else ""
+                lines.append(
+                    f"{result.status}\t{result.external_id}\t{item.work.title or ''}{detail}"
+                )
+        batch.clear()
+        if lines:
             wait_durable(ctx)
             require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
-            click.echo("\n".join(waiting))
-            waiting.clear()
+            click.echo("\n".join(lines))
 
     show = sys.stderr.isatty() if progress is None else progress
     with tqdm(desc="adding works", unit="work", disable=not show, file=sys.stderr) as bar:
@@ -68,26 +78,10 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
                 counts["failed"] += 1
                 tqdm.write(f"error: {item}", file=sys.stderr)
                 continue
-            try:
-                results = add_work(ctx, item.work)
-            except ValueError as err:
-                counts["failed"] += 1
-                tqdm.write(f"error: {item.where}: {err}", file=sys.stderr)
-                continue
-            if not waiting:
-                since = time.monotonic()
-            for result in results:
-                counts[result.status] += 1
-                detail = f"\t{result.detail}" if result.detail else ""
-                waiting.append(
-                    f"{result.status}\t{result.external_id}\t{item.work.title or ''}{detail}"
-                )
-            if (
-                len(waiting) >= REPORT_EVERY_WORKS
-                or time.monotonic() - since >= REPORT_EVERY_SECONDS
-            ):
-                report()
-        report()
+            batch.append(item)
+            if len(batch) >= BATCH_WORKS or sum(len(i.work.text) for i in batch) >= BATCH_CHARS:
+                register()
+        register()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing"
     click.echo(f"library add: {summary}", err=True)
     sys.exit(1 if counts["failed"] else 0)
