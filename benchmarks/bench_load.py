@@ -4,7 +4,7 @@
     .venv/bin/python -m benchmarks.bench_load --pages 1000    # a quick run: prints only
 
 Everything runs on embedded servers started here in a temporary data dir (Valkey with the
-production listpack settings and AOF everysec, SecantusDB) and stopped at the end:
+production settings, AOF everysec, SecantusDB) and stopped at the end:
 
 1. library: ``--masters`` works, half Chinese and half English news from the shared corpus,
    registered with `add_work`, then rebuilt once with `reindex` (what an upgrade costs);
@@ -414,7 +414,7 @@ def report(r: dict[str, Any]) -> str:
         "",
         f"`python -m benchmarks.bench_load` on {platform.machine()}, Python "
         f"{platform.python_version()}, {os.cpu_count()} cores, embedded Valkey {r['valkey']} "
-        "(AOF everysec, listpack settings) and SecantusDB on the same machine.",
+        "(AOF everysec) and SecantusDB on the same machine.",
         "",
         f"- library: {r['masters']:,} news articles (half Chinese, half English), indexed in "
         f"{r['library_s']:.0f} s.",

@@ -2,17 +2,21 @@
 
 Indexing a master (``fingerprint``) takes granules of ``n`` letters starting at
 content-defined anchors (winnowing over letter k-grams: one in every window of ``stride``
-positions). Querying a suspect (``query_fingerprints``) takes a granule at *every* letter
-offset, so whatever was cut, inserted or moved around a copied stretch, the suspect
-contains the very granule that was indexed as long as the stretch holds one whole
-indexed granule.
+positions). Querying a suspect (``query_fingerprints``) takes a granule at every anchor of
+windows of ``query_window`` ≤ ``stride`` positions (by default the same windows: a fifth
+of the offsets). The minimum of a ``stride`` window is also the minimum of the smaller
+windows inside it, so wherever the text is the master's, the suspect is queried at the
+master's indexed anchors: whatever was cut, inserted or moved around a copied stretch, the
+suspect contains the very granule that was indexed as long as the stretch holds the
+first ``stride`` window and the granule at its anchor.
 
-Guarantee: a stretch of at least ``params.guaranteed_span`` letters (``granule + stride − 1``,
-59 with the defaults) copied from a master — with any homophone substitution, traditional
-characters, full-/half-width forms, whitespace or punctuation changes — yields at least
-one query fingerprint equal to an indexed fingerprint of that master, wherever the stretch
-sits in the suspect. Letters are pinyin initials of Chinese characters and Latin letters,
-so for Chinese text a letter is a character, punctuation not counted.
+Guarantee: a stretch of at least ``params.guaranteed_span`` letters
+(``granule + stride − 1``, 29 with the defaults) copied from a master —
+with any homophone substitution, traditional characters, full-/half-width forms,
+whitespace or punctuation changes — yields at least one query fingerprint equal to an
+indexed fingerprint of that master, wherever the stretch sits in the suspect. Letters are
+pinyin initials of Chinese characters and Latin letters, so for Chinese text a letter is a
+character, punctuation not counted.
 
 Values are computed from integer arithmetic and table lookups only: identical across
 processes and machines (no salted ``hash()``).
@@ -108,17 +112,32 @@ def granule_fingerprints(
     return _located(letters, sliding_values(letters, params, frame, starts), starts, params)
 
 
-def every_offset_fingerprints(
+def query_starts(letters: Letters, params: FingerprintParams) -> np.ndarray:
+    """First letters of the granules a suspect is queried at (see the module docstring)."""
+    last = len(letters) - params.granule
+    if last < 0:
+        return np.empty(0, dtype=np.int64)
+    if params.anchoring == "fixed" or params.query_window == 1:
+        return np.arange(last + 1, dtype=np.int64)
+    starts = anchors(letters.letters, params.query_window, params.anchor_k)
+    return starts[starts <= last]
+
+
+def query_granule_fingerprints(
     letters: Letters, params: FingerprintParams, frame: ReferenceFrame | None = None
 ) -> FingerprintArray:
-    """Fingerprints of the granules at every letter offset, distinct values only, in text order."""
+    """Fingerprints of the query granules (`query_starts`), distinct values only, in text
+    order."""
     frame = frame if frame is not None else load_reference(params.reference)
-    values = sliding_values(letters, params, frame)
+    starts = query_starts(letters, params)
+    if len(starts) == 0:
+        return _located(letters, np.empty(0, dtype=np.uint64), starts, params)
+    values = sliding_values(letters, params, frame, starts)
     # Neighbouring granules often share a value: drop repeats cheaply before sorting.
-    first = np.flatnonzero(np.concatenate((values[:1] == values[:1], values[1:] != values[:-1])))
+    first = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
     _, keep = np.unique(values[first], return_index=True)
     first = np.sort(first[keep])
-    return _located(letters, values[first], first, params)
+    return _located(letters, values[first], starts[first], params)
 
 
 def index_array(
@@ -135,7 +154,7 @@ def query_array(
 ) -> FingerprintArray:
     """``query_fingerprints`` as arrays."""
     params = params or DEFAULT_PARAMS
-    return every_offset_fingerprints(to_letters(text, params.latin_mode), params, frame)
+    return query_granule_fingerprints(to_letters(text, params.latin_mode), params, frame)
 
 
 def fingerprint(text: str, params: FingerprintParams | None = None) -> list[Fingerprint]:
@@ -147,7 +166,7 @@ def fingerprint(text: str, params: FingerprintParams | None = None) -> list[Fing
 
 
 def query_fingerprints(text: str, params: FingerprintParams | None = None) -> list[Fingerprint]:
-    """Fingerprints of a suspect text: a granule at every letter offset, distinct values only.
+    """Fingerprints of a suspect text: a granule at every query anchor, distinct values only.
 
     Any copied stretch of ``params.guaranteed_span`` letters of a master yields one of the
     master's indexed fingerprints here (see the module docstring).

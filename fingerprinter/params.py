@@ -25,6 +25,15 @@ class FingerprintParams:
                   shared by masters gets the same fingerprints in each; ``"fixed"``: every
                   ``stride`` letters from the start (the seed's scheme).
     anchor_k:     letters hashed to choose content anchors.
+    query_window: winnowing window of the granules a suspect is queried at (content
+                  anchoring). The minimum of a window of ``stride`` hashes is indexed, and
+                  it is also the minimum of every smaller window inside that one: in a
+                  copied stretch the suspect is queried at the indexed anchors of every
+                  ``stride`` window, whatever ``query_window`` (up to ``stride``). Smaller
+                  windows query more offsets (1: every offset) and also find indexed
+                  granules whose window was damaged by edits; the default, ``stride``,
+                  queries a fifth of the offsets, with the same recall and precision in
+                  the eval (docs/accuracy.md).
     levels:       quantization levels per letter (2 → 1 bit, 3 or 4 → 2 bits per letter).
     width:        quantization step in standard deviations of the letter's count.
     latin_mode:   ``"letters"`` (every Latin letter) or ``"initials"`` (first letter of words).
@@ -40,6 +49,7 @@ class FingerprintParams:
     overlap: float = 0.5
     anchoring: str = "content"
     anchor_k: int = 5
+    query_window: int = 10
     levels: int = 4
     width: float = 1.0
     latin_mode: str = "letters"
@@ -61,6 +71,11 @@ class FingerprintParams:
             raise ValueError(f"anchoring must be 'content' or 'fixed', not {self.anchoring!r}")
         if not 1 <= self.anchor_k <= self.granule:
             raise ValueError(f"anchor_k must be between 1 and the granule, not {self.anchor_k}")
+        if not 1 <= self.query_window <= self.stride:
+            raise ValueError(
+                f"query_window must be between 1 and the stride ({self.stride}), "
+                f"not {self.query_window}"
+            )
         if self.levels not in (2, 3, 4):
             raise ValueError(f"levels must be 2, 3 or 4, not {self.levels}")
         if self.width <= 0:
@@ -94,8 +109,10 @@ class FingerprintParams:
 
         Any run of ``granule + stride - 1`` letters contains a whole indexed granule (fixed
         anchoring: one starts every ``stride`` letters; content anchoring: every window of
-        ``stride`` anchor positions holds an anchor), and the query side computes a granule
-        at every offset.
+        ``stride`` anchor positions holds an anchor). The query side computes a granule at
+        every offset (fixed anchoring) or at every anchor of windows of ``query_window``
+        positions, among them the minimum of the run's first ``stride`` window, which is
+        that indexed granule.
         """
         return self.granule + self.stride - 1
 

@@ -602,8 +602,15 @@ def _score(suspect: Suspect, outcome: Outcome) -> Score:
 
 def score(evaluation: Evaluation) -> dict[str, dict[str, Score]]:
     """lang → label → Score, plus the label ``"all"`` per language (positives and negatives)."""
+    return score_outcomes(evaluation.suspects, evaluation.outcomes)
+
+
+def score_outcomes(
+    suspects: Sequence[Suspect], outcomes: Sequence[Outcome]
+) -> dict[str, dict[str, Score]]:
+    """`score` of any matcher's outcomes (one per suspect, in order)."""
     table: dict[str, dict[str, Score]] = defaultdict(lambda: defaultdict(Score))
-    for suspect, outcome in zip(evaluation.suspects, evaluation.outcomes, strict=True):
+    for suspect, outcome in zip(suspects, outcomes, strict=True):
         s = _score(suspect, outcome)
         by_label = table[suspect.lang]
         by_label[suspect.label] += s

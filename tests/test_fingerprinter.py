@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import unicodedata
+from dataclasses import replace
 
 import numpy as np
 import opencc
@@ -233,7 +234,19 @@ def test_any_copied_stretch_of_the_guaranteed_length_is_found_anywhere(doc, wher
         if suffix
         else filler[:prefix] + master[start:end]
     )
-    assert set(index_array(master).values.tolist()) & set(query_array(suspect).values.tolist())
+    indexed = set(index_array(master).values.tolist())
+    # Any query window up to the stride keeps the guarantee (the default is the stride).
+    for window in (1, 3, DEFAULT_PARAMS.stride):
+        params = replace(DEFAULT_PARAMS, query_window=window)
+        assert indexed & set(query_array(suspect, params).values.tolist()), window
+
+
+def test_query_anchors_are_a_fraction_of_the_offsets():
+    letters = to_letters(ZH[0])
+    every = len(query_array(ZH[0], replace(DEFAULT_PARAMS, query_window=1)))
+    anchored = len(query_array(ZH[0]))
+    assert anchored < every / 3
+    assert len(letters) - DEFAULT_PARAMS.granule + 1 >= every
 
 
 def test_unrelated_texts_share_almost_no_fingerprints():

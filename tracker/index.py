@@ -31,7 +31,6 @@ Redis Cluster.
 from __future__ import annotations
 
 import re
-import struct
 import sys
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -81,7 +80,8 @@ local function block_of(low, level, split)  -- linear hashing on the low 32 bits
   return b
 end
 
-local function block_key(b) return KEYS[1] .. ':' .. string.format('%d', b) end
+-- Block numbers are below 2**32: 10 digits, so callers can send names as a fixed-width blob.
+local function block_key(b) return KEYS[1] .. ':' .. string.format('%010d', b) end
 
 local function u32(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
@@ -231,38 +231,54 @@ return removed
 """
 )
 
-# ARGV[3]: queries of 4 bytes (position in the query), 4 bytes (low 32 bits of h) and the
-# key; ARGV[4] max_df (-1: no cut). Returns, for each query with postings: its position,
-# the number of masters n, then (unless n > max_df) their ids; all uint32 big-endian.
+# ARGV: layout, key length, the shard's level and split the caller computed blocks with,
+# max_df (-1: no cut), the blocks (10-digit numbers, one string), then the queries (one
+# string): 4 bytes (position in the query), 2 bytes (index of its block), the key. The
+# caller computes the blocks, so Lua does no more per query than one plain find. Returns
+# two strings: for each query with postings its position and the number of masters n;
+# then the ids of those with n <= max_df, in order (all uint32 big-endian). Or
+# {level, split} when the shard has split since the caller read them (it asks again).
 _LUA_LOOKUP = (
     "#!lua flags=no-writes\n"
     + _LUA_COMMON
     + r"""
 local level, split = state()
 if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-local blob, Q, max_df = ARGV[3], 8 + KL, tonumber(ARGV[4])
-local cache, out = {}, {}
-for i = 1, #blob, Q do
-  local b = block_of(u32(blob, i + 4), level, split)
-  local s = cache[b]
-  if not s then
-    s = redis.call('GET', block_key(b)) or ''
-    cache[b] = s
+if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then return {level, split} end
+local max_df, numbers, queries = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local prefix, blocks = KEYS[1] .. ':', {}
+for first = 0, #numbers / 10 - 1, 500 do
+  local names = {}
+  for x = first, math.min(first + 499, #numbers / 10 - 1) do
+    names[#names + 1] = prefix .. string.sub(numbers, x * 10 + 1, x * 10 + 10)
   end
-  if #s > 0 then
-    local k = string.sub(blob, i + 8, i + 7 + KL)
-    local first = lower(s, k, KL, 0)
-    local last, count = first, #s / R
-    while last < count and string.sub(s, last * R + 1, last * R + KL) == k do last = last + 1 end
-    if last > first then
-      out[#out + 1] = string.sub(blob, i, i + 3) .. p32(last - first)
+  local got = redis.call('MGET', unpack(names))
+  for x = 1, #got do blocks[first + x] = got[x] end
+end
+local Q, heads, out = 6 + KL, {}, {}
+for i = 1, #queries, Q do
+  local hi, lo = string.byte(queries, i + 4, i + 5)
+  local s = blocks[hi * 256 + lo + 1]
+  if s then
+    -- A plain find runs in C: far cheaper than a binary search in Lua over ~24 records.
+    -- The leftmost aligned occurrence is the key's first record (records are sorted).
+    local k = string.sub(queries, i + 6, i + 5 + KL)
+    local at = string.find(s, k, 1, true)
+    while at and (at - 1) % R ~= 0 do at = string.find(s, k, at + 1, true) end
+    if at then
+      local first, count = (at - 1) / R, #s / R
+      local last = first + 1
+      while last < count and string.sub(s, last * R + 1, last * R + KL) == k do
+        last = last + 1
+      end
+      heads[#heads + 1] = string.sub(queries, i, i + 3) .. p32(last - first)
       if max_df < 0 or last - first <= max_df then
         for r = first, last - 1 do out[#out + 1] = string.sub(s, r * R + KL + 1, r * R + R) end
       end
     end
   end
 end
-return table.concat(out)
+return {table.concat(heads), table.concat(out)}
 """
 )
 
@@ -483,6 +499,7 @@ class RedisIndex(InvertedIndex):
         # Splitting reads bit `level` of h within the key's last 3 bytes.
         self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
         self._layout_checked = False
+        self._shard_state: dict[int, tuple[int, int]] = {}
         self._add = client.register_script(_LUA_ADD)
         self._remove = client.register_script(_LUA_REMOVE)
         self._lookup = client.register_script(_LUA_LOOKUP)
@@ -498,18 +515,87 @@ class RedisIndex(InvertedIndex):
 
     def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
         x = self._mixed(fingerprints)
-        position = np.arange(len(x), dtype=np.uint32)
-        calls = []
-        for shard, rows in self._by_shard(x):
-            h = x[rows] >> np.uint64(SHARD_BITS)
-            records = np.concatenate(
-                (_be_bytes(position[rows], 4), _be_bytes(h, 4), self._keys(h)), axis=1
-            )
-            calls += self._calls(shard, records, [-1 if max_df is None else max_df])
-        query, master, df = [], [], []
-        for reply in self._run(self._lookup, calls):
-            _decode_hits(reply, max_df, query, master, df)
-        return Postings(*(np.array(column, dtype=np.int64) for column in (query, master, df)))
+        asked = np.arange(len(x))
+        heads, ids = [], []
+        while len(asked):
+            calls, shards = self._lookup_calls(x, asked, max_df)
+            stale = set()
+            for reply, shard in zip(self._run(self._lookup, calls), shards, strict=True):
+                if isinstance(reply[0], int):  # the shard split meanwhile: ask it again
+                    self._shard_state[shard] = (int(reply[0]), int(reply[1]))
+                    stale.add(shard)
+                else:
+                    heads.append(reply[0])
+                    ids.append(reply[1])
+            shard_of = (x[asked] & np.uint64(SHARDS - 1)).astype(np.int64)
+            asked = asked[np.isin(shard_of, list(stale))]
+        head = np.frombuffer(b"".join(heads), dtype=">u4").reshape(-1, 2).astype(np.int64)
+        counts = head[:, 1]
+        if max_df is not None:
+            head, counts = head[counts <= max_df], counts[counts <= max_df]
+        return Postings(
+            query=np.repeat(head[:, 0], counts),
+            master=np.frombuffer(b"".join(ids), dtype=">u4").astype(np.int64),
+            df=np.repeat(counts, counts),
+        )
+
+    def _lookup_calls(
+        self, x: np.ndarray, asked: np.ndarray, max_df: int | None
+    ) -> tuple[list[list], list[int]]:
+        """Lookup-script calls (see _LUA_LOOKUP) for the mixed fingerprints x[asked], and the
+        shard of each call: the blocks are computed here, for all shards at once."""
+        xs = x[asked]
+        shard = (xs & np.uint64(SHARDS - 1)).astype(np.int64)
+        h = xs >> np.uint64(SHARD_BITS)
+        low = h & np.uint64(0xFFFFFFFF)
+        state = np.array([self._state(n) for n in range(SHARDS)], dtype=np.uint64)
+        level, split = state[shard, 0], state[shard, 1]
+        block = low & ((np.uint64(1) << level) - np.uint64(1))
+        wider = low & ((np.uint64(2) << level) - np.uint64(1))
+        block = np.where(block < split, wider, block)
+        order = np.lexsort((block, shard))
+        shard, block = shard[order], block[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
+        ordinal = np.cumsum(new) - 1
+        numbers = _digits(block[new])
+        bounds = np.searchsorted(shard, np.arange(SHARDS + 1))
+        # Each call asks at most _CHUNK fingerprints of one shard; a query names its block
+        # by its index among the call's blocks.
+        at = np.arange(len(order))
+        chunk_start = bounds[shard] + (at - bounds[shard]) // _CHUNK * _CHUNK
+        which = (ordinal - ordinal[chunk_start]).astype(np.uint64)
+        records = np.concatenate(
+            (
+                _be_bytes(asked[order].astype(np.uint64), 4),
+                _be_bytes(which, 2),
+                self._keys(h[order]),
+            ),
+            axis=1,
+        )
+        calls, shards = [], []
+        cut = -1 if max_df is None else max_df
+        for n in range(SHARDS):
+            for start in range(bounds[n], bounds[n + 1], _CHUNK):
+                stop = min(start + _CHUNK, bounds[n + 1])
+                level_n, split_n = self._state(n)
+                calls.append([
+                    self._shards[n], self.layout, self._key_len, level_n, split_n, cut,
+                    numbers[10 * ordinal[start] : 10 * (ordinal[stop - 1] + 1)],
+                    records[start:stop].tobytes(),
+                ])  # fmt: skip
+                shards.append(n)
+        return calls, shards
+
+    def _state(self, shard: int) -> tuple[int, int]:
+        """(level, split) of a shard as last read; all shards are read on first use."""
+        if not self._shard_state:
+            pipe = self.client.pipeline(transaction=False)
+            for key in self._shards:
+                pipe.hmget(key, "level", "split")
+            for n, (level, split) in enumerate(pipe.execute()):
+                self._shard_state[n] = (int(level or MIN_LEVEL), int(split or 0))
+        return self._shard_state[shard]
 
     def _read(
         self, fingerprints: Sequence[int], max_df: int | None
@@ -547,6 +633,7 @@ class RedisIndex(InvertedIndex):
         for batch in _batched(self._scan()):
             self.client.unlink(*batch)
         self._layout_checked = False
+        self._shard_state.clear()
 
     def generation(self) -> tuple[str | None, int]:
         pipe = self.client.pipeline(transaction=False)
@@ -693,20 +780,9 @@ def _be_bytes(values: np.ndarray, width: int) -> np.ndarray:
     return full[:, 8 - width :]
 
 
-def _decode_hits(
-    reply: bytes, max_df: int | None, query: list[int], master: list[int], df: list[int]
-) -> None:
-    """Append the rows of one lookup-script reply to the column lists."""
-    at = 0
-    while at < len(reply):
-        position, count = struct.unpack_from(">II", reply, at)
-        at += 8
-        if max_df is not None and count > max_df:
-            continue
-        query += [position] * count
-        master += struct.unpack_from(f">{count}I", reply, at)
-        df += [count] * count
-        at += 4 * count
+def _digits(numbers: np.ndarray) -> bytes:
+    """Block numbers as one string of 10-digit decimals (the names' fixed-width suffixes)."""
+    return "".join(f"{n:010d}" for n in numbers.tolist()).encode()
 
 
 def _batched(items: Iterator[T], size: int = 1000) -> Iterator[list[T]]:

@@ -1,0 +1,300 @@
+"""Scale benchmark: copytrack's commands against the in-process winnowing peer, on the same
+library and the same suspects, at a publisher's library sizes.
+
+    .venv/bin/python -m benchmarks.bench_scale                  # 10k and 100k works: scale.md
+    .venv/bin/python -m benchmarks.bench_scale --quick          # 2k and 5k works: prints only
+    .venv/bin/python -m benchmarks.bench_scale --sizes 1000000  # the documented 1M run
+
+For each library size N, in one run:
+
+1. library: the real masters of the accuracy benchmark (`testbed.evaluation.build_benchmark`
+   on the shared corpus) plus N − real distractor works (`testbed.distractors`: Markov
+   chains over the corpus's tokens, lengths drawn from it, copying no work), as JSONL;
+2. suspects: the benchmark's labelled suspects (copies under every attack of the eval,
+   unrelated and hard negatives), as JSONL;
+3. copytrack: embedded servers in a fresh data dir (started before the clock), then the
+   commands a user runs, each timed as a whole: ``copytrack library add LIBRARY.jsonl`` and
+   ``copytrack check --jsonl SUSPECTS.jsonl``; query latency is ``match_text`` per suspect
+   timed in this process against the same servers; Valkey ``used_memory`` and the index's
+   bytes per posting; MongoDB ``dbStats``;
+4. peer (`benchmarks.winnowing_peer`): every work added (ingest), every suspect matched
+   (end-to-end and latency), in this process;
+5. both scored with the eval's scoring: recall and precision of (suspect, work) pairs,
+   F1, and the false-positive rate on hard negatives.
+
+A default run writes benchmarks/results/scale.md; other runs only print, unless --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.shared_corpus import CORPUS_DIR, require_shared
+from benchmarks.winnowing_peer import WinnowingIndex
+from testbed.distractors import distractors
+from testbed.evaluation import (
+    Outcome,
+    Score,
+    Suspect,
+    build_benchmark,
+    hard_fp_rate,
+    load_documents,
+    score_outcomes,
+)
+from tracker.config import Settings
+from tracker.context import open_context
+from tracker.matcher import match_text
+from tracker.servers import ensure_servers, stop_servers
+
+RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
+CACHE = Path(__file__).resolve().parent / ".cache"
+COMMAND = [sys.executable, "-c", "from copytrack.cli import main; main(prog_name='copytrack')"]
+LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
+
+
+@dataclass
+class Side:
+    """What one system measured at one size."""
+
+    name: str
+    ingest_seconds: float
+    check_seconds: float
+    latencies_ms: list[float]
+    memory: str
+    bytes_per_posting: float
+    overall: Score
+    hard_fp: float
+
+    def p(self, q: float) -> float:
+        ordered = sorted(self.latencies_ms) or [0.0]
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _distractor_texts(docs: Sequence, count: int) -> list[tuple[str, str]]:
+    """Distractors, cached on disk: generating 100k takes minutes."""
+    CACHE.mkdir(exist_ok=True)
+    path = CACHE / f"distractors-{count}.jsonl.gz"
+    if not path.exists():
+        started = time.perf_counter()
+        pairs = distractors([(d.lang, d.text) for d in docs], count, seed=1)
+        with gzip.open(path, "wt", encoding="utf-8") as out:
+            for lang, text in pairs:
+                out.write(json.dumps([lang, text], ensure_ascii=False) + "\n")
+        print(f"  generated {count:,} distractors in {time.perf_counter() - started:.0f} s")
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return [tuple(json.loads(line)) for line in lines]
+
+
+def _latency_sample(suspects: Sequence[Suspect]) -> list[int]:
+    low, high = LATENCY_CHARS
+    return [i for i, s in enumerate(suspects) if low <= len(s.text) <= high]
+
+
+def _overall(suspects: Sequence[Suspect], found: Sequence[Sequence[str]]) -> tuple[Score, float]:
+    scores = score_outcomes(suspects, [Outcome(tuple(f), 0.0) for f in found])
+    overall = sum((by_label["all"] for by_label in scores.values()), Score())
+    hard = [hard_fp_rate(by_label) for by_label in scores.values()]
+    return overall, statistics.fmean(hard) if hard else 0.0
+
+
+def run_copytrack(
+    workdir: Path, library: Path, suspects_path: Path, suspects: Sequence[Suspect]
+) -> Side:
+    env = {**os.environ, "COPYTRACK_DATA_DIR": str(workdir / "data")}
+    for name in ("COPYTRACK_MONGO_URL", "COPYTRACK_REDIS_URL"):
+        env.pop(name, None)
+    settings = Settings.from_env(env)
+    ensure_servers(settings)
+    try:
+        started = time.perf_counter()
+        subprocess.run(
+            [*COMMAND, "library", "add", "--no-progress", str(library)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        ingest = time.perf_counter() - started
+        started = time.perf_counter()
+        out = subprocess.run(
+            [*COMMAND, "check", "--jsonl", str(suspects_path)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        check = time.perf_counter() - started
+        found: dict[str, list[str]] = defaultdict(list)
+        for line in out.splitlines():
+            row = json.loads(line)
+            found[str(row["suspect_id"])].append(row["master_id"])
+        overall, hard_fp = _overall(suspects, [found.get(s.id, []) for s in suspects])
+
+        ctx = open_context(settings)
+        latencies = []
+        for i in _latency_sample(suspects):
+            started = time.perf_counter()
+            match_text(ctx, suspects[i].text)
+            latencies.append(1000 * (time.perf_counter() - started))
+        stats = ctx.index.stats()
+        used = ctx.redis.info("memory")["used_memory"]
+        db = ctx.db.command("dbStats")
+        ctx.close()
+    finally:
+        stop_servers(settings.data_dir)
+    memory = (
+        f"Valkey {used / 1e6:,.0f} MB ({stats.postings:,} postings), "
+        f"MongoDB {db.get('dataSize', 0) / 1e6:,.0f} MB data"
+    )
+    return Side(
+        "copytrack",
+        ingest,
+        check,
+        latencies,
+        memory,
+        used / max(stats.postings, 1),
+        overall,
+        hard_fp,
+    )
+
+
+def run_peer(works: Sequence[tuple[str, str]], suspects: Sequence[Suspect]) -> Side:
+    index = WinnowingIndex()
+    started = time.perf_counter()
+    for _, text in works:
+        index.add(text)
+    index.freeze()
+    ingest = time.perf_counter() - started
+    ids = [work_id for work_id, _ in works]
+    found, latencies = [], {}
+    sample = set(_latency_sample(suspects))
+    started = time.perf_counter()
+    for i, suspect in enumerate(suspects):
+        began = time.perf_counter()
+        found.append([ids[w] for w in index.match(suspect.text)])
+        if i in sample:
+            latencies[i] = 1000 * (time.perf_counter() - began)
+    check = time.perf_counter() - started
+    overall, hard_fp = _overall(suspects, found)
+    memory = f"{index.memory_bytes / 1e6:,.0f} MB of numpy arrays ({index.postings:,} postings)"
+    return Side(
+        "winnowing peer",
+        ingest,
+        check,
+        list(latencies.values()),
+        memory,
+        index.memory_bytes / max(index.postings, 1),
+        overall,
+        hard_fp,
+    )
+
+
+def _row(label: str, ours: float, peer: float, unit: str, higher_is_better: bool) -> str:
+    ratio = ours / peer if higher_is_better else peer / ours
+    return f"| {label} | {ours:,.2f} {unit} | {peer:,.2f} {unit} | {ratio:.2f}× |"
+
+
+def report(size: int, real: int, chars: int, ours: Side, peer: Side, n_suspects: int) -> str:
+    lines = [
+        f"### {size:,} works ({real:,} real, {size - real:,} distractors; "
+        f"{n_suspects:,} suspects, {chars / 1e6:.1f} M chars)",
+        "",
+        "| | copytrack | peer | copytrack vs peer |",
+        "|---|---:|---:|---:|",
+        _row("ingest", size / ours.ingest_seconds, size / peer.ingest_seconds, "works/s", True),
+        _row(
+            "end-to-end check",
+            chars / ours.check_seconds / 1e6,
+            chars / peer.check_seconds / 1e6,
+            "M chars/s",
+            True,
+        ),
+        _row("query p50 (3–5k chars)", ours.p(0.5), peer.p(0.5), "ms", False),
+        _row("query p99 (3–5k chars)", ours.p(0.99), peer.p(0.99), "ms", False),
+        f"| memory | {ours.memory} | {peer.memory} | |",
+        f"| bytes per posting | {ours.bytes_per_posting:.1f} | {peer.bytes_per_posting:.1f} | |",
+    ]
+    for name, attr in (("recall", "recall"), ("precision", "precision"), ("F1", "f1")):
+        a, b = getattr(ours.overall, attr), getattr(peer.overall, attr)
+        lines.append(f"| {name} | {a:.4f} | {b:.4f} | |")
+    lines.append(f"| hard-negative FP rate | {ours.hard_fp:.4f} | {peer.hard_fp:.4f} | |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="library sizes, comma-separated")
+    parser.add_argument("--real", type=int, default=1000, help="real masters (from the corpus)")
+    parser.add_argument("--suspects", type=int, default=1500, help="labelled suspects")
+    parser.add_argument("--quick", action="store_true", help="2k and 5k works, 300 suspects")
+    parser.add_argument("--out", type=Path, help=f"markdown results (default run: {RESULTS})")
+    args = parser.parse_args(argv)
+    require_shared()
+    if args.quick:
+        args.sizes, args.real, args.suspects = "2000,5000", 300, 300
+    sizes = [int(s) for s in args.sizes.split(",")]
+    default_run = not (argv or sys.argv[1:])
+    out = args.out or (RESULTS if default_run else None)
+
+    docs, _ = load_documents([CORPUS_DIR])
+    bench = build_benchmark(docs, masters=args.real, suspects=args.suspects, seed=0)
+    real = [(m.id, m.text) for m in bench.masters]
+    chars = sum(len(s.text) for s in bench.suspects)
+    pad = _distractor_texts(docs, max(sizes) - len(real))
+    sections = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        workdir = Path(tmp)
+        suspects_path = workdir / "suspects.jsonl"
+        _write_jsonl(suspects_path, [{"id": s.id, "text": s.text} for s in bench.suspects])
+        for size in sizes:
+            works = real + [
+                (f"distractor-{n}", text) for n, (_, text) in enumerate(pad[: size - len(real)])
+            ]
+            library = workdir / f"library-{size}.jsonl"
+            _write_jsonl(library, [{"id": i, "text": t} for i, t in works])
+            print(f"{size:,} works, {len(bench.suspects):,} suspects")
+            ours = run_copytrack(workdir / f"run-{size}", library, suspects_path, bench.suspects)
+            peer = run_peer(works, bench.suspects)
+            section = report(size, len(real), chars, ours, peer, len(bench.suspects))
+            print(section)
+            sections.append(section)
+            library.unlink()
+    if out:
+        header = [
+            "# Scale benchmark",
+            "",
+            f"`python -m benchmarks.bench_scale {' '.join(argv or sys.argv[1:])}`".replace(
+                " `", "`"
+            ),
+            f"on {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} "
+            "cores; copytrack on its embedded servers (Valkey with AOF everysec, SecantusDB "
+            "with sync-on-commit) in the same run as the peer. Ingest and end-to-end check "
+            "are whole commands (`copytrack library add`, `copytrack check --jsonl`); the peer "
+            "(`benchmarks/winnowing_peer.py`: winnowing k=12, w=8 over pinyin initials, "
+            "sorted numpy arrays) runs in this process. Ratios > 1: copytrack is better.",
+            "",
+        ]
+        out.write_text("\n".join(header) + "\n" + "\n".join(sections))
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
