@@ -766,7 +766,8 @@ class RedisIndex(InvertedIndex):
     def _evalsha(self, script: Script, calls: list[list]) -> list:
         pipe = self.client.pipeline(transaction=False)
         for shard, *args in calls:
-            pipe.evalsha(script.sha, 1, shard, *args)
+            # execute_command, not evalsha: cluster pipelines route it by its key too.
+            pipe.execute_command("EVALSHA", script.sha, 1, shard, *args)
         return pipe.execute(raise_on_error=False)
 
     def _scan(self) -> Iterator[bytes]:

