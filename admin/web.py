@@ -82,6 +82,21 @@ def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
+def excerpt_bounds(
+    length: int, ranges: Iterable[tuple[int, int]], limit: int, margin: int
+) -> tuple[int, int]:
+    """The part of a text of ``length`` characters to show: all of it up to ``limit``;
+    beyond, from ``margin`` characters before the first range to as many after the last
+    (a whole-book page is shown around this finding's passages, not in full)."""
+    ranges = list(ranges)
+    if length <= limit or not ranges:
+        return 0, min(length, limit)
+    return (
+        max(0, min(start for start, _ in ranges) - margin),
+        min(length, max(end for _, end in ranges) + margin),
+    )
+
+
 def highlight(text: str, ranges: Iterable[tuple[int, int, int]]) -> list[tuple[str, int | None]]:
     """Cut ``text`` into (piece, passage index or None) for ``(start, end, index)`` ranges.
 

@@ -30,7 +30,7 @@ from testbed.attacks import combine, excerpt, insert_ads, reflow
 from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
-from tracker.library import Work, add_work
+from tracker.library import Work, add_work, add_works
 from tracker.pages import PageInput, scan_page, store_page
 from tracker.users import add_user
 from tracker.workflow import record_notice, set_status
@@ -598,3 +598,29 @@ def test_account_page_creates_a_token_shown_once(ctx, web):
         data={"label": "x", "role": "admin", "password": PASSWORD, "csrf_token": token},
     )
     assert "more rights than its user" in too_much.text
+
+
+def test_a_whole_book_page_lists_its_many_findings_and_shows_the_part_of_the_page(ctx, web, seeded):
+    chapters = [text[:1200] for text in texts("zh_novel", 150)]
+    added = add_works(
+        ctx, [Work(text=text, external_id=f"book-ch{n:03d}") for n, text in enumerate(chapters)]
+    )
+    assert all(result[0].status == "added" for result in added)
+    book = "\n".join(f"第{n + 1}章\n{text}" for n, text in enumerate(chapters))
+    ids = _page(ctx, "https://read.freetext.example/full-book.txt", "全本", book)
+    assert len(ids) == len(chapters)
+
+    login(web, "vic")
+    finding = ctx.db.findings.find_one({"_id": {"$in": ids}, "master_external_id": "book-ch140"})
+    html = web.get(f"/findings/{finding['_id']}").text
+    assert f"This page copies {len(chapters) - 1} other works" in html
+    assert html.count('<li><a href="/findings/') == 20
+    assert f"All {len(chapters)} findings of this page" in html
+    # The book is longer than a page shows: the side-by-side starts near chapter 141.
+    assert "characters before, not shown" in html
+    assert 'id="page-0"' in html
+    assert len(html) < 200_000
+
+    listed = web.get(f"/findings?page_id={finding['page_id']}&per_page=200").text
+    assert all(f"book-ch{n:03d}" in listed for n in range(len(chapters)))
+    assert web.get("/findings?page_id=nonsense").status_code == 400

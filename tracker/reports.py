@@ -37,12 +37,12 @@ class FilterError(ValueError):
     """A findings filter parameter that cannot be understood, naming it."""
 
 
-def parse_object_id(value: str) -> ObjectId:
-    """An ObjectId from its 24-hex form; raises FilterError otherwise."""
+def parse_object_id(value: str, what: str = "finding") -> ObjectId:
+    """An ObjectId from its 24-hex form; raises FilterError naming ``what`` otherwise."""
     try:
         return ObjectId(value)
     except (InvalidId, TypeError):
-        raise FilterError(f"{value!r} is not a finding id (24 hexadecimal digits)") from None
+        raise FilterError(f"{value!r} is not a {what} id (24 hexadecimal digits)") from None
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class FindingFilter:
     max_score: float | None = None
     since: date | None = None  # first seen on or after
     until: date | None = None  # first seen on or before
+    page_id: ObjectId | None = None  # the findings of one page (a whole book copies many works)
     sort: str = DEFAULT_SORT
 
     def as_params(self) -> dict[str, str]:
@@ -70,6 +71,7 @@ class FindingFilter:
             "max_score": self.max_score,
             "since": self.since,
             "until": self.until,
+            "page_id": self.page_id,
             "sort": self.sort if self.sort != DEFAULT_SORT else None,
         }
         return {key: str(value) for key, value in params.items() if value not in (None, "")}
@@ -123,6 +125,7 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
         max_score=_float(params, "max_score"),
         since=_date(params, "since"),
         until=_date(params, "until"),
+        page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,
         sort=sort,
     )
 
@@ -148,6 +151,8 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
         clauses.append(domain_query(flt.domain))
     if flt.campaign:
         clauses.append({"campaign": flt.campaign})
+    if flt.page_id:
+        clauses.append({"page_id": flt.page_id})
     score: dict[str, float] = {}
     if flt.min_score is not None:
         score["$gte"] = flt.min_score

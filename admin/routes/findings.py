@@ -24,10 +24,15 @@ from tracker.workflow import (
 )
 
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
-from ..web import highlight, redirect, render
+from ..web import excerpt_bounds, highlight, redirect, render
 
 router = APIRouter(include_in_schema=False)
 PASSAGE_CHARS = 240  # the table summarizes; the side-by-side view shows everything
+# A page longer than this (a whole-book TXT) is shown around the finding's passages only.
+PAGE_CHARS_SHOWN = 100_000
+# Other works the same page copies, listed on a finding (the rest are one link away).
+SIBLINGS_SHOWN = 20
+SIBLING_FIELDS = {"master_title": 1, "master_external_id": 1, "score": 1, "status": 1}
 _CHARSET = re.compile(r"^[A-Za-z0-9_.:-]{1,40}$")
 #: Status filters offered in the list, in the order a reviewer uses them.
 STATUS_CHOICES = (
@@ -122,6 +127,10 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
     master_text, page_text = master.get("text", ""), page.get("text", "")
     found = passages(finding, master_text, page_text, width=PASSAGE_CHARS)
+    start, end = excerpt_bounds(
+        len(page_text), [(p.page_start, p.page_end) for p in found], PAGE_CHARS_SHOWN, 2000
+    )
+    others = {"page_id": finding["page_id"], "_id": {"$ne": finding["_id"]}}
     return render(
         request,
         "finding.html",
@@ -132,7 +141,17 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
         master_pieces=highlight(
             master_text, [(p.master_start, p.master_end, p.index) for p in found]
         ),
-        page_pieces=highlight(page_text, [(p.page_start, p.page_end, p.index) for p in found]),
+        page_pieces=highlight(
+            page_text[start:end],
+            [(p.page_start - start, p.page_end - start, p.index) for p in found],
+        ),
+        page_cut=(start, len(page_text) - end),
+        siblings=list(
+            ctx.db.findings.find(others, SIBLING_FIELDS)
+            .sort([("score", -1), ("_id", 1)])
+            .limit(SIBLINGS_SHOWN)
+        ),
+        sibling_count=ctx.db.findings.count_documents(others),
         notices=notices_of(ctx, finding["_id"]),
         languages=NOTICE_LANGUAGES,
     )
