@@ -17,7 +17,7 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from fingerprinter import index_array, to_letters
 
@@ -252,14 +252,10 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
             raise
         lost = {e["index"] for e in err.details["writeErrors"]}
     for n, (master_id, (i, piece), fps) in enumerate(zip(ids, fresh, values, strict=True)):
-        if n in lost:  # another process registered it at the same moment
+        if n in lost:  # another process registered this id or this text at the same moment
             postings_removing(ctx, len(fps))
             ctx.index.remove(master_id, fps)
-            winner = ctx.db.masters.find_one({"external_id": piece.external_id}, {"_id": 1})
-            yield (
-                i,
-                AddResult(piece.external_id, winner["_id"] if winner else master_id, "unchanged"),
-            )
+            yield i, _winner(ctx, piece)
         else:
             yield i, AddResult(piece.external_id, master_id, "added")
     for i, piece, first in repeats:
@@ -275,15 +271,42 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
             )
 
 
+def _winner(ctx: Context, piece: _Piece, by_id: bool = True) -> AddResult:
+    """The result of a piece whose write lost a race: the master now holding its external
+    id (unchanged, unless by_id is False), or else its text (duplicate: the text's hash has
+    a unique index)."""
+    same_id = by_id and ctx.db.masters.find_one({"external_id": piece.external_id}, {"_id": 1})
+    if same_id:
+        return AddResult(piece.external_id, same_id["_id"], "unchanged")
+    twin = ctx.db.masters.find_one({"sha256": piece.sha}, {"external_id": 1})
+    if twin is None:  # the winner was removed meanwhile: adding again registers it
+        raise ValueError("registered by another process and removed at once: add it again")
+    return AddResult(
+        piece.external_id, twin["_id"], "duplicate", f"same text as {twin['external_id']}"
+    )
+
+
 def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
     """A new text under an existing external id: the old postings go first, so a kill
     midway leaves the master marked unindexed (re-adding finishes it), never matched by
-    its old text."""
+    its old text. A text another master has already is not taken (duplicate)."""
+    twin = ctx.db.masters.find_one({"sha256": piece.sha}, {"external_id": 1})
+    if twin is not None:
+        return AddResult(
+            piece.external_id,
+            twin["_id"],
+            "duplicate",
+            f"not updated: same text as {twin['external_id']}",
+        )
     old = ctx.db.masters.find_one_and_update(
         {"_id": master_id}, {"$set": {"state": "indexing"}}, {"text": 1}
     )
     _unindex(ctx, master_id, old["text"])
-    ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
+    try:
+        ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
+    except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
+        _index_many(ctx, [(master_id, old["text"])])
+        return _winner(ctx, piece, by_id=False)
     _index_many(ctx, [(master_id, piece.text)])
     return AddResult(piece.external_id, master_id, "updated")
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.collection import Collection
 from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError, OperationFailure
+
+log = logging.getLogger(__name__)
+
+INDEX_OPTIONS_CONFLICT = 85  # MongoDB: an index of these keys exists with other options
+INDEX_KEY_SPECS_CONFLICT = 86
 
 # Every upsert and lookup key has an index: SecantusDB (and MongoDB at scale) would scan.
 INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
     "masters": [
         ([("external_id", ASCENDING)], {"unique": True}),
-        ([("sha256", ASCENDING)], {}),
+        # Unique: concurrent adds of one text under two ids must not store it twice.
+        ([("sha256", ASCENDING)], {"unique": True}),
         ([("work_id", ASCENDING)], {}),
         ([("state", ASCENDING)], {}),
     ],
@@ -41,16 +50,53 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
 
 
 def ensure_indexes(db: Database) -> None:
-    """Create the indexes every query and upsert relies on (idempotent)."""
+    """Create the indexes every query and upsert relies on (idempotent).
+
+    An index that a library made before with other options (the text hash was not unique
+    before) is rebuilt with them; where the data forbids it (a library that already holds
+    a text twice), the old index stays and a warning says which masters to remove.
+    """
     for collection, specs in INDEXES.items():
         for keys, options in specs:
-            db[collection].create_index(keys, **options)
+            try:
+                db[collection].create_index(keys, **options)
+            except OperationFailure as err:
+                if err.code not in (INDEX_OPTIONS_CONFLICT, INDEX_KEY_SPECS_CONFLICT):
+                    raise
+                _rebuild_index(db[collection], keys, options)
+
+
+def _rebuild_index(
+    collection: Collection, keys: list[tuple[str, int]], options: dict[str, Any]
+) -> None:
+    name = "_".join(f"{field}_{order}" for field, order in keys)
+    collection.drop_index(name)
+    try:
+        collection.create_index(keys, **options)
+    except DuplicateKeyError as err:
+        collection.create_index(keys)
+        log.warning(
+            "%s: %s is not unique yet (%s): remove the duplicate masters with `copytrack "
+            "library rm ID`, then any command makes it unique",
+            collection.name,
+            name,
+            err.details.get("keyValue") if err.details else err,
+        )
 
 
 def next_id(db: Database, name: str, count: int = 1) -> int:
     """The next integer of a named sequence (1, 2, …), atomic across processes; with
     count, the first of that many consecutive integers reserved at once."""
-    doc = db.counters.find_one_and_update(
-        {"_id": name}, {"$inc": {"seq": count}}, upsert=True, return_document=ReturnDocument.AFTER
-    )
-    return int(doc["seq"]) - count + 1
+    for _ in range(3):
+        try:
+            doc = db.counters.find_one_and_update(
+                {"_id": name},
+                {"$inc": {"seq": count}},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:  # two first uses raced to create the counter: again
+            continue
+        if doc is not None:
+            return int(doc["seq"]) - count + 1
+    raise RuntimeError(f"counter {name!r}: no value after 3 tries (is MongoDB healthy?)")
