@@ -17,7 +17,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pymongo
@@ -34,6 +34,8 @@ from .generation import inspect as inspect_index
 #: kombu's Redis hash of tasks delivered to a worker and not yet acknowledged.
 UNACKED_KEY = "unacked"
 DEFAULT_TIMEOUT = 1.0
+# A work left unindexed this long is not being added right now: an add or update died.
+STUCK_MINUTES = 10
 #: Runs that have not ended: crawling, or waiting for their scans.
 OPEN_STATES = [*ACTIVE_STATES, "scanning"]
 MAX_CRAWLS = 100  # listed at most
@@ -112,17 +114,31 @@ def index_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, An
     try:
         with pymongo.timeout(timeout):
             state = inspect_index(ctx)
+            unindexed = ctx.db.masters.count_documents(
+                {
+                    "state": {"$ne": "indexed"},
+                    "updated_at": {"$lt": datetime.now(UTC) - timedelta(minutes=STUCK_MINUTES)},
+                }
+            )
     except (PyMongoError, redis.RedisError, OSError) as err:
         return {"ok": False, "error": f"cannot be checked: {_describe(err)}"}
     report: dict[str, Any] = {
         "ok": state.problem is None,
         "postings": state.index_postings,
         "library_postings": state.library_postings,
+        "unindexed_works": unindexed,
     }
     if state.problem:
         report["error"] = state.problem
-    if state.warning:
-        report["warning"] = state.warning
+    warnings = [state.warning] if state.warning else []
+    if unindexed:
+        warnings.append(
+            f"{unindexed} work(s) not indexed for over {STUCK_MINUTES} minutes (an add or "
+            "update was interrupted; `copytrack library list` marks them NOT INDEXED): add "
+            "them again, or run `copytrack reindex`"
+        )
+    if warnings:
+        report["warning"] = "; ".join(warnings)
     return report
 
 

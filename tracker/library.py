@@ -299,9 +299,14 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
             f"not updated: same text as {twin['external_id']}",
         )
     old = ctx.db.masters.find_one_and_update(
-        {"_id": master_id}, {"$set": {"state": "indexing"}}, {"text": 1}
+        {"_id": master_id},
+        {"$set": {"state": "indexing", "updated_at": _now()}},
+        {"text": 1, "state": 1},
     )
-    _unindex(ctx, master_id, old["text"])
+    values = fingerprint_values(ctx, old["text"])
+    if old.get("state") != "indexing":  # else an interrupted update discounted them already
+        postings_removing(ctx, len(values))
+    ctx.index.remove(master_id, values)
     try:
         ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
     except DuplicateKeyError:  # another master took this text meanwhile: keep the old one

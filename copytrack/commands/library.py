@@ -90,7 +90,8 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
 @library.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def list_(as_json: bool) -> None:
-    """List the masters, one line each: id, external id, chars, fingerprints, title."""
+    """List the masters, one line each: id, external id, chars, fingerprints, title, and
+    NOT INDEXED for a work whose add or update was interrupted (add it again)."""
     ctx = open_context()
     for master in list_masters(ctx):
         if as_json:
@@ -108,9 +109,10 @@ def list_(as_json: bool) -> None:
             )
             click.echo(json.dumps({k: master.get(k) for k in fields}, ensure_ascii=False))
         else:
+            unindexed = "\tNOT INDEXED" if master.get("state") != "indexed" else ""
             click.echo(
                 f"{master['_id']}\t{master['external_id']}\t{master.get('chars', 0)}\t"
-                f"{master.get('fingerprints', 0)}\t{master.get('title') or ''}"
+                f"{master.get('fingerprints', 0)}\t{master.get('title') or ''}{unindexed}"
             )
 
 
