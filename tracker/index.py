@@ -17,8 +17,9 @@ number holds) is the record's key:
 - ``{prefix}:{SS}``  HASH per shard (SS = shard number in hex, a Redis Cluster hash tag):
   ``level`` and ``split`` of its linear hashing, ``postings`` and ``blocks`` counters,
   ``layout``.
-- ``{prefix}:{SS}:{block}``  STRING: the block's postings as sorted fixed-size records,
-  key bytes (big-endian) then the master id (uint32 big-endian).
+- ``{prefix}:{SS}:{block}``  STRING: the block's postings as fixed-size records in no
+  order (new ones are appended), key bytes (big-endian) then the master id (uint32
+  big-endian); a lookup finds a key's records with plain string searches, in C.
 
 A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it holds more
 than ``LOAD`` postings per block on average, so blocks stay a few hundred bytes long at any
@@ -49,7 +50,7 @@ MAX_MASTER_ID = 2**32 - 1  # records hold ids as uint32
 SHARD_BITS = 4
 SHARDS = 1 << SHARD_BITS
 MIN_LEVEL = 8  # a shard starts with 2**MIN_LEVEL blocks
-LOAD = 24  # postings per block, on average, before a block is split
+LOAD = 48  # postings per block, on average, before a block is split
 
 # Records sent per script call: bounds the time a call blocks the server, while a pipeline
 # still sends every call of a query in one round trip.
@@ -93,18 +94,16 @@ local function p32(v)
   return string.char(floor(b / 256), b % 256, floor(v / 256) % 256, v % 256)
 end
 
--- First record index >= lo of block s whose first len bytes are >= k.
-local function lower(s, k, len, lo)
-  local hi = #s / R
-  while lo < hi do
-    local mid = floor((lo + hi) / 2)
-    if string.sub(s, mid * R + 1, mid * R + len) < k then lo = mid + 1 else hi = mid end
-  end
-  return lo
+-- Byte offset (1-based) of the first record of block s that starts with k, from offset
+-- init on; nil if none. A plain find runs in C; a hit not on a record boundary is skipped.
+local function find(s, k, init)
+  local at = string.find(s, k, init, true)
+  while at and (at - 1) % R ~= 0 do at = string.find(s, k, at + 1, true) end
+  return at
 end
 
--- ARGV[3]: records of 4 bytes (low 32 bits of h) then R bytes (key, id), sorted by
--- (key, id). Returns the blocks in first-seen order and their new records, in order.
+-- ARGV[3]: records of 4 bytes (low 32 bits of h) then R bytes (key, id). Returns the
+-- blocks in first-seen order and their records.
 local function grouped(level, split)
   local blob, A = ARGV[3], 4 + R
   local groups, order = {}, {}
@@ -122,50 +121,82 @@ local function grouped(level, split)
 end
 """
 
-# ARGV[4] load, ARGV[5] highest level. Returns the number of postings added; then splits
-# blocks while the shard holds more than `load` postings per block.
+# ARGV: layout, key length, the shard's level and split the caller computed blocks with,
+# the blocks (10-digit numbers, one string), then the records (one string): 2 bytes (index
+# of the block), the key and the id, sorted by block (then key and id: a repeated posting
+# is adjacent). Returns {postings added},
+# or {-1, level, split} when the shard has split since the caller read them (it retries).
+# Blocks are split afterwards by _LUA_SPLIT, so the calls of one batch share a state.
 _LUA_ADD = (
     _LUA_COMMON
     + r"""
 local level, split = state()
 if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-local order, groups = grouped(level, split)
-local added, blocks = 0, 0
-for _, b in ipairs(order) do
-  local key = block_key(b)
+if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then return {-1, level, split} end
+local numbers, blob, A = ARGV[5], ARGV[6], 2 + R
+local prefix = KEYS[1] .. ':'
+local added, blocks, i, n = 0, 0, 1, #ARGV[6]
+while i <= n do
+  local hi, lo = string.byte(blob, i, i + 1)
+  local b = hi * 256 + lo
+  local key = prefix .. string.sub(numbers, b * 10 + 1, b * 10 + 10)
   local old = redis.call('GET', key) or ''
   if #old == 0 then blocks = blocks + 1 end
-  local out, j, prev = {}, 0, nil
-  for _, rec in ipairs(groups[b]) do
-    local p = lower(old, rec, R, j)
-    if p > j then
-      out[#out + 1] = string.sub(old, j * R + 1, p * R)
-      j = p
-    end
-    if rec ~= prev and string.sub(old, j * R + 1, j * R + R) ~= rec then
-      out[#out + 1] = rec
-      added = added + 1
-    end
+  -- New records are appended: a block is a set, and its order does not matter.
+  local new, prev = {}, nil
+  while i <= n do
+    local h2, l2 = string.byte(blob, i, i + 1)
+    if h2 * 256 + l2 ~= b then break end
+    local rec = string.sub(blob, i + 2, i + 1 + R)
+    if rec ~= prev and not find(old, rec, 1) then new[#new + 1] = rec end
     prev = rec
+    i = i + A
   end
-  out[#out + 1] = string.sub(old, j * R + 1)
-  redis.call('SET', key, table.concat(out))
+  if #new > 0 then
+    -- SET, not APPEND: an appended string keeps spare room, ~2x the memory.
+    redis.call('SET', key, old .. table.concat(new))
+    added = added + #new
+  end
 end
-local postings = redis.call('HINCRBY', KEYS[1], 'postings', added)
-blocks = redis.call('HINCRBY', KEYS[1], 'blocks', blocks)
-local load, top = tonumber(ARGV[4]), tonumber(ARGV[5])
+if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
+if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
+redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
+return {added}
+"""
+)
+
+# ARGV: layout, key length, load, highest level. Splits blocks while the shard holds more
+# than `load` postings per block (linear hashing: block `split` into itself and
+# split + 2**level, by bit `level` of h); returns {level, split}.
+_LUA_SPLIT = (
+    _LUA_COMMON
+    + r"""
+local level, split = state()
+if not level then return redis.error_reply('CTLAYOUT ' .. split) end
+local postings = tonumber(redis.call('HGET', KEYS[1], 'postings')) or 0
+local blocks = tonumber(redis.call('HGET', KEYS[1], 'blocks')) or 0
+local load, top = tonumber(ARGV[3]), tonumber(ARGV[4])
+local moved = false
 while postings > load * (2 ^ level + split) and level < top do
+  moved = true
   -- Records whose bit `level` of h is set move to block split + 2**level.
   local s = redis.call('GET', block_key(split))
   if s then
-    local stay, move, bit = {}, {}, 2 ^ (level - MIN_LEVEL)
-    for r = 0, #s / R - 1 do
-      local a, b, c = string.byte(s, r * R + KL - 2, r * R + KL)
-      local rec = string.sub(s, r * R + 1, r * R + R)
-      if floor(((a * 256 + b) * 256 + c) / bit) % 2 == 1 then
-        move[#move + 1] = rec
-      else
-        stay[#stay + 1] = rec
+    -- Bit `level` of h is bit (level - MIN_LEVEL) of the key: in its byte `at` of a
+    -- record. Runs of records going the same way are copied in one piece.
+    local shift = level - MIN_LEVEL
+    local at, bit = KL - floor(shift / 8), 2 ^ (shift % 8)
+    local stay, move, count = {}, {}, #s / R
+    local first, side = 0, nil
+    for r = 0, count do
+      local goes = nil
+      if r < count then goes = floor(string.byte(s, r * R + at) / bit) % 2 == 1 end
+      if goes ~= side then
+        if side ~= nil then
+          local out = side and move or stay
+          out[#out + 1] = string.sub(s, first * R + 1, r * R)
+        end
+        first, side = r, goes
       end
     end
     if #move > 0 then
@@ -184,12 +215,15 @@ while postings > load * (2 ^ level + split) and level < top do
     split = 0
   end
 end
-redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'level', level, 'split', split, 'blocks', blocks)
-return added
+if moved then
+  redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'level', level, 'split', split, 'blocks', blocks)
+end
+return {level, split}
 """
 )
 
-# Same arguments as the add script (without the last two). Returns the postings removed.
+# ARGV: layout, key length, records as _LUA_COMMON's grouped() reads them. Returns the
+# postings removed.
 _LUA_REMOVE = (
     _LUA_COMMON
     + r"""
@@ -201,21 +235,15 @@ for _, b in ipairs(order) do
   local key = block_key(b)
   local old = redis.call('GET', key)
   if old then
-    local out, j, before = {}, 0, removed
+    local s, before = old, removed
     for _, rec in ipairs(groups[b]) do
-      local p = lower(old, rec, R, j)
-      if p > j then
-        out[#out + 1] = string.sub(old, j * R + 1, p * R)
-        j = p
-      end
-      if string.sub(old, j * R + 1, j * R + R) == rec then
-        j = j + 1
+      local at = find(s, rec, 1)
+      if at then
+        s = string.sub(s, 1, at - 1) .. string.sub(s, at + R)
         removed = removed + 1
       end
     end
     if removed > before then
-      out[#out + 1] = string.sub(old, j * R + 1)
-      local s = table.concat(out)
       if #s == 0 then
         redis.call('DEL', key)
         blocks = blocks - 1
@@ -237,14 +265,14 @@ return removed
 # caller computes the blocks, so Lua does no more per query than one plain find. Returns
 # two strings: for each query with postings its position and the number of masters n;
 # then the ids of those with n <= max_df, in order (all uint32 big-endian). Or
-# {level, split} when the shard has split since the caller read them (it asks again).
+# {-1, level, split} when the shard has split since the caller read them (it asks again).
 _LUA_LOOKUP = (
     "#!lua flags=no-writes\n"
     + _LUA_COMMON
     + r"""
 local level, split = state()
 if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then return {level, split} end
+if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then return {-1, level, split} end
 local max_df, numbers, queries = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local prefix, blocks = KEYS[1] .. ':', {}
 for first = 0, #numbers / 10 - 1, 500 do
@@ -260,21 +288,17 @@ for i = 1, #queries, Q do
   local hi, lo = string.byte(queries, i + 4, i + 5)
   local s = blocks[hi * 256 + lo + 1]
   if s then
-    -- A plain find runs in C: far cheaper than a binary search in Lua over ~24 records.
-    -- The leftmost aligned occurrence is the key's first record (records are sorted).
     local k = string.sub(queries, i + 6, i + 5 + KL)
-    local at = string.find(s, k, 1, true)
-    while at and (at - 1) % R ~= 0 do at = string.find(s, k, at + 1, true) end
+    local at = find(s, k, 1)
     if at then
-      local first, count = (at - 1) / R, #s / R
-      local last = first + 1
-      while last < count and string.sub(s, last * R + 1, last * R + KL) == k do
-        last = last + 1
+      -- Every record of the key: blocks are unordered sets of records.
+      local ids = {}
+      while at do
+        ids[#ids + 1] = string.sub(s, at + KL, at + R - 1)
+        at = find(s, k, at + R)
       end
-      heads[#heads + 1] = string.sub(queries, i, i + 3) .. p32(last - first)
-      if max_df < 0 or last - first <= max_df then
-        for r = first, last - 1 do out[#out + 1] = string.sub(s, r * R + KL + 1, r * R + R) end
-      end
+      heads[#heads + 1] = string.sub(queries, i, i + 3) .. p32(#ids)
+      if max_df < 0 or #ids <= max_df then out[#out + 1] = table.concat(ids) end
     end
   end
 end
@@ -501,6 +525,7 @@ class RedisIndex(InvertedIndex):
         self._layout_checked = False
         self._shard_state: dict[int, tuple[int, int]] = {}
         self._add = client.register_script(_LUA_ADD)
+        self._split = client.register_script(_LUA_SPLIT)
         self._remove = client.register_script(_LUA_REMOVE)
         self._lookup = client.register_script(_LUA_LOOKUP)
 
@@ -508,84 +533,112 @@ class RedisIndex(InvertedIndex):
         return self.add_many([(master_id, fingerprints)])
 
     def add_many(self, masters: Sequence[tuple[int, Iterable[int]]]) -> int:
-        return self._mutate(self._add, masters, [LOAD, self._top_level])
+        x, master = self._records_of(masters)
+        added = 0
+        for reply in self._routed(self._add, x, master, lambda n: []):
+            added += reply[0]
+        touched = np.unique(x & np.uint64(SHARDS - 1)).tolist()
+        calls = [
+            [self._shards[n], self.layout, self._key_len, LOAD, self._top_level] for n in touched
+        ]
+        for n, (level, split) in zip(touched, self._run(self._split, calls), strict=True):
+            self._shard_state[n] = (int(level), int(split))
+        return added
 
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
         return self._mutate(self._remove, [(master_id, fingerprints)], [])
 
     def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
         x = self._mixed(fingerprints)
-        asked = np.arange(len(x))
-        heads, ids = [], []
-        while len(asked):
-            calls, shards = self._lookup_calls(x, asked, max_df)
-            stale = set()
-            for reply, shard in zip(self._run(self._lookup, calls), shards, strict=True):
-                if isinstance(reply[0], int):  # the shard split meanwhile: ask it again
-                    self._shard_state[shard] = (int(reply[0]), int(reply[1]))
-                    stale.add(shard)
-                else:
-                    heads.append(reply[0])
-                    ids.append(reply[1])
-            shard_of = (x[asked] & np.uint64(SHARDS - 1)).astype(np.int64)
-            asked = asked[np.isin(shard_of, list(stale))]
-        head = np.frombuffer(b"".join(heads), dtype=">u4").reshape(-1, 2).astype(np.int64)
+        position = np.arange(len(x), dtype=np.uint64)
+        cut = [-1 if max_df is None else max_df]
+        replies = list(self._routed(self._lookup, x, position, lambda n: cut, query=True))
+        head = np.frombuffer(b"".join(r[0] for r in replies), dtype=">u4").reshape(-1, 2)
+        head = head.astype(np.int64)
         counts = head[:, 1]
         if max_df is not None:
             head, counts = head[counts <= max_df], counts[counts <= max_df]
         return Postings(
             query=np.repeat(head[:, 0], counts),
-            master=np.frombuffer(b"".join(ids), dtype=">u4").astype(np.int64),
+            master=np.frombuffer(b"".join(r[1] for r in replies), dtype=">u4").astype(np.int64),
             df=np.repeat(counts, counts),
         )
 
-    def _lookup_calls(
-        self, x: np.ndarray, asked: np.ndarray, max_df: int | None
+    def _routed(
+        self, script: Script, x: np.ndarray, tag: np.ndarray, extra, query: bool = False
+    ) -> Iterator[list]:
+        """Run script on the mixed fingerprints x, each with its tag (the query position, or
+        the master id of a posting), routed to their blocks here: one call per shard and
+        _CHUNK fingerprints, all in one round trip; calls answered with a newer shard state
+        (the shard split since it was read) are routed again. Yields the other replies."""
+        pending = np.arange(len(x))
+        while len(pending):
+            calls, shards = self._calls_of(x[pending], tag[pending], extra, query)
+            stale = set()
+            for reply, shard in zip(self._run(script, calls), shards, strict=True):
+                if isinstance(reply[0], int) and reply[0] == -1:
+                    self._shard_state[shard] = (int(reply[-2]), int(reply[-1]))
+                    stale.add(shard)
+                else:
+                    yield reply
+            shard_of = (x[pending] & np.uint64(SHARDS - 1)).astype(np.int64)
+            pending = pending[np.isin(shard_of, list(stale))]
+
+    def _calls_of(
+        self, x: np.ndarray, tag: np.ndarray, extra, query: bool
     ) -> tuple[list[list], list[int]]:
-        """Lookup-script calls (see _LUA_LOOKUP) for the mixed fingerprints x[asked], and the
-        shard of each call: the blocks are computed here, for all shards at once."""
-        xs = x[asked]
-        shard = (xs & np.uint64(SHARDS - 1)).astype(np.int64)
-        h = xs >> np.uint64(SHARD_BITS)
+        """Script calls (see _LUA_LOOKUP and _LUA_ADD) for mixed fingerprints x and their
+        tags, and the shard of each call. A lookup record is the query position, the block
+        index and the key; a posting record the block index, the key and the master id,
+        sorted by block, key and id."""
+        shard = (x & np.uint64(SHARDS - 1)).astype(np.int64)
+        h = x >> np.uint64(SHARD_BITS)
         low = h & np.uint64(0xFFFFFFFF)
         state = np.array([self._state(n) for n in range(SHARDS)], dtype=np.uint64)
         level, split = state[shard, 0], state[shard, 1]
         block = low & ((np.uint64(1) << level) - np.uint64(1))
         wider = low & ((np.uint64(2) << level) - np.uint64(1))
         block = np.where(block < split, wider, block)
-        order = np.lexsort((block, shard))
+        keys = h >> np.uint64(MIN_LEVEL)
+        order = np.lexsort((block, shard) if query else (tag, keys, block, shard))
         shard, block = shard[order], block[order]
         new = np.ones(len(order), dtype=bool)
         new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
         ordinal = np.cumsum(new) - 1
         numbers = _digits(block[new])
         bounds = np.searchsorted(shard, np.arange(SHARDS + 1))
-        # Each call asks at most _CHUNK fingerprints of one shard; a query names its block
+        # Each call carries at most _CHUNK records of one shard; a record names its block
         # by its index among the call's blocks.
         at = np.arange(len(order))
         chunk_start = bounds[shard] + (at - bounds[shard]) // _CHUNK * _CHUNK
-        which = (ordinal - ordinal[chunk_start]).astype(np.uint64)
-        records = np.concatenate(
-            (
-                _be_bytes(asked[order].astype(np.uint64), 4),
-                _be_bytes(which, 2),
-                self._keys(h[order]),
-            ),
-            axis=1,
-        )
+        which = _be_bytes((ordinal - ordinal[chunk_start]).astype(np.uint64), 2)
+        key_bytes = _be_bytes(keys[order], self._key_len)
+        tags = _be_bytes(tag[order].astype(np.uint64), 4)
+        parts = (tags, which, key_bytes) if query else (which, key_bytes, tags)
+        records = np.concatenate(parts, axis=1)
         calls, shards = [], []
-        cut = -1 if max_df is None else max_df
         for n in range(SHARDS):
             for start in range(bounds[n], bounds[n + 1], _CHUNK):
                 stop = min(start + _CHUNK, bounds[n + 1])
                 level_n, split_n = self._state(n)
                 calls.append([
-                    self._shards[n], self.layout, self._key_len, level_n, split_n, cut,
+                    self._shards[n], self.layout, self._key_len, level_n, split_n, *extra(n),
                     numbers[10 * ordinal[start] : 10 * (ordinal[stop - 1] + 1)],
                     records[start:stop].tobytes(),
                 ])  # fmt: skip
                 shards.append(n)
         return calls, shards
+
+    def _records_of(
+        self, masters: Sequence[tuple[int, Iterable[int]]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The postings of (master id, fingerprints) pairs: mixed fingerprints and ids."""
+        ids, values = [np.empty(0, dtype=np.uint64)], [np.empty(0, dtype=np.uint64)]
+        for master_id, fingerprints in masters:
+            distinct = np.unique(self._mixed(fingerprints))
+            ids.append(np.full(len(distinct), _check_master(master_id), dtype=np.uint64))
+            values.append(distinct)
+        return np.concatenate(values), np.concatenate(ids)
 
     def _state(self, shard: int) -> tuple[int, int]:
         """(level, split) of a shard as last read; all shards are read on first use."""
@@ -606,7 +659,7 @@ class RedisIndex(InvertedIndex):
             lists.setdefault(i, []).append(master)
         out: list[tuple[int, ...] | None] = [()] * len(fingerprints)
         for i, ids in lists.items():
-            out[i] = None if max_df is not None and len(ids) > max_df else tuple(ids)
+            out[i] = None if max_df is not None and len(ids) > max_df else tuple(sorted(ids))
         return out
 
     def stats(self) -> IndexStats:

@@ -80,9 +80,9 @@ def _chapters(text: str) -> list[str]:
     return pieces
 
 
-def fingerprint_values(ctx: Context, text: str) -> list[int]:
-    """Distinct index fingerprints of a master text."""
-    return np.unique(index_array(text, ctx.params).values).tolist()
+def fingerprint_values(ctx: Context, text: str) -> np.ndarray:
+    """Distinct index fingerprints of a master text (uint64, sorted)."""
+    return np.unique(index_array(text, ctx.params).values)
 
 
 def _validate(work: Work, ctx: Context) -> None:

@@ -26,8 +26,8 @@ def library() -> None:
 
 #: Works are registered in batches (a few round trips to each server per batch) of at most
 #: this many works or characters; each batch's results are printed once it is on disk.
-BATCH_WORKS = 200
-BATCH_CHARS = 4_000_000
+BATCH_WORKS = 1000
+BATCH_CHARS = 8_000_000
 
 
 @library.command()

@@ -8,10 +8,10 @@ prints one line that names the input or server and what to do:
 - ``test_restarts``: kill -9 / restart of Valkey and SecantusDB under running workers and
   clients (item 2); a worker killed in the middle of a task is
   ``tests/test_tasks.py::test_task_of_a_killed_worker_runs_again_and_nothing_is_lost``;
-- ``test_durability``: acknowledged writes and printed results across kill -9 (item 3);
-- ``test_disk_full``: a 5 MB data dir, full, then grown; a read-only one (item 4, root only);
-- ``test_error_lines``: bad inputs and dead servers end in one line each (item 7).
+- ``test_racing_adds``: two `library add` runs of the same texts at once (item 5);
+- ``test_interrupted_adds``: an update killed midway, shown and finished (item 6).
 
-Racing ``library add`` runs (item 5) and interrupted adds and updates (item 6) get their
-modules here, ``test_racing_adds`` and ``test_interrupted_adds``, with the ingest rewrite.
+Durable acknowledged writes (item 3) rest on SecantusDB's sync-on-commit and
+`tracker.durability.wait_durable`; a full or read-only disk (item 4) and the one-line
+errors (item 7) have no fault module yet (see docs/operations.md).
 """
