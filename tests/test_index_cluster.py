@@ -4,6 +4,7 @@ hash slot (a shard's keys share a hash tag), so the shards spread over the nodes
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import time
@@ -12,9 +13,15 @@ from pathlib import Path
 
 import pytest
 import redis
+from click.testing import CliRunner
 from redis.cluster import RedisCluster
 
+from copytrack.cli import main
+from tests.corpus import texts
+from tracker.config import Settings
+from tracker.context import open_context
 from tracker.index import MemoryIndex, RedisIndex
+from tracker.matcher import match_text
 from tracker.servers import free_port, valkey_binary
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
@@ -37,6 +44,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
         free.add(free_port())
     ports, buses = sorted(free)[: len(SLOTS)], sorted(free)[len(SLOTS) :]
     logs = {port: (where / f"valkey-{port}.log").open("wb") for port in ports}
+    for port in ports:  # each node its own dir: their append-only files must not meet
+        (where / str(port)).mkdir()
     procs = [
         subprocess.Popen(
             [
@@ -50,11 +59,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
                 "--cluster-config-file",
                 f"nodes-{port}.conf",
                 "--dir",
-                str(where),
+                str(where / str(port)),
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes",
             ],
             stdout=logs[port],
             stderr=subprocess.STDOUT,
@@ -84,6 +93,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
             "every node sees 3 nodes and all slots",
         )
         client = RedisCluster(host="127.0.0.1", port=ports[0])
+        client.url = f"redis://127.0.0.1:{ports[0]}"
         yield client
         client.close()
     finally:
@@ -124,3 +134,40 @@ def test_the_index_runs_on_a_three_node_cluster(cluster: RedisCluster) -> None:
     assert index.generation() == ("g1", expected.stats().postings)
     index.clear()
     assert index.generation() == (None, 0)
+
+
+def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
+    cluster: RedisCluster, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings put the index on the cluster; the queues' Redis holds no posting."""
+    monkeypatch.setenv("COPYTRACK_INDEX_CLUSTER_URL", cluster.url)
+    for key in cluster.scan_iter("ct:ix*"):
+        cluster.delete(key)
+    works = texts("zh_news", 30)
+    result = CliRunner().invoke(
+        main, ["library", "add", *_files(works, tracker_env)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.count("added\t") == len(works)
+
+    settings = Settings.from_env()
+    ctx = open_context(settings)
+    try:
+        assert isinstance(ctx.index.client, RedisCluster)
+        assert not list(ctx.redis.scan_iter("ct:ix:*"))  # nothing in the queues' Redis
+        copy = works[7][: len(works[7]) // 2]
+        assert [m.master.external_id for m in match_text(ctx, copy)] == ["w7"]
+    finally:
+        ctx.close()
+
+
+def _files(works: list[str], env: dict[str, str]) -> list[str]:
+    path = Path(env["COPYTRACK_DATA_DIR"]).parent / "works.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"w{n}", "text": t}, ensure_ascii=False) + "\n"
+            for n, t in enumerate(works)
+        ),
+        encoding="utf-8",
+    )
+    return [str(path)]

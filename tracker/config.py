@@ -12,6 +12,10 @@ COPYTRACK_MONGO_URL                (unset)          MongoDB URL (``mongodb://`` 
 COPYTRACK_REDIS_URL                (unset)          Redis URL (``redis://``, ``rediss://`` or
                                                     ``unix://``). Unset or empty: start an
                                                     embedded Valkey on loopback.
+COPYTRACK_INDEX_CLUSTER_URL        (unset)          A node of a Redis/Valkey Cluster
+                                                    (``redis://host:port``) that holds the
+                                                    index instead of COPYTRACK_REDIS_URL
+                                                    (which keeps the queues and sessions).
 COPYTRACK_DATA_DIR                 ./.copytrack     Where embedded servers keep data, logs and
                                                     their state file (made absolute at load).
 COPYTRACK_MONGO_DB                 copytrack        MongoDB database name.
@@ -52,6 +56,7 @@ from pathlib import Path
 ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_MONGO_URL": ("(unset: embedded SecantusDB)", "MongoDB URL"),
     "COPYTRACK_REDIS_URL": ("(unset: embedded Valkey)", "Redis URL"),
+    "COPYTRACK_INDEX_CLUSTER_URL": ("(unset)", "a Redis Cluster node for the index"),
     "COPYTRACK_DATA_DIR": ("./.copytrack", "data directory of the embedded servers"),
     "COPYTRACK_MONGO_DB": ("copytrack", "MongoDB database name"),
     "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ("false", "allow crawling private/loopback addresses"),
@@ -91,6 +96,7 @@ class Settings:
 
     mongo_url: str | None = None
     redis_url: str | None = None
+    index_cluster_url: str | None = None
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     mongo_db: str = DEFAULT_MONGO_DB
     allow_private_networks: bool = False
@@ -137,6 +143,17 @@ class Settings:
                 redis_url,
                 "a URL starting with redis://, rediss:// or unix://, "
                 "or leave it unset for the embedded server",
+            )
+
+        index_cluster_url = get("COPYTRACK_INDEX_CLUSTER_URL") or None
+        if index_cluster_url is not None and not index_cluster_url.startswith(
+            ("redis://", "rediss://")
+        ):
+            raise _invalid(
+                "COPYTRACK_INDEX_CLUSTER_URL",
+                index_cluster_url,
+                "a URL starting with redis:// or rediss:// (a node of the cluster), "
+                "or leave it unset to keep the index in COPYTRACK_REDIS_URL",
             )
 
         raw_dir = get("COPYTRACK_DATA_DIR") or DEFAULT_DATA_DIR
@@ -195,6 +212,7 @@ class Settings:
         return cls(
             mongo_url=mongo_url,
             redis_url=redis_url,
+            index_cluster_url=index_cluster_url,
             data_dir=data_dir,
             mongo_db=mongo_db,
             allow_private_networks=allow_private,

@@ -13,6 +13,7 @@ from typing import Any
 import pymongo
 import redis
 from pymongo.database import Database
+from redis.cluster import RedisCluster
 
 from fingerprinter import DEFAULT_PARAMS, FingerprintParams
 
@@ -37,6 +38,16 @@ class Context:
     def close(self) -> None:
         self.db.client.close()
         self.redis.close()
+        if isinstance(self.index, RedisIndex) and self.index.client is not self.redis:
+            self.index.client.close()
+
+
+def open_index(settings: Settings, client: redis.Redis, params: FingerprintParams) -> RedisIndex:
+    """The index: in ``client``'s Redis, or on the Redis Cluster of
+    COPYTRACK_INDEX_CLUSTER_URL when set (each index script stays in one hash slot)."""
+    if settings.index_cluster_url:
+        client = RedisCluster.from_url(settings.index_cluster_url)
+    return RedisIndex(client, fingerprint_bits=params.value_bits)
 
 
 def open_context(
@@ -61,7 +72,7 @@ def open_context(
     db = client[settings.mongo_db]
     ensure_indexes(db)
     redis_client = redis.Redis.from_url(endpoints.redis_url, health_check_interval=30)
-    index = RedisIndex(redis_client, fingerprint_bits=params.value_bits)
+    index = open_index(settings, redis_client, params)
     ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:
         try:

@@ -20,9 +20,11 @@ import socket
 
 import redis
 from pymongo import WriteConcern
+from redis.cluster import RedisCluster
 
 from .context import Context
 from .failures import free_space
+from .index import RedisIndex
 
 _MARK_KEY = "ct:durable:{host}:{pid}"
 _MARK_COLLECTION = "durability_marks"
@@ -52,5 +54,31 @@ def wait_durable(ctx: Context, timeout: float = 10.0) -> None:
                 f"{where if ctx.settings.embedded_redis else ''}: the works since the last "
                 f"ones reported are not saved; free space and run the command again"
             )
+    if isinstance(ctx.index, RedisIndex) and isinstance(ctx.index.client, RedisCluster):
+        _wait_cluster(ctx.index.client, timeout)
     marks = ctx.db[_MARK_COLLECTION].with_options(write_concern=WriteConcern(w=1, j=True))
     marks.update_one({"_id": mark}, {"$inc": {"n": 1}}, upsert=True)
+
+
+def _wait_cluster(cluster: RedisCluster, timeout: float) -> None:
+    """WAITAOF on every primary of the index's cluster (each answers for the writes made
+    over this process's connection to it)."""
+    try:
+        replies = cluster.execute_command(
+            "WAITAOF", 1, 0, int(timeout * 1000), target_nodes=RedisCluster.PRIMARIES
+        )
+    except redis.ResponseError as err:
+        if "appendonly is disabled" not in str(err):
+            raise
+        raise NotDurable(
+            "the index cluster (COPYTRACK_INDEX_CLUSTER_URL) runs without its append-only "
+            "file: nothing written there survives a restart; start its nodes with "
+            "`appendonly yes` and run the command again"
+        ) from None
+    for node, (fsynced, _replicas) in replies.items():
+        if fsynced < 1:
+            raise NotDurable(
+                f"index cluster node {node} did not write its append-only file to disk within "
+                f"{timeout:g} s (is appendonly on?): the works since the last ones reported "
+                "are not saved; fix the node and run the command again"
+            )

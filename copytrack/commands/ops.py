@@ -33,9 +33,8 @@ from pymongo.errors import PyMongoError
 from fingerprinter import DEFAULT_PARAMS
 from tracker.celery_app import QUEUES, app, configure
 from tracker.config import Settings
-from tracker.context import Context
+from tracker.context import Context, open_index
 from tracker.health import health, unprobed
-from tracker.index import RedisIndex
 from tracker.servers import (
     MONGO,
     VALKEY,
@@ -461,7 +460,7 @@ def _status_context(settings: Settings, found: _Found) -> Context | None:
         Endpoints(urls[MONGO], urls[VALKEY], embedded=not all(c for _, c, _ in found)),
         mongo[settings.mongo_db],
         client,
-        RedisIndex(client, fingerprint_bits=DEFAULT_PARAMS.value_bits),
+        open_index(settings, client, DEFAULT_PARAMS),
     )
 
 
