@@ -23,6 +23,7 @@ from tracker.health import index_health, server_health
 from tracker.reports import FilterError
 from tracker.servers import ServerStartError
 
+from .limits import BodyGuard
 from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
 from .web import STATIC_DIR, redirect, render
@@ -111,6 +112,7 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     )
     app.state.ctx = ctx or process_context()
     app.state.sessions = SessionStore(app.state.ctx)
+    app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
     app.add_middleware(SecurityHeaders)
     _install_error_handlers(app)

@@ -136,7 +136,9 @@ def app_context(request: Request) -> Context:
     return request.app.state.ctx
 
 
-def _resolve(request: Request) -> Auth | None:
+def resolve_auth(request: Request) -> Auth | None:
+    """The session or API token of a request, from its headers alone; None if neither is
+    valid."""
     ctx = app_context(request)
     header = request.headers.get("authorization", "")
     if header:
@@ -164,7 +166,8 @@ async def gate(request: Request) -> Auth | None:
     route = request.scope.get("route")
     if getattr(route, "path", None) in PUBLIC_ROUTES:
         return None
-    auth = await run_in_threadpool(_resolve, request)
+    # BodyGuard resolved it already for requests with a body (before reading the body).
+    auth = getattr(request.state, "auth", None) or await run_in_threadpool(resolve_auth, request)
     if auth is None:
         raise LoginRequired
     if request.method not in SAFE_METHODS and auth.session is not None:

@@ -24,4 +24,14 @@ def admin(host: str, port: int) -> None:
         )
     click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
     # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
-    uvicorn.run(create_app(ctx), host=host, port=port, log_level="info", log_config=None)
+    # Idle keep-alive connections close after 5 s, and past 200 open connections new ones
+    # get 503: slow clients cannot exhaust the server (bodies are bounded by BodyGuard).
+    uvicorn.run(
+        create_app(ctx),
+        host=host,
+        port=port,
+        log_level="info",
+        log_config=None,
+        timeout_keep_alive=5,
+        limit_concurrency=200,
+    )

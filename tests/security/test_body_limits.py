@@ -1,0 +1,114 @@
+"""Request bodies are read only from an authenticated client, up to a size, at a pace
+(issue #14, item 3).
+
+The attack: an unauthenticated 200 MB JSON to /api/v1/check grew the admin by 550 MB
+before the 401, a 286 MB upload to /works/new was spooled to disk before the redirect to
+the login page, and slow bodies held connections open. Against the admin served by uvicorn
+on loopback, with raw sockets: the answer comes while almost all of the body is unsent.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from admin import limits
+from admin.app import create_app
+from tests.test_admin_app import PASSWORD
+from tracker.context import Context
+from tracker.servers import free_port
+from tracker.users import add_user, create_token
+
+pytestmark = pytest.mark.security
+
+HUGE = 200 * 1024 * 1024
+
+
+@pytest.fixture
+def admin_port(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    monkeypatch.setattr(limits, "BODY_TIMEOUT_S", 1.0)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "the admin did not start"
+        time.sleep(0.05)
+    yield port
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def _send_head(port: int, path: str, length: int | None, headers: str = "") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    size = (
+        f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
+    )
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"{size}{headers}\r\n".encode()
+    )
+    return sock
+
+
+def _status(sock: socket.socket) -> tuple[int, str]:
+    """The response's status and text: the server closes the connection after a refusal."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), (head + rest).decode(errors="replace")
+
+
+def test_no_body_is_read_before_authentication(admin_port: int) -> None:
+    for path in ("/api/v1/check", "/works/new"):
+        declared = limits.body_cap(path) - 1  # under the cap: only the login stops it
+        sock = _send_head(admin_port, path, declared)
+        sock.sendall(b"x" * 1024)  # 1 KB of it
+        status, answer = _status(sock)
+        sock.close()
+        assert status in (401, 303), answer
+        assert "login" in answer or "Bearer" in answer
+
+
+def test_bodies_over_the_route_cap_are_refused_early(ctx: Context, admin_port: int) -> None:
+    add_user(ctx, "ada", PASSWORD, "admin")
+    token = create_token(ctx, "ada", "ops")
+    auth = f"Authorization: Bearer {token}\r\n"
+    # Declared too large: 413 before any of it is sent.
+    sock = _send_head(admin_port, "/api/v1/check", HUGE, auth)
+    status, answer = _status(sock)
+    sock.close()
+    assert status == 413 and "larger than 16 MB" in answer
+
+    # Chunked, no length: 413 once the cap is passed, long before the end.
+    sock = _send_head(admin_port, "/api/v1/check", None, auth)
+    chunk = b"x" * 65536
+    try:
+        for _ in range(2 * 16 * 16 + 1):  # 32 MB in 64 KB chunks
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed
+    status, answer = _status(sock)
+    sock.close()
+    assert status == 413, answer
+
+
+def test_a_stalled_body_times_out(ctx: Context, admin_port: int) -> None:
+    add_user(ctx, "ada", PASSWORD, "admin")
+    token = create_token(ctx, "ada", "ops")
+    sock = _send_head(admin_port, "/api/v1/check", 1000, f"Authorization: Bearer {token}\r\n")
+    sock.sendall(b'{"text": "')  # then nothing
+    started = time.monotonic()
+    status, _ = _status(sock)
+    sock.close()
+    assert status == 408
+    assert time.monotonic() - started < 5
