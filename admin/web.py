@@ -21,6 +21,8 @@ from .security import pop_flashes, session_of
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
+#: Highest page number a list takes: beyond it, 422 rather than a skip MongoDB cannot hold.
+MAX_PAGE = 1_000_000
 
 STATUS_LABELS = {
     "new": "New",

@@ -23,6 +23,7 @@ from fingerprinter import index_array, to_letters
 
 from .context import Context
 from .generation import postings_added, postings_removing
+from .index import MAX_MASTER_ID
 from .store import next_id
 
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
@@ -339,7 +340,8 @@ def _unindex(ctx: Context, master_id: int, text: str) -> None:
 def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
     """Masters named by external id, integer id, or work id (all chapters of a work)."""
     query: list[dict[str, Any]] = [{"external_id": key}, {"work_id": key}]
-    if key.isdigit():
+    # ASCII digits only ("²".isdigit() is true), and no more than an id can be.
+    if key.isascii() and key.isdigit() and int(key) <= MAX_MASTER_ID:
         query.append({"_id": int(key)})
     return list(ctx.db.masters.find({"$or": query}))
 

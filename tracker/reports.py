@@ -95,9 +95,12 @@ def _date(params: Mapping[str, str], name: str) -> date | None:
     if not raw:
         return None
     try:
-        return date.fromisoformat(raw)
+        day = date.fromisoformat(raw)
     except ValueError:
         raise FilterError(f"{name}={raw!r}: give a date as YYYY-MM-DD") from None
+    if not date(1970, 1, 1) <= day < date(9999, 12, 31):
+        raise FilterError(f"{name}={raw!r}: give a date from 1970-01-01 to 9999-12-30")
+    return day
 
 
 def parse_filter(params: Mapping[str, str]) -> FindingFilter:

@@ -25,7 +25,7 @@ from tracker.workflow import FindingNotFound, WorkflowError, set_status
 
 from .. import campaigns as campaign_seam
 from ..security import Admin, Reviewer, Viewer, app_context
-from ..web import render
+from ..web import MAX_PAGE, render
 from .works import register
 
 PREFIX = "/api/v1"
@@ -315,7 +315,7 @@ def list_findings(
     sort: Annotated[str, Query(description="last_seen, first_seen, score, …; -key reverses")] = (
         "-last_seen"
     ),
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> FindingList:
     # The declared parameters document the API; parse_filter reads them like the pages do.

@@ -24,7 +24,7 @@ from tracker.workflow import (
 )
 
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
-from ..web import excerpt_bounds, highlight, redirect, render
+from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
 
 router = APIRouter(include_in_schema=False)
 PASSAGE_CHARS = 240  # the table summarizes; the side-by-side view shows everything
@@ -73,7 +73,7 @@ def _finding(ctx: Context, finding_id: str) -> dict[str, Any]:
 def findings_list(
     request: Request,
     user: Viewer,
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=10, le=200)] = 50,
 ) -> HTMLResponse:
     ctx = app_context(request)

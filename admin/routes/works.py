@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
 from tracker.context import Context
+from tracker.index import MAX_MASTER_ID
 from tracker.library import AddResult, Work, add_work
 from tracker.loaders import (
     HTML_SUFFIXES,
@@ -26,7 +28,7 @@ from tracker.loaders import (
 )
 
 from ..security import Reviewer, Viewer, app_context
-from ..web import render
+from ..web import MAX_PAGE, render
 
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 50
@@ -96,7 +98,7 @@ def works_list(
     request: Request,
     user: Viewer,
     q: Annotated[str, Query(max_length=200)] = "",
-    page: Annotated[int, Query(ge=1)] = 1,
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
 ) -> HTMLResponse:
     ctx = app_context(request)
     query: dict[str, Any] = {}
@@ -179,7 +181,9 @@ def upload(
 
 
 @router.get("/works/{master_id}")
-def work_detail(request: Request, user: Viewer, master_id: int) -> HTMLResponse:
+def work_detail(
+    request: Request, user: Viewer, master_id: Annotated[int, PathParam(ge=0, le=MAX_MASTER_ID)]
+) -> HTMLResponse:
     ctx = app_context(request)
     master = ctx.db.masters.find_one({"_id": master_id})
     if master is None:

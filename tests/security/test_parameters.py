@@ -1,0 +1,48 @@
+"""Out-of-range and odd parameters answer 4xx, never 500 (issue #14, item 5): huge integer
+ids and pages, dates at the calendar's end, and non-ASCII digits as a work key (which also
+cut the CSV export off after its header)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_admin_app import client, login, seed
+
+pytestmark = pytest.mark.security
+
+HUGE = "99999999999999999999999"
+
+
+@pytest.fixture
+def web(ctx):
+    """An admin signed in to a seeded installation."""
+    seed(ctx)
+    http = client(ctx)
+    login(http, "ada")
+    return http
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"/works/{HUGE}",
+        "/works/-1",
+        f"/works?page={HUGE}",
+        f"/findings?page={HUGE}",
+        f"/api/v1/findings?page={HUGE}",
+        "/findings?until=9999-12-31",
+        "/findings?since=0001-01-01",
+        "/api/v1/findings?until=9999-12-31",
+    ],
+)
+def test_out_of_range_parameters_are_refused(web, url: str) -> None:
+    response = web.get(url, follow_redirects=False)
+    assert 400 <= response.status_code < 500, (url, response.status_code)
+
+
+def test_a_work_key_of_non_ascii_digits_matches_nothing(web) -> None:
+    assert web.get("/findings?work=²").status_code == 200
+    export = web.get("/exports/findings.csv?work=²")
+    assert export.status_code == 200
+    assert export.text.splitlines()[1:] == []  # the header, no rows, no cut-off
+    assert web.get(f"/findings?work={HUGE}").status_code == 200
