@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from click.testing import CliRunner
 
@@ -101,17 +103,23 @@ def test_tokens_are_stored_hashed_and_never_exceed_their_user(ctx):
 
 def test_failed_logins_are_throttled_per_client_and_name(ctx):
     throttle = LoginThrottle(per_name=3, per_client=5, window_s=60)
-    for _ in range(3):
-        assert throttle.retry_after(ctx, "10.0.0.1", "rui") == 0
-        throttle.failed(ctx, "10.0.0.1", "rui")
-    assert 0 < throttle.retry_after(ctx, "10.0.0.1", "rui") <= 60
-    assert throttle.retry_after(ctx, "10.0.0.1", "ada") == 0  # another name
-    assert throttle.retry_after(ctx, "10.0.0.2", "rui") == 0  # another client
-    throttle.failed(ctx, "10.0.0.1", "ada")
-    throttle.failed(ctx, "10.0.0.1", "bo")
-    assert throttle.retry_after(ctx, "10.0.0.1", "cy") > 0  # the client tried too many
+    for _ in range(3):  # three wrong passwords (each attempt counts before it is checked)
+        assert throttle.attempt(ctx, "10.0.0.1", "rui") == 0
+    assert 0 < throttle.attempt(ctx, "10.0.0.1", "rui") <= 60
+    assert throttle.attempt(ctx, "10.0.0.1", "ada") == 0  # another name
+    assert throttle.attempt(ctx, "10.0.0.2", "rui") == 0  # another client
+    assert throttle.attempt(ctx, "10.0.0.1", "bo") == 0
+    assert throttle.attempt(ctx, "10.0.0.1", "cy") > 0  # the client tried too many
     throttle.succeeded(ctx, "10.0.0.2", "rui")
-    assert throttle.retry_after(ctx, "10.0.0.2", "rui") == 0
+    assert throttle.attempt(ctx, "10.0.0.2", "rui") == 0
+
+
+def test_concurrent_guesses_cannot_pass_the_limit(ctx):
+    """30 wrong passwords at once: only the first per_name are even checked."""
+    throttle = LoginThrottle(per_name=5, per_client=100, window_s=60)
+    with ThreadPoolExecutor(10) as pool:
+        waits = list(pool.map(lambda _: throttle.attempt(ctx, "10.0.0.9", "rui"), range(30)))
+    assert sum(wait == 0 for wait in waits) == 5
 
 
 def test_the_command_line_manages_users_and_tokens(tracker_env):

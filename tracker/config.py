@@ -16,6 +16,10 @@ COPYTRACK_INDEX_CLUSTER_URL        (unset)          A node of a Redis/Valkey Clu
                                                     (``redis://host:port``) that holds the
                                                     index instead of COPYTRACK_REDIS_URL
                                                     (which keeps the queues and sessions).
+COPYTRACK_TRUSTED_PROXIES          (unset)          Addresses (comma-separated, CIDR allowed)
+                                                    of reverse proxies whose X-Forwarded-For
+                                                    the admin believes; unset: none, the
+                                                    client is the connecting address.
 COPYTRACK_DATA_DIR                 ./.copytrack     Where embedded servers keep data, logs and
                                                     their state file (made absolute at load).
 COPYTRACK_MONGO_DB                 copytrack        MongoDB database name.
@@ -46,6 +50,7 @@ COPYTRACK_SCAN_QUEUE_MAX           10000            Crawls pause while more scan
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -57,6 +62,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_MONGO_URL": ("(unset: embedded SecantusDB)", "MongoDB URL"),
     "COPYTRACK_REDIS_URL": ("(unset: embedded Valkey)", "Redis URL"),
     "COPYTRACK_INDEX_CLUSTER_URL": ("(unset)", "a Redis Cluster node for the index"),
+    "COPYTRACK_TRUSTED_PROXIES": ("(unset)", "proxies whose X-Forwarded-For the admin believes"),
     "COPYTRACK_DATA_DIR": ("./.copytrack", "data directory of the embedded servers"),
     "COPYTRACK_MONGO_DB": ("copytrack", "MongoDB database name"),
     "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ("false", "allow crawling private/loopback addresses"),
@@ -97,6 +103,7 @@ class Settings:
     mongo_url: str | None = None
     redis_url: str | None = None
     index_cluster_url: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     mongo_db: str = DEFAULT_MONGO_DB
     allow_private_networks: bool = False
@@ -156,6 +163,19 @@ class Settings:
                 "or leave it unset to keep the index in COPYTRACK_REDIS_URL",
             )
 
+        trusted_proxies = tuple(
+            p.strip() for p in (get("COPYTRACK_TRUSTED_PROXIES") or "").split(",") if p.strip()
+        )
+        for proxy in trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise _invalid(
+                    "COPYTRACK_TRUSTED_PROXIES",
+                    proxy,
+                    "IP addresses or networks (10.0.0.2, 10.0.0.0/24) separated by commas",
+                ) from None
+
         raw_dir = get("COPYTRACK_DATA_DIR") or DEFAULT_DATA_DIR
         if "\0" in raw_dir:
             raise _invalid("COPYTRACK_DATA_DIR", raw_dir, "a directory path")
@@ -213,6 +233,7 @@ class Settings:
             mongo_url=mongo_url,
             redis_url=redis_url,
             index_cluster_url=index_cluster_url,
+            trusted_proxies=trusted_proxies,
             data_dir=data_dir,
             mongo_db=mongo_db,
             allow_private_networks=allow_private,

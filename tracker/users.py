@@ -247,24 +247,38 @@ class LoginThrottle:
         digest = hashlib.sha256(f"{client}\0{name.lower()}".encode()).hexdigest()[:32]
         return f"{self.prefix}:pair:{digest}", f"{self.prefix}:client:{client}"
 
-    def retry_after(self, ctx: Context, client: str, name: str) -> int:
-        """Seconds until another attempt is allowed, or 0 when one is allowed now."""
+    def attempt(self, ctx: Context, client: str, name: str) -> int:
+        """Count an attempt before the password is checked (so concurrent guesses cannot
+        all slip under the limit); returns 0 when this attempt may go on, else the seconds
+        until another is allowed (this one is not counted then)."""
         pair, whole = self._keys(client, name)
-        waits = [
-            ctx.redis.ttl(key)
-            for key, limit in ((pair, self.per_name), (whole, self.per_client))
-            if int(ctx.redis.get(key) or 0) >= limit
-        ]
-        return max((max(wait, 1) for wait in waits), default=0)
-
-    def failed(self, ctx: Context, client: str, name: str) -> None:
-        """Count a failed attempt."""
-        with ctx.redis.pipeline() as pipe:
-            for key in self._keys(client, name):
+        with ctx.redis.pipeline() as pipe:  # MULTI: both counters move together
+            for key in (pair, whole):
                 pipe.incr(key)
                 pipe.expire(key, self.window_s, nx=True)
+            pipe.ttl(pair)
+            pipe.ttl(whole)
+            on_pair, _, on_whole, _, pair_ttl, whole_ttl = pipe.execute()
+        waits = [
+            ttl
+            for count, limit, ttl in (
+                (on_pair, self.per_name, pair_ttl),
+                (on_whole, self.per_client, whole_ttl),
+            )
+            if count > limit
+        ]
+        if not waits:
+            return 0
+        with ctx.redis.pipeline() as pipe:  # a refused attempt does not count
+            pipe.decr(pair)
+            pipe.decr(whole)
             pipe.execute()
+        return max(max(wait, 1) for wait in waits)
 
     def succeeded(self, ctx: Context, client: str, name: str) -> None:
-        """Forget the failures of this (client, name)."""
-        ctx.redis.delete(self._keys(client, name)[0])
+        """Forget the failures of this (client, name), and this attempt from the client's."""
+        pair, whole = self._keys(client, name)
+        with ctx.redis.pipeline() as pipe:
+            pipe.delete(pair)
+            pipe.decr(whole)
+            pipe.execute()

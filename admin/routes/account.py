@@ -85,7 +85,7 @@ def login(
     if not cookie or not same_secret(cookie, csrf_token):
         return _login_page(request, next_url, "The form expired: please try again.", 403)
     ctx, client = app_context(request), client_address(request)
-    wait = THROTTLE.retry_after(ctx, client, name)
+    wait = THROTTLE.attempt(ctx, client, name)
     if wait:
         response = _login_page(
             request,
@@ -96,8 +96,7 @@ def login(
         response.headers["Retry-After"] = str(wait)
         return response
     principal = verify_password(ctx, name, password)
-    if principal is None:
-        THROTTLE.failed(ctx, client, name)
+    if principal is None:  # the attempt stays counted
         return _login_page(request, next_url, "Wrong user name or password.", 401)
     THROTTLE.succeeded(ctx, client, name)
     return _start_session(request, principal, next_url)

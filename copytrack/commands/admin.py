@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from tracker.config import Settings
 from tracker.context import open_context
 
 
@@ -24,14 +27,20 @@ def admin(host: str, port: int) -> None:
         )
     click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
     # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
-    # Idle keep-alive connections close after 5 s, and past 200 open connections new ones
-    # get 503: slow clients cannot exhaust the server (bodies are bounded by BodyGuard).
     uvicorn.run(
-        create_app(ctx),
-        host=host,
-        port=port,
-        log_level="info",
-        log_config=None,
-        timeout_keep_alive=5,
-        limit_concurrency=200,
-    )
+        create_app(ctx), host=host, port=port, log_level="info", log_config=None,
+        **server_options(ctx.settings),
+    )  # fmt: skip
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's settings for the admin: idle keep-alive connections close after 5 s and
+    past 200 open connections new ones get 503 (slow clients cannot exhaust the server;
+    bodies are bounded by admin.limits); X-Forwarded-For is believed only from
+    COPYTRACK_TRUSTED_PROXIES (uvicorn would trust it from loopback by default)."""
+    return {
+        "timeout_keep_alive": 5,
+        "limit_concurrency": 200,
+        "proxy_headers": bool(settings.trusted_proxies),
+        "forwarded_allow_ips": ",".join(settings.trusted_proxies) or "",
+    }
