@@ -529,6 +529,11 @@ class RedisIndex(InvertedIndex):
         self._remove = client.register_script(_LUA_REMOVE)
         self._lookup = client.register_script(_LUA_LOOKUP)
 
+    @property
+    def record_bytes(self) -> int:
+        """Bytes of one posting's record in a block (key, then the uint32 master id)."""
+        return self._key_len + 4
+
     def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
         return self.add_many([(master_id, fingerprints)])
 
