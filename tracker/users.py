@@ -16,7 +16,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -28,6 +28,8 @@ from .context import Context
 ROLES = ("viewer", "reviewer", "admin")
 MIN_PASSWORD_CHARS = 10
 TOKEN_PREFIX = "ct"
+TOKEN_DAYS = 90  # a token's default life: a leaked one stops working on its own
+MAX_TOKEN_DAYS = 730
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _TOKEN = re.compile(rf"^{TOKEN_PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{43}})$")
@@ -107,7 +109,8 @@ def add_user(ctx: Context, name: str, password: str, role: str) -> None:
             "_id": name,
             "role": role,
             "password_hash": _hasher.hash(password),
-            "session_epoch": 0,
+            # Random, not 0: sessions of a removed user of the same name stay dead.
+            "session_epoch": secrets.randbelow(2**31),
             "created_at": _now(),
         }
     )
@@ -133,14 +136,17 @@ def set_role(ctx: Context, name: str, role: str) -> None:
     ctx.db.users.update_one({"_id": name}, {"$set": {"role": role}})
 
 
-def set_password(ctx: Context, name: str, password: str) -> None:
-    """Set a new password and end the user's sessions everywhere."""
+def set_password(ctx: Context, name: str, password: str, keep_tokens: bool = False) -> None:
+    """Set a new password and end the user's sessions everywhere; its API tokens are
+    revoked too (a password change is how a compromise is answered), unless keep_tokens."""
     _check_password(password)
     _require(ctx, name)
     ctx.db.users.update_one(
         {"_id": name},
         {"$set": {"password_hash": _hasher.hash(password)}, "$inc": {"session_epoch": 1}},
     )
+    if not keep_tokens:
+        ctx.db.tokens.delete_many({"user": name})
 
 
 def remove_user(ctx: Context, name: str) -> None:
@@ -170,11 +176,16 @@ def _secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def create_token(ctx: Context, user: str, label: str, role: str | None = None) -> str:
-    """A new API token for ``user`` (shown once: only its hash is stored).
+def create_token(
+    ctx: Context, user: str, label: str, role: str | None = None, days: int = TOKEN_DAYS
+) -> str:
+    """A new API token for ``user`` (shown once: only its hash is stored), valid for
+    ``days`` days.
 
     ``role`` lowers the token's rights below the user's (e.g. a read-only integration).
     """
+    if not 1 <= days <= MAX_TOKEN_DAYS:
+        raise UserError(f"a token lives 1 to {MAX_TOKEN_DAYS} days, not {days}")
     owner = _require(ctx, user)
     role = role or owner["role"]
     _check_role(role)
@@ -192,6 +203,7 @@ def create_token(ctx: Context, user: str, label: str, role: str | None = None) -
             "role": role,
             "hash": _secret_hash(secret),
             "created_at": _now(),
+            "expires_at": _now() + timedelta(days=days),
             "last_used": None,
         }
     )
@@ -199,13 +211,17 @@ def create_token(ctx: Context, user: str, label: str, role: str | None = None) -
 
 
 def verify_token(ctx: Context, token: str) -> Principal | None:
-    """The principal a token acts as, or None when it is malformed, unknown or revoked."""
+    """The principal a token acts as, or None when it is malformed, unknown, expired or
+    revoked."""
     parsed = _TOKEN.match(token.strip())
     if parsed is None:
         return None
     token_id, secret = parsed.groups()
     doc = ctx.db.tokens.find_one({"_id": token_id})
     if doc is None or not hmac.compare_digest(doc["hash"], _secret_hash(secret)):
+        return None
+    expires = doc.get("expires_at")
+    if expires is not None and expires.replace(tzinfo=expires.tzinfo or UTC) <= _now():
         return None
     user = get_user(ctx, doc["user"])
     if user is None:

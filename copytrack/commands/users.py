@@ -8,7 +8,9 @@ import click
 
 from tracker.context import open_context
 from tracker.users import (
+    MAX_TOKEN_DAYS,
     ROLES,
+    TOKEN_DAYS,
     UserError,
     add_user,
     create_token,
@@ -77,10 +79,11 @@ def rm(name: str) -> None:
 @user.command()
 @click.argument("name")
 @_PASSWORD_STDIN
-def passwd(name: str, password_stdin: bool) -> None:
-    """Set a new password for NAME (ends its sessions)."""
+@click.option("--keep-tokens", is_flag=True, help="Keep NAME's API tokens (revoked by default).")
+def passwd(name: str, password_stdin: bool, keep_tokens: bool) -> None:
+    """Set a new password for NAME (ends its sessions and revokes its API tokens)."""
     try:
-        set_password(open_context(), name, _password(password_stdin))
+        set_password(open_context(), name, _password(password_stdin), keep_tokens=keep_tokens)
     except UserError as err:
         _fail(err)
     click.echo(f"password changed\t{name}")
@@ -95,10 +98,17 @@ def token() -> None:
 @click.argument("user_name", metavar="USER")
 @click.option("--label", required=True, help="What uses the token, e.g. 'CMS import'.")
 @click.option("--role", type=click.Choice(ROLES), help="Lower rights than the user's.")
-def create(user_name: str, label: str, role: str | None) -> None:
+@click.option(
+    "--days",
+    type=click.IntRange(1, MAX_TOKEN_DAYS),
+    default=TOKEN_DAYS,
+    show_default=True,
+    help="How long the token works.",
+)
+def create(user_name: str, label: str, role: str | None, days: int) -> None:
     """Create a token acting as USER and print it (only once: it is stored hashed)."""
     try:
-        click.echo(create_token(open_context(), user_name, label, role))
+        click.echo(create_token(open_context(), user_name, label, role, days=days))
     except UserError as err:
         _fail(err)
 
@@ -106,10 +116,13 @@ def create(user_name: str, label: str, role: str | None) -> None:
 @token.command(name="list")
 @click.option("--user", "user_name", help="Only this user's tokens.")
 def list_tokens_(user_name: str | None) -> None:
-    """List tokens: id, user, role, label, last use."""
+    """List tokens: id, user, role, label, last use, expiry."""
     for doc in list_tokens(open_context(), user_name):
         used = f"{doc['last_used']:%Y-%m-%d %H:%M}" if doc.get("last_used") else "never"
-        click.echo(f"{doc['_id']}\t{doc['user']}\t{doc['role']}\t{doc['label']}\t{used}")
+        expires = f"{doc['expires_at']:%Y-%m-%d}" if doc.get("expires_at") else "never"
+        click.echo(
+            f"{doc['_id']}\t{doc['user']}\t{doc['role']}\t{doc['label']}\t{used}\texpires {expires}"
+        )
 
 
 @token.command()
