@@ -35,6 +35,9 @@ from tracker.users import Principal, get_user, verify_token
 
 SESSION_COOKIE = "copytrack_session"
 LOGIN_CSRF_COOKIE = "copytrack_login_csrf"
+# Browsers keep a __Host- cookie only if it is Secure, has path / and no Domain: no other
+# host (a sibling subdomain) and no plain-HTTP page can set or replace it.
+SECURE_COOKIE_PREFIX = "__Host-"
 SESSION_IDLE_S = 8 * 3600
 SESSION_MAX_S = 24 * 3600
 CSRF_FIELD = "csrf_token"
@@ -136,6 +139,18 @@ def app_context(request: Request) -> Context:
     return request.app.state.ctx
 
 
+def cookie_name(request: Request, name: str) -> str:
+    """The name ``name`` has in this installation: ``__Host-`` prefixed with
+    COPYTRACK_SECURE_COOKIES."""
+    return SECURE_COOKIE_PREFIX + name if app_context(request).settings.secure_cookies else name
+
+
+def cookies_secure(request: Request) -> bool:
+    """Whether cookies get ``Secure``: always with COPYTRACK_SECURE_COOKIES, else when the
+    request came over HTTPS (directly, or through a proxy in COPYTRACK_TRUSTED_PROXIES)."""
+    return app_context(request).settings.secure_cookies or request.url.scheme == "https"
+
+
 def resolve_auth(request: Request) -> Auth | None:
     """The session or API token of a request, from its headers alone; None if neither is
     valid."""
@@ -145,7 +160,7 @@ def resolve_auth(request: Request) -> Auth | None:
         scheme, _, token = header.partition(" ")
         principal = verify_token(ctx, token) if scheme.lower() == "bearer" else None
         return Auth(principal) if principal else None
-    sid = request.cookies.get(SESSION_COOKIE)
+    sid = request.cookies.get(cookie_name(request, SESSION_COOKIE))
     if not sid:
         return None
     store: SessionStore = request.app.state.sessions

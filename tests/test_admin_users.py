@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -11,6 +12,7 @@ from copytrack.cli import main
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.users import (
+    Backoff,
     LoginThrottle,
     UserError,
     add_user,
@@ -101,22 +103,42 @@ def test_tokens_are_stored_hashed_and_never_exceed_their_user(ctx):
     assert verify_token(ctx, temp_token) is None and list_tokens(ctx, "temp") == []
 
 
-def test_failed_logins_are_throttled_per_client_and_name(ctx):
-    throttle = LoginThrottle(per_name=3, per_client=5, window_s=60)
+def test_failed_logins_back_off_per_pair_account_and_client(ctx):
+    throttle = LoginThrottle(
+        pair=Backoff(free=3, base_s=60, cap_s=60),
+        account=Backoff(free=5, base_s=30, cap_s=120),
+        client=Backoff(free=5, base_s=20, cap_s=40),
+        window_s=600,
+    )
     for _ in range(3):  # three wrong passwords (each attempt counts before it is checked)
         assert throttle.attempt(ctx, "10.0.0.1", "rui") == 0
-    assert 0 < throttle.attempt(ctx, "10.0.0.1", "rui") <= 60
+    assert 30 < throttle.attempt(ctx, "10.0.0.1", "rui") <= 60  # this pair is locked
     assert throttle.attempt(ctx, "10.0.0.1", "ada") == 0  # another name
     assert throttle.attempt(ctx, "10.0.0.2", "rui") == 0  # another client
     assert throttle.attempt(ctx, "10.0.0.1", "bo") == 0
-    assert throttle.attempt(ctx, "10.0.0.1", "cy") > 0  # the client tried too many
-    throttle.succeeded(ctx, "10.0.0.2", "rui")
-    assert throttle.attempt(ctx, "10.0.0.2", "rui") == 0
+    # The client tried five names: it backs off, but briefly, not for the window.
+    assert 0 < throttle.attempt(ctx, "10.0.0.1", "cy") <= 20
+    assert throttle.attempt(ctx, "10.0.0.3", "rui") == 0  # rui's fifth failure
+    # From anywhere, rui is now slowed down: a guessing run spread over addresses.
+    assert 0 < throttle.attempt(ctx, "10.0.0.4", "rui") <= 30
+    throttle.succeeded(ctx, "10.0.0.2", "rui")  # the owner got in: rui's failures are gone
+    assert throttle.attempt(ctx, "10.0.0.5", "rui") == 0
+
+
+def test_an_account_backs_off_but_is_never_locked_out_beyond_the_cap(ctx):
+    throttle = LoginThrottle(account=Backoff(free=1, base_s=0.5, cap_s=1.0), window_s=600)
+    clients = (f"10.1.0.{n}" for n in range(100))  # every guess from a new address
+    assert throttle.attempt(ctx, next(clients), "rui") == 0
+    assert throttle.attempt(ctx, next(clients), "rui") > 0  # 0.5 s after the first failure
+    for _ in range(3):  # the wait doubles per failure up to the cap, then stays there
+        time.sleep(1.05)
+        assert throttle.attempt(ctx, next(clients), "rui") == 0
+        assert throttle.attempt(ctx, next(clients), "rui") > 0
 
 
 def test_concurrent_guesses_cannot_pass_the_limit(ctx):
-    """30 wrong passwords at once: only the first per_name are even checked."""
-    throttle = LoginThrottle(per_name=5, per_client=100, window_s=60)
+    """30 wrong passwords at once: only the first five are even checked."""
+    throttle = LoginThrottle(pair=Backoff(free=5, base_s=60, cap_s=60))
     with ThreadPoolExecutor(10) as pool:
         waits = list(pool.map(lambda _: throttle.attempt(ctx, "10.0.0.9", "rui"), range(30)))
     assert sum(wait == 0 for wait in waits) == 5

@@ -20,6 +20,9 @@ COPYTRACK_TRUSTED_PROXIES          (unset)          Addresses (comma-separated, 
                                                     of reverse proxies whose X-Forwarded-For
                                                     the admin believes; unset: none, the
                                                     client is the connecting address.
+COPYTRACK_SECURE_COOKIES           false            Always mark the admin's cookies ``Secure``
+                                                    with the ``__Host-`` prefix (set it when
+                                                    the admin is reached only over HTTPS).
 COPYTRACK_DATA_DIR                 ./.copytrack     Where embedded servers keep data, logs and
                                                     their state file (made absolute at load).
 COPYTRACK_MONGO_DB                 copytrack        MongoDB database name.
@@ -63,6 +66,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "COPYTRACK_REDIS_URL": ("(unset: embedded Valkey)", "Redis URL"),
     "COPYTRACK_INDEX_CLUSTER_URL": ("(unset)", "a Redis Cluster node for the index"),
     "COPYTRACK_TRUSTED_PROXIES": ("(unset)", "proxies whose X-Forwarded-For the admin believes"),
+    "COPYTRACK_SECURE_COOKIES": ("false", "always Secure, __Host- cookies (HTTPS only)"),
     "COPYTRACK_DATA_DIR": ("./.copytrack", "data directory of the embedded servers"),
     "COPYTRACK_MONGO_DB": ("copytrack", "MongoDB database name"),
     "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ("false", "allow crawling private/loopback addresses"),
@@ -104,6 +108,7 @@ class Settings:
     redis_url: str | None = None
     index_cluster_url: str | None = None
     trusted_proxies: tuple[str, ...] = ()
+    secure_cookies: bool = False
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     mongo_db: str = DEFAULT_MONGO_DB
     allow_private_networks: bool = False
@@ -194,17 +199,11 @@ class Settings:
                 'a database name under 64 bytes without / \\ . " $ or spaces',
             )
 
-        raw_bool = get("COPYTRACK_ALLOW_PRIVATE_NETWORKS").lower()
-        if raw_bool in _TRUE:
-            allow_private = True
-        elif raw_bool in _FALSE:
-            allow_private = False
-        else:
-            raise _invalid(
-                "COPYTRACK_ALLOW_PRIVATE_NETWORKS",
-                raw_bool,
-                "one of 1/true/yes/on or 0/false/no/off",
-            )
+        def boolean(name: str) -> bool:
+            raw = get(name).lower()
+            if raw not in _TRUE | _FALSE:
+                raise _invalid(name, raw, "one of 1/true/yes/on or 0/false/no/off")
+            return raw in _TRUE
 
         log_level = (get("COPYTRACK_LOG_LEVEL") or DEFAULT_LOG_LEVEL).upper()
         if log_level not in _LOG_LEVELS:
@@ -236,7 +235,8 @@ class Settings:
             trusted_proxies=trusted_proxies,
             data_dir=data_dir,
             mongo_db=mongo_db,
-            allow_private_networks=allow_private,
+            secure_cookies=boolean("COPYTRACK_SECURE_COOKIES"),
+            allow_private_networks=boolean("COPYTRACK_ALLOW_PRIVATE_NETWORKS"),
             log_level=log_level,
             log_format=choice("COPYTRACK_LOG_FORMAT", LOG_FORMATS),
             visibility_timeout=visibility_timeout,

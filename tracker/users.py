@@ -246,55 +246,90 @@ def revoke_token(ctx: Context, token_id: str, user: str | None = None) -> bool:
     return ctx.db.tokens.delete_one(query).deleted_count == 1
 
 
+# Refuses an attempt while any of its counters is backing off, else counts it on all of them
+# (one script, so concurrent guesses cannot slip under a limit together). Per counter:
+# ARGV free, base ms, cap ms; it backs off min(cap, base * 2^(failures - free)) after its
+# last failure once it holds `free` failures. Returns the milliseconds to wait, or 0.
+_LUA_ATTEMPT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local window = tonumber(ARGV[1])
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local free = tonumber(ARGV[3 * i - 1])
+  local base = tonumber(ARGV[3 * i])
+  local cap = tonumber(ARGV[3 * i + 1])
+  local seen = redis.call('HMGET', key, 'failures', 'last')
+  local failures = tonumber(seen[1]) or 0
+  if failures >= free then
+    local left = math.min(cap, base * 2 ^ (failures - free)) - (t - (tonumber(seen[2]) or 0))
+    if left > wait then wait = left end
+  end
+end
+if wait > 0 then return math.ceil(wait) end
+for _, key in ipairs(KEYS) do
+  redis.call('HINCRBY', key, 'failures', 1)
+  redis.call('HSET', key, 'last', t)
+  redis.call('PEXPIRE', key, window)
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How one failure counter slows logins down: ``free`` failures pass, then each further
+    attempt waits ``base_s`` doubled per failure, at most ``cap_s``, after the last one."""
+
+    free: int
+    base_s: float
+    cap_s: float
+
+
 @dataclass(frozen=True)
 class LoginThrottle:
-    """Counts failed logins in Redis per (client, name) and per client, over a window.
+    """Counts failed logins in Redis and backs off, over a window since the last failure.
 
-    Redis makes the limit hold across admin processes; the per-client limit stops one
-    address from trying many names, the per-(client, name) one a guessing run on one user.
+    Three counters, so that no single one can lock everybody out: one (client, name) pair
+    is locked for the window after a guessing run; an account backs off exponentially,
+    whatever addresses guess at it (a distributed run gets a guess per minute at most,
+    while its owner waits that long at worst); a client that tries many names backs off
+    too, but briefly, because behind an untrusted proxy every user shares one address.
+    Redis makes the limits hold across admin processes.
     """
 
-    per_name: int = 5
-    per_client: int = 30
+    pair: Backoff = Backoff(free=5, base_s=900, cap_s=900)
+    account: Backoff = Backoff(free=10, base_s=5, cap_s=60)
+    client: Backoff = Backoff(free=30, base_s=5, cap_s=60)
     window_s: int = 900
     prefix: str = "copytrack:login-fail"
 
-    def _keys(self, client: str, name: str) -> tuple[str, str]:
-        digest = hashlib.sha256(f"{client}\0{name.lower()}".encode()).hexdigest()[:32]
-        return f"{self.prefix}:pair:{digest}", f"{self.prefix}:client:{client}"
+    def _keys(self, client: str, name: str) -> tuple[str, str, str]:
+        name_digest = hashlib.sha256(name.lower().encode()).hexdigest()[:32]
+        pair_digest = hashlib.sha256(f"{client}\0{name.lower()}".encode()).hexdigest()[:32]
+        return (
+            f"{self.prefix}:pair:{pair_digest}",
+            f"{self.prefix}:account:{name_digest}",
+            f"{self.prefix}:client:{client}",
+        )
 
     def attempt(self, ctx: Context, client: str, name: str) -> int:
         """Count an attempt before the password is checked (so concurrent guesses cannot
         all slip under the limit); returns 0 when this attempt may go on, else the seconds
         until another is allowed (this one is not counted then)."""
-        pair, whole = self._keys(client, name)
-        with ctx.redis.pipeline() as pipe:  # MULTI: both counters move together
-            for key in (pair, whole):
-                pipe.incr(key)
-                pipe.expire(key, self.window_s, nx=True)
-            pipe.ttl(pair)
-            pipe.ttl(whole)
-            on_pair, _, on_whole, _, pair_ttl, whole_ttl = pipe.execute()
-        waits = [
-            ttl
-            for count, limit, ttl in (
-                (on_pair, self.per_name, pair_ttl),
-                (on_whole, self.per_client, whole_ttl),
-            )
-            if count > limit
-        ]
-        if not waits:
-            return 0
-        with ctx.redis.pipeline() as pipe:  # a refused attempt does not count
-            pipe.decr(pair)
-            pipe.decr(whole)
-            pipe.execute()
-        return max(max(wait, 1) for wait in waits)
+        args: list[float] = [self.window_s * 1000]
+        for rule in (self.pair, self.account, self.client):
+            args += [rule.free, rule.base_s * 1000, rule.cap_s * 1000]
+        keys = self._keys(client, name)
+        wait_ms = int(ctx.redis.eval(_LUA_ATTEMPT, len(keys), *keys, *args))
+        return -(-wait_ms // 1000)
 
     def succeeded(self, ctx: Context, client: str, name: str) -> None:
-        """Forget the failures of this (client, name), and this attempt from the client's."""
-        pair, whole = self._keys(client, name)
+        """Forget the failures of this name (from anywhere), and this attempt from the
+        client's count."""
+        pair, account, whole = self._keys(client, name)
         with ctx.redis.pipeline() as pipe:
-            pipe.delete(pair)
-            pipe.decr(whole)
+            pipe.delete(pair, account)
+            pipe.hincrby(whole, "failures", -1)
+            pipe.expire(whole, self.window_s)  # never a counter without an end
             pipe.execute()

@@ -28,6 +28,8 @@ from ..security import (
     Viewer,
     app_context,
     client_address,
+    cookie_name,
+    cookies_secure,
     flash,
     safe_next,
     same_secret,
@@ -41,12 +43,23 @@ THROTTLE = LoginThrottle()
 
 def _set_cookie(request: Request, response: Response, name: str, value: str) -> None:
     response.set_cookie(
-        name,
+        cookie_name(request, name),
         value,
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=cookies_secure(request),
         path="/",
+    )
+
+
+def _forget_cookie(request: Request, response: Response, name: str) -> None:
+    # A __Host- cookie can only be cleared with the same attributes it was set with.
+    response.delete_cookie(
+        cookie_name(request, name),
+        path="/",
+        secure=cookies_secure(request),
+        httponly=True,
+        samesite="lax",
     )
 
 
@@ -54,7 +67,9 @@ def _login_page(
     request: Request, next_url: str, error: str | None = None, status_code: int = 200
 ) -> HTMLResponse:
     # Double-submit token: the login form has no session to hold a CSRF token yet.
-    token = request.cookies.get(LOGIN_CSRF_COOKIE) or secrets.token_urlsafe(32)
+    token = request.cookies.get(cookie_name(request, LOGIN_CSRF_COOKIE)) or secrets.token_urlsafe(
+        32
+    )
     response = render(
         request,
         "login.html",
@@ -81,7 +96,7 @@ def login(
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     next_url = safe_next(next)
-    cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    cookie = request.cookies.get(cookie_name(request, LOGIN_CSRF_COOKIE), "")
     if not cookie or not same_secret(cookie, csrf_token):
         return _login_page(request, next_url, "The form expired: please try again.", 403)
     ctx, client = app_context(request), client_address(request)
@@ -90,7 +105,8 @@ def login(
         response = _login_page(
             request,
             next_url,
-            f"Too many failed attempts. Try again in {max(1, wait // 60)} minute(s).",
+            "Too many failed attempts. Try again in "
+            + (f"{wait} seconds." if wait < 120 else f"{wait // 60} minutes."),
             429,
         )
         response.headers["Retry-After"] = str(wait)
@@ -112,7 +128,7 @@ def _start_session(
         sessions.save(session)
     response = redirect(next_url)
     _set_cookie(request, response, SESSION_COOKIE, session.sid)
-    response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+    _forget_cookie(request, response, LOGIN_CSRF_COOKIE)
     return response
 
 
@@ -122,7 +138,7 @@ def logout(request: Request, user: Viewer) -> Response:
     if session is not None:
         request.app.state.sessions.delete(session.sid)
     response = redirect("/login")
-    response.delete_cookie(SESSION_COOKIE, path="/")
+    _forget_cookie(request, response, SESSION_COOKIE)
     return response
 
 
