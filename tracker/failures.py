@@ -66,7 +66,9 @@ def _server(settings: Settings, name: str) -> tuple[str, str]:
 
 
 def _first_line(err: BaseException) -> str:
-    return (str(err).splitlines() or [type(err).__name__])[0][:200]
+    line = (str(err).splitlines() or [type(err).__name__])[0]
+    # pymongo appends its timeouts and topology to the reason: keep the reason.
+    return line.split(" (configured timeouts", 1)[0].split(", Timeout: ", 1)[0][:200]
 
 
 def describe(err: BaseException, settings: Settings) -> str | None:

@@ -9,9 +9,12 @@ prints one line that names the input or server and what to do:
   clients (item 2); a worker killed in the middle of a task is
   ``tests/test_tasks.py::test_task_of_a_killed_worker_runs_again_and_nothing_is_lost``;
 - ``test_racing_adds``: two `library add` runs of the same texts at once (item 5);
-- ``test_interrupted_adds``: an update killed midway, shown and finished (item 6).
+- ``test_interrupted_adds``: an update killed midway, shown and finished (item 6);
+- ``test_disk_full``: the data dir's disk filling up during `library add`, or full before
+  the servers start (item 4; a tmpfs, so root only: skipped with the reason elsewhere);
+- ``test_one_line_errors``: bad inputs, servers that do not answer, a read-only data dir
+  (item 7).
 
 Durable acknowledged writes (item 3) rest on SecantusDB's sync-on-commit and
-`tracker.durability.wait_durable`; a full or read-only disk (item 4) and the one-line
-errors (item 7) have no fault module yet (see docs/operations.md).
+`tracker.durability.wait_durable`.
 """

@@ -3,6 +3,7 @@ a data dir, and `copytrack` run as a user runs it, with its one-line failures.""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
@@ -32,6 +33,38 @@ def embedded_env(settings: Settings, **extra: str) -> dict[str, str]:
     return clean_env(
         COPYTRACK_DATA_DIR=str(settings.data_dir), COPYTRACK_MONGO_DB=settings.mongo_db, **extra
     )
+
+
+def data_dir_env(data_dir: Path) -> dict[str, str]:
+    """The environment of a `copytrack` of its own, on the embedded servers of data_dir."""
+    return clean_env(COPYTRACK_DATA_DIR=str(data_dir))
+
+
+def servers_of(data_dir: Path) -> list[int]:
+    """Processes whose command line names the data dir (its embedded servers), found
+    without the state file, which a full disk may have kept from being written."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if proc.name.isdigit() and str(data_dir).encode() in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def fill_disk(data_dir: Path) -> Path:
+    """Write a file in data_dir until its disk has no room left; returns the file."""
+    filler = data_dir / "filler"
+    chunk = b"\0" * 2**20
+    with filler.open("wb", buffering=0) as out:
+        try:
+            while True:
+                out.write(chunk)
+        except OSError as err:
+            assert err.errno == errno.ENOSPC, err
+    return filler
 
 
 def copytrack(
