@@ -219,6 +219,34 @@ def test_redis_blocks_split_as_the_index_grows(redis_client: redis.Redis) -> Non
     assert index.lookup(masters[0][:3]) == [()] * 3
 
 
+def test_fresh_masters_are_appended_into_the_same_blocks(redis_client: redis.Redis) -> None:
+    """Masters with new ids go in without the per-record search (`fresh`): the postings, the
+    blocks and every lookup equal those of the checked add, across several batches (into
+    blocks that exist already), script calls and splits."""
+    rng = random.Random(11)
+    masters = [(m, [rng.getrandbits(64) for _ in range(300)]) for m in range(1, 301)]
+    fresh, checked = RedisIndex(redis_client, "ct:fresh"), RedisIndex(redis_client, "ct:chk")
+    for start in range(0, len(masters), 100):
+        batch = masters[start : start + 100]
+        assert fresh.add_many(batch, fresh=True) == checked.add_many(batch) == 100 * 300
+
+    def blocks(index: RedisIndex) -> dict[bytes, set[bytes]]:
+        width = index.record_bytes
+        return {
+            key.split(b":", 2)[2]: {value[i : i + width] for i in range(0, len(value), width)}
+            for key in redis_client.scan_iter(f"{index.prefix}:*")
+            if key.count(b":") == 3 and (value := redis_client.get(key)) is not None
+        }
+
+    assert blocks(fresh) == blocks(checked)
+    assert (fresh.stats().postings, fresh.stats().keys) == (
+        checked.stats().postings,
+        checked.stats().keys,
+    )
+    sample = [fp for _, fps in masters[::17] for fp in fps[:20]]
+    assert fresh.lookup(sample) == checked.lookup(sample)
+
+
 def test_redis_query_is_one_round_trip(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,6 +75,17 @@ local function state()  -- level, split; or nil and the other layout found
   return tonumber(s[2]) or MIN_LEVEL, tonumber(s[3]) or 0
 end
 
+-- The state, when it is the one the caller routed its records with (ARGV[3], ARGV[4]);
+-- else nil and the reply: the layout error, or {-1, level, split} to route them again.
+local function routed_state()
+  local level, split = state()
+  if not level then return nil, redis.error_reply('CTLAYOUT ' .. split) end
+  if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then
+    return nil, {-1, level, split}
+  end
+  return level, split
+end
+
 local function block_of(low, level, split)  -- linear hashing on the low 32 bits of h
   local b = low % 2 ^ level
   if b < split then b = low % 2 ^ (level + 1) end
@@ -130,9 +141,8 @@ end
 _LUA_ADD = (
     _LUA_COMMON
     + r"""
-local level, split = state()
-if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then return {-1, level, split} end
+local level, split = routed_state()
+if not level then return split end
 local numbers, blob, A = ARGV[5], ARGV[6], 2 + R
 local prefix = KEYS[1] .. ':'
 local added, blocks, i, n = 0, 0, 1, #ARGV[6]
@@ -165,15 +175,46 @@ return {added}
 """
 )
 
-# ARGV: layout, key length, load, highest level. Splits blocks while the shard holds more
-# than `load` postings per block (linear hashing: block `split` into itself and
-# split + 2**level, by bit `level` of h); returns {level, split}.
+# The add of masters whose ids are new (no posting of theirs can be in a block yet): ARGV
+# as _LUA_ADD's, but the records are key and id only, each block's records in one run, and
+# ARGV[7] holds the run lengths (2 bytes each, one per block): a block costs one GET and one
+# SET, whatever its records.
+_LUA_APPEND = (
+    _LUA_COMMON
+    + r"""
+local level, split = routed_state()
+if not level then return split end
+local numbers, blob, runs = ARGV[5], ARGV[6], ARGV[7]
+local prefix = KEYS[1] .. ':'
+local blocks, at = 0, 1
+for j = 0, #runs / 2 - 1 do
+  local hi, lo = string.byte(runs, 2 * j + 1, 2 * j + 2)
+  local size = (hi * 256 + lo) * R
+  local key = prefix .. string.sub(numbers, j * 10 + 1, j * 10 + 10)
+  local old = redis.call('GET', key)
+  if not old then blocks = blocks + 1 end
+  -- SET, not APPEND: an appended string keeps spare room, ~2x the memory.
+  redis.call('SET', key, (old or '') .. string.sub(blob, at, at + size - 1))
+  at = at + size
+end
+local added = #blob / R
+if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
+if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
+redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
+return {added}
+"""
+)
+
+# ARGV: layout, key length, load, highest level, postings about to come. Splits blocks
+# while the shard holds (or is about to hold) more than `load` postings per block (linear
+# hashing: block `split` into itself and split + 2**level, by bit `level` of h); returns
+# {level, split}.
 _LUA_SPLIT = (
     _LUA_COMMON
     + r"""
 local level, split = state()
 if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-local postings = tonumber(redis.call('HGET', KEYS[1], 'postings')) or 0
+local postings = (tonumber(redis.call('HGET', KEYS[1], 'postings')) or 0) + tonumber(ARGV[5])
 local blocks = tonumber(redis.call('HGET', KEYS[1], 'blocks')) or 0
 local load, top = tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = false
@@ -270,9 +311,8 @@ _LUA_LOOKUP = (
     "#!lua flags=no-writes\n"
     + _LUA_COMMON
     + r"""
-local level, split = state()
-if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then return {-1, level, split} end
+local level, split = routed_state()
+if not level then return split end
 local max_df, numbers, queries = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local prefix, blocks = KEYS[1] .. ':', {}
 for first = 0, #numbers / 10 - 1, 500 do
@@ -382,8 +422,9 @@ class InvertedIndex(ABC):
     def set_generation(self, generation: str) -> None:
         """Record which build of the index this is (`tracker.generation`)."""
 
-    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]]) -> int:
-        """`add` for several (master id, fingerprints); returns the new postings."""
+    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]], fresh: bool = False) -> int:
+        """`add` for several (master id, fingerprints); returns the new postings. fresh:
+        the ids are new (none has a posting yet), which spares looking for ones in place."""
         return sum(self.add(master_id, fps) for master_id, fps in masters)
 
     def lookup(self, fingerprints: Sequence[int]) -> list[tuple[int, ...]]:
@@ -525,6 +566,7 @@ class RedisIndex(InvertedIndex):
         self._layout_checked = False
         self._shard_state: dict[int, tuple[int, int]] = {}
         self._add = client.register_script(_LUA_ADD)
+        self._append = client.register_script(_LUA_APPEND)
         self._split = client.register_script(_LUA_SPLIT)
         self._remove = client.register_script(_LUA_REMOVE)
         self._lookup = client.register_script(_LUA_LOOKUP)
@@ -537,18 +579,32 @@ class RedisIndex(InvertedIndex):
     def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
         return self.add_many([(master_id, fingerprints)])
 
-    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]]) -> int:
+    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]], fresh: bool = False) -> int:
         x, master = self._records_of(masters)
+        shard_sizes = np.bincount((x & np.uint64(SHARDS - 1)).astype(np.int64), minlength=SHARDS)
+        touched = np.flatnonzero(shard_sizes).tolist()
+        if fresh:  # every record will be new: make room first, so none is moved at once
+            self._grow(touched, shard_sizes)
         added = 0
-        for reply in self._routed(self._add, x, master, lambda n: []):
+        script = self._append if fresh else self._add
+        for reply in self._routed(script, x, master, lambda n: [], fresh=fresh):
             added += reply[0]
-        touched = np.unique(x & np.uint64(SHARDS - 1)).tolist()
-        calls = [
-            [self._shards[n], self.layout, self._key_len, LOAD, self._top_level] for n in touched
-        ]
-        for n, (level, split) in zip(touched, self._run(self._split, calls), strict=True):
-            self._shard_state[n] = (int(level), int(split))
+        if not fresh:
+            self._grow(touched)
         return added
+
+    def _grow(self, shards: list[int], coming: np.ndarray | None = None) -> None:
+        """Split blocks of shards until each holds at most LOAD postings per block,
+        counting in ``coming`` (per shard) about to be added."""
+        calls = [
+            [
+                self._shards[n], self.layout, self._key_len, LOAD, self._top_level,
+                0 if coming is None else int(coming[n]),
+            ]
+            for n in shards
+        ]  # fmt: skip
+        for n, (level, split) in zip(shards, self._run(self._split, calls), strict=True):
+            self._shard_state[n] = (int(level), int(split))
 
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
         return self._mutate(self._remove, [(master_id, fingerprints)], [])
@@ -570,7 +626,13 @@ class RedisIndex(InvertedIndex):
         )
 
     def _routed(
-        self, script: Script, x: np.ndarray, tag: np.ndarray, extra, query: bool = False
+        self,
+        script: Script,
+        x: np.ndarray,
+        tag: np.ndarray,
+        extra,
+        query: bool = False,
+        fresh: bool = False,
     ) -> Iterator[list]:
         """Run script on the mixed fingerprints x, each with its tag (the query position, or
         the master id of a posting), routed to their blocks here: one call per shard and
@@ -578,7 +640,7 @@ class RedisIndex(InvertedIndex):
         (the shard split since it was read) are routed again. Yields the other replies."""
         pending = np.arange(len(x))
         while len(pending):
-            calls, shards = self._calls_of(x[pending], tag[pending], extra, query)
+            calls, shards = self._calls_of(x[pending], tag[pending], extra, query, fresh)
             stale = set()
             for reply, shard in zip(self._run(script, calls), shards, strict=True):
                 if isinstance(reply[0], int) and reply[0] == -1:
@@ -590,12 +652,13 @@ class RedisIndex(InvertedIndex):
             pending = pending[np.isin(shard_of, list(stale))]
 
     def _calls_of(
-        self, x: np.ndarray, tag: np.ndarray, extra, query: bool
+        self, x: np.ndarray, tag: np.ndarray, extra, query: bool, fresh: bool = False
     ) -> tuple[list[list], list[int]]:
-        """Script calls (see _LUA_LOOKUP and _LUA_ADD) for mixed fingerprints x and their
-        tags, and the shard of each call. A lookup record is the query position, the block
-        index and the key; a posting record the block index, the key and the master id,
-        sorted by block, key and id."""
+        """Script calls (see _LUA_LOOKUP, _LUA_ADD and _LUA_APPEND) for mixed fingerprints x
+        and their tags, and the shard of each call. A lookup record is the query position,
+        the block index and the key; a posting record the block index, the key and the
+        master id, sorted by block, key and id; a fresh posting the key and the id, with
+        the run length of each block after the records."""
         shard = (x & np.uint64(SHARDS - 1)).astype(np.int64)
         h = x >> np.uint64(SHARD_BITS)
         low = h & np.uint64(0xFFFFFFFF)
@@ -619,18 +682,25 @@ class RedisIndex(InvertedIndex):
         which = _be_bytes((ordinal - ordinal[chunk_start]).astype(np.uint64), 2)
         key_bytes = _be_bytes(keys[order], self._key_len)
         tags = _be_bytes(tag[order].astype(np.uint64), 4)
-        parts = (tags, which, key_bytes) if query else (which, key_bytes, tags)
+        if query:
+            parts = (tags, which, key_bytes)
+        else:
+            parts = (key_bytes, tags) if fresh else (which, key_bytes, tags)
         records = np.concatenate(parts, axis=1)
         calls, shards = [], []
         for n in range(SHARDS):
             for start in range(bounds[n], bounds[n + 1], _CHUNK):
                 stop = min(start + _CHUNK, bounds[n + 1])
                 level_n, split_n = self._state(n)
-                calls.append([
+                call = [
                     self._shards[n], self.layout, self._key_len, level_n, split_n, *extra(n),
                     numbers[10 * ordinal[start] : 10 * (ordinal[stop - 1] + 1)],
                     records[start:stop].tobytes(),
-                ])  # fmt: skip
+                ]  # fmt: skip
+                if fresh:
+                    runs = np.bincount(ordinal[start:stop] - ordinal[start])
+                    call.append(_be_bytes(runs.astype(np.uint64), 2).tobytes())
+                calls.append(call)
                 shards.append(n)
         return calls, shards
 
@@ -839,9 +909,13 @@ def _be_bytes(values: np.ndarray, width: int) -> np.ndarray:
     return full[:, 8 - width :]
 
 
+_POWERS = np.uint64(10) ** np.arange(9, -1, -1, dtype=np.uint64)
+
+
 def _digits(numbers: np.ndarray) -> bytes:
     """Block numbers as one string of 10-digit decimals (the names' fixed-width suffixes)."""
-    return "".join(f"{n:010d}" for n in numbers.tolist()).encode()
+    digits = numbers.astype(np.uint64)[:, None] // _POWERS % np.uint64(10) + np.uint64(48)
+    return digits.astype(np.uint8).tobytes()
 
 
 def _batched(items: Iterator[T], size: int = 1000) -> Iterator[list[T]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import chain
 from typing import Any
@@ -97,13 +97,56 @@ def _validate(work: Work, ctx: Context) -> None:
 
 @dataclass(frozen=True)
 class _Piece:
-    """One master to register: a whole work, or a chapter of a long one."""
+    """One master to register: a whole work, or a chapter of a long one, with its
+    fingerprints when they were computed ahead (None: computed when needed)."""
 
     work: Work
     external_id: str
     text: str
     sha: str
     work_id: str | None
+    values: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PreparedWorks:
+    """Works cut into masters and fingerprinted ahead, for `add_works`: per work, its
+    pieces, or the ValueError saying why it cannot be fingerprinted."""
+
+    outcomes: list[list[_Piece] | ValueError]
+
+
+def prepare_works(ctx: Context, works: Sequence[Work]) -> PreparedWorks:
+    """The CPU-bound part of `add_works` (validation, chapters, hashes, fingerprints), so a
+    caller can run it for the next batch while the servers store this one. Writes
+    nothing; pieces already stored with the same text are not fingerprinted."""
+    outcomes: list[list[_Piece] | ValueError] = []
+    for work in works:
+        try:
+            outcomes.append(_pieces(ctx, work))
+        except ValueError as err:
+            outcomes.append(err)
+    pieces = [piece for outcome in outcomes if isinstance(outcome, list) for piece in outcome]
+    stored = {
+        (m["external_id"], m["sha256"])
+        for m in ctx.db.masters.find(
+            {"external_id": {"$in": [piece.external_id for piece in pieces]}},
+            {"external_id": 1, "sha256": 1},
+        )
+    }
+    return PreparedWorks(
+        [
+            [
+                piece
+                if (piece.external_id, piece.sha) in stored
+                else replace(piece, values=fingerprint_values(ctx, piece.text))
+                for piece in outcome
+            ]
+            if isinstance(outcome, list)
+            else outcome
+            for outcome in outcomes
+        ]
+    )
 
 
 def _pieces(ctx: Context, work: Work) -> list[_Piece]:
@@ -134,26 +177,29 @@ def add_work(ctx: Context, work: Work) -> list[AddResult]:
     return result
 
 
-def add_works(ctx: Context, works: Sequence[Work]) -> list[list[AddResult] | ValueError]:
-    """`add_work` for a batch, in a few round trips to each server: per work, its results,
-    or the ValueError saying why it cannot be fingerprinted.
+def add_works(
+    ctx: Context, works: Sequence[Work] | PreparedWorks
+) -> list[list[AddResult] | ValueError]:
+    """`add_work` for a batch (of works, or of works prepared by `prepare_works`), in a few
+    round trips to each server: per work, its results, or the ValueError saying why it
+    cannot be fingerprinted.
 
     New masters get their postings first, then their documents (``state: indexed``) in one
     insert: a kill in between leaves postings of ids that no document has, which no match
     can report and a reindex drops; never a document whose postings are missing.
     """
+    if not isinstance(works, PreparedWorks):
+        works = prepare_works(ctx, works)
     out: list[list[AddResult] | ValueError] = []
     pieces: list[_Piece] = []
     owners: list[list[AddResult]] = []  # per piece, the result list of its work
-    for work in works:
-        try:
-            mine = _pieces(ctx, work)
-        except ValueError as err:
-            out.append(err)
+    for outcome in works.outcomes:
+        if isinstance(outcome, ValueError):
+            out.append(outcome)
             continue
         out.append([])
-        pieces += mine
-        owners += [out[-1]] * len(mine)
+        pieces += outcome
+        owners += [out[-1]] * len(outcome)
     results = dict(_add_pieces(ctx, pieces))
     for i, owner in enumerate(owners):
         owner.append(results[i])
@@ -232,8 +278,12 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
         return
     first_id = next_id(ctx.db, "masters", len(fresh))
     ids = range(first_id, first_id + len(fresh))
-    values = [fingerprint_values(ctx, piece.text) for _, piece in fresh]
-    postings_added(ctx, ctx.index.add_many(list(zip(ids, values, strict=True))))
+    values = [
+        fingerprint_values(ctx, piece.text) if piece.values is None else piece.values
+        for _, piece in fresh
+    ]
+    # Ids just taken from the counter: nothing of theirs can be in the index yet.
+    postings_added(ctx, ctx.index.add_many(list(zip(ids, values, strict=True)), fresh=True))
     now = _now()
     docs = [
         {
@@ -313,15 +363,24 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
     except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
         _index_many(ctx, [(master_id, old["text"])])
         return _winner(ctx, piece, by_id=False)
-    _index_many(ctx, [(master_id, piece.text)])
+    _index_many(ctx, [(master_id, piece.text)], [piece.values])
     return AddResult(piece.external_id, master_id, "updated")
 
 
-def _index_many(ctx: Context, masters: Sequence[tuple[int, str]]) -> None:
-    """Index masters (id, text) and mark them indexed."""
+def _index_many(
+    ctx: Context,
+    masters: Sequence[tuple[int, str]],
+    known: Sequence[np.ndarray | None] = (),
+) -> None:
+    """Index masters (id, text) and mark them indexed; known: fingerprints already
+    computed, in the same order (None where not)."""
     if not masters:
         return
-    values = [fingerprint_values(ctx, text) for _, text in masters]
+    known = list(known) + [None] * (len(masters) - len(known))
+    values = [
+        fingerprint_values(ctx, text) if fps is None else fps
+        for (_, text), fps in zip(masters, known, strict=True)
+    ]
     postings_added(
         ctx, ctx.index.add_many([(i, fps) for (i, _), fps in zip(masters, values, strict=True)])
     )

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 
 import click
@@ -14,7 +17,7 @@ from tracker.context import open_context
 from tracker.durability import wait_durable
 from tracker.generation import rebuild
 from tracker.generation import require as require_index
-from tracker.library import add_works, list_masters, remove_work
+from tracker.library import PreparedWorks, add_works, list_masters, prepare_works, remove_work
 from tracker.library import reindex as rebuild_index
 from tracker.loaders import Loaded, LoadError, load_works
 
@@ -49,11 +52,29 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
     """
     ctx = open_context()
     counts: Counter[str] = Counter()
-    batch: list[Loaded] = []
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = tqdm(desc="adding works", unit="work", disable=not show, file=sys.stderr)
 
-    def register() -> None:
+    def batches() -> Iterator[list[Loaded]]:
+        batch: list[Loaded] = []
+        chars = 0
+        for item in load_works(paths):
+            bar.update(1)
+            if isinstance(item, LoadError):
+                counts["failed"] += 1
+                tqdm.write(f"error: {item}", file=sys.stderr)
+                continue
+            batch.append(item)
+            chars += len(item.work.text)
+            if len(batch) >= BATCH_WORKS or chars >= BATCH_CHARS:
+                yield batch
+                batch, chars = [], 0
+        if batch:
+            yield batch
+
+    def store(batch: list[Loaded], prepared: PreparedWorks) -> list[str]:
         lines = []
-        for item, results in zip(batch, add_works(ctx, [i.work for i in batch]), strict=True):
+        for item, results in zip(batch, add_works(ctx, prepared), strict=True):
             if isinstance(results, ValueError):
                 counts["failed"] += 1
                 tqdm.write(f"error: {item.where}: {results}", file=sys.stderr)
@@ -64,24 +85,30 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
                 lines.append(
                     f"{result.status}\t{result.external_id}\t{item.work.title or ''}{detail}"
                 )
-        batch.clear()
+        return lines
+
+    def report(lines: list[str]) -> None:
         if lines:
             wait_durable(ctx)
             require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
             click.echo("\n".join(lines))
 
-    show = sys.stderr.isatty() if progress is None else progress
-    with tqdm(desc="adding works", unit="work", disable=not show, file=sys.stderr) as bar:
-        for item in load_works(paths):
-            bar.update(1)
-            if isinstance(item, LoadError):
-                counts["failed"] += 1
-                tqdm.write(f"error: {item}", file=sys.stderr)
-                continue
-            batch.append(item)
-            if len(batch) >= BATCH_WORKS or sum(len(i.work.text) for i in batch) >= BATCH_CHARS:
-                register()
-        register()
+    # Three batches at once, each stage on its own: the next batch is fingerprinted while
+    # the servers store this one, and the one before waits for the disk and is printed.
+    with bar, ThreadPoolExecutor(1) as ahead, ThreadPoolExecutor(1) as reporter:
+        reports: list[Future[None]] = []
+        waiting: tuple[list[Loaded], Future[PreparedWorks]] | None = None
+        for batch in chain(batches(), [None]):
+            upcoming = batch and (batch, ahead.submit(prepare_works, ctx, [i.work for i in batch]))
+            if waiting:
+                lines = store(waiting[0], waiting[1].result())
+                reports.append(reporter.submit(report, lines))
+                for done in [r for r in reports if r.done()]:
+                    done.result()  # a failed disk wait stops the command here
+                    reports.remove(done)
+            waiting = upcoming
+        for pending in reports:
+            pending.result()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing"
     click.echo(f"library add: {summary}", err=True)
     sys.exit(1 if counts["failed"] else 0)
