@@ -10,17 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import os
-import socket
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
-from admin.app import create_app
+from tests.served_admin import served_admin
 from tests.test_admin_app import PASSWORD, Seeded, seed
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
@@ -46,28 +42,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def server(ctx) -> Iterator[tuple[str, Seeded]]:
     """The admin served by uvicorn on 127.0.0.1 in a thread, on a seeded installation."""
     seeded = seed(ctx, pages=16)
-    port = _free_port()
-    config = uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not uv.started:
-        assert time.monotonic() < deadline, "the admin did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", seeded
-    uv.should_exit = True
-    thread.join(timeout=10)
+    with served_admin(ctx) as port:
+        yield f"http://127.0.0.1:{port}", seeded
 
 
 @pytest.fixture(scope="module")

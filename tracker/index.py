@@ -86,6 +86,14 @@ local function routed_state()
   return level, split
 end
 
+-- The reply of a call that added postings and new blocks, once the shard counts them.
+local function added_reply(added, blocks)
+  if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
+  if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
+  redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
+  return {added}
+end
+
 local function block_of(low, level, split)  -- linear hashing on the low 32 bits of h
   local b = low % 2 ^ level
   if b < split then b = low % 2 ^ (level + 1) end
@@ -168,10 +176,7 @@ while i <= n do
     added = added + #new
   end
 end
-if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
-if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
-redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
-return {added}
+return added_reply(added, blocks)
 """
 )
 
@@ -198,10 +203,7 @@ for j = 0, #runs / 2 - 1 do
   at = at + size
 end
 local added = #blob / R
-if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
-if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
-redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
-return {added}
+return added_reply(added, blocks)
 """
 )
 

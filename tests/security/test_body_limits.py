@@ -10,18 +10,15 @@ on loopback, with raw sockets: the answer comes while almost all of the body is 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from admin import limits
-from admin.app import create_app
+from tests.served_admin import served_admin
 from tests.test_admin_app import PASSWORD
 from tracker.context import Context
-from tracker.servers import free_port
 from tracker.users import add_user, create_token
 
 pytestmark = pytest.mark.security
@@ -32,19 +29,8 @@ HUGE = 200 * 1024 * 1024
 @pytest.fixture
 def admin_port(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setattr(limits, "BODY_TIMEOUT_S", 1.0)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "the admin did not start"
-        time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_admin(ctx) as port:
+        yield port
 
 
 def _send_head(port: int, path: str, length: int | None, headers: str = "") -> socket.socket:

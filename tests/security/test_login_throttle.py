@@ -6,45 +6,25 @@ Against the admin served by uvicorn with `copytrack admin`'s own server options.
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import httpx
 import pytest
-import uvicorn
 
-from admin.app import create_app
 from copytrack.commands.admin import server_options
+from tests.served_admin import served_admin
 from tests.test_admin_app import PASSWORD
 from tracker.config import Settings
 from tracker.context import Context
-from tracker.servers import free_port
 from tracker.users import add_user
 
 pytestmark = pytest.mark.security
 
 
 def _serve(ctx: Context, settings: Settings) -> Iterator[str]:
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(ctx),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        **server_options(settings),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "the admin did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served_admin(ctx, **server_options(settings)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _post_login(

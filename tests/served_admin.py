@@ -1,0 +1,37 @@
+"""The admin served by uvicorn on 127.0.0.1 in a thread, for tests that need real sockets
+(browsers, raw HTTP, forwarded headers)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from admin.app import create_app
+from tracker.context import Context
+from tracker.servers import free_port
+
+
+@contextmanager
+def served_admin(ctx: Context, **options: Any) -> Iterator[int]:
+    """Serve ctx's admin (uvicorn options as given) until the block ends; yields its port."""
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(ctx), host="127.0.0.1", port=port, log_level="warning", **options
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "the admin did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
