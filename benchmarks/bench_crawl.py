@@ -3,6 +3,7 @@ a Scrapy-only crawl (same spider, settings and test web, no copytrack pipeline) 
 run. Usage::
 
     .venv/bin/python -m benchmarks.bench_crawl [--repeat N] [--out benchmarks/results/crawl.md]
+    .venv/bin/python -m benchmarks.bench_crawl --real-pages [--repeat N] [--limit N]
 
 Each crawl is a fresh process (Twisted's reactor does not restart) on embedded servers
 in a temporary data dir, against the local test web served by this process. Two regimes:
@@ -10,11 +11,15 @@ in a temporary data dir, against the local test web served by this process. Two 
 through the latencies AutoThrottle measures) and *polite* (0.1 s between requests, one
 at a time per site: the sites are the limit, as on the real web). Pages/s counts every
 response (pages, lists, feeds, errors) over the crawl's elapsed time.
+
+``--real-pages`` measures the whole `copytrack campaign run --wait` over the shared real
+pages against a naive Scrapy + trafilatura spider instead (benchmarks/results/crawl-real.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -24,16 +29,35 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from bson import ObjectId  # noqa: E402
 
+from benchmarks.bench_extraction import (  # noqa: E402
+    AGREEMENT_ONLY,
+    HUMAN_TRUTH,
+    load_pages,
+    prf,
+    read_page,
+)
+from benchmarks.bench_scale import COMMAND  # noqa: E402
+from benchmarks.shared_corpus import (  # noqa: E402
+    CORPUS_DIR,
+    FILES,
+    WEBPAGES_DIR,
+    iter_documents,
+    require_shared,
+)
 from testbed.testweb import build_site, serve  # noqa: E402
+from testbed.testweb.generator import Resource, TestWeb  # noqa: E402
 from tracker.config import Settings  # noqa: E402
+from tracker.context import open_context  # noqa: E402
 from tracker.servers import ensure_servers, proc_stat, server_status, stop_servers  # noqa: E402
 
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "crawl.md"
@@ -43,6 +67,7 @@ REGIMES = {
 }
 MODES = ("scrapy-only", "copytrack")
 TARGET = 0.6
+ALL_KINDS = (*HUMAN_TRUTH, *AGREEMENT_ONLY, "snippets", None)  # every zh/en page
 
 
 def child(mode: str, campaign: dict[str, Any]) -> dict[str, Any]:
@@ -170,11 +195,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--real-pages", action="store_true", help="the shared real pages")
+    parser.add_argument("--webpages", type=Path, default=WEBPAGES_DIR)
+    parser.add_argument("--limit", type=int, default=None, help="real pages: first N only")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "CAMPAIGN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
         return 0
+    if args.real_pages:
+        return real_pages_main(args)
 
     started = time.monotonic()
     web = build_site(slow_seconds=1.0)
@@ -213,6 +243,187 @@ def main() -> int:
     args.out.write_text(text)
     print(text)
     return 0
+
+
+# ------------------------------------------------------------------ real-pages mode
+# The shared real pages (../shared/webpages) on one loopback site, an index page linking
+# them all; `copytrack campaign run --wait` (crawl, extract, store, scan against a library)
+# against the naive spider a user would write instead, both whole commands in one run.
+
+NAIVE_SPIDER = """\
+import scrapy
+import trafilatura
+
+
+class NaiveSpider(scrapy.Spider):
+    name = "naive"
+
+    def __init__(self, start: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [start]
+
+    def parse(self, response):
+        yield {"url": response.url, "text": trafilatura.extract(response.text)}
+        yield from response.follow_all(css="a", callback=self.parse)
+"""
+REAL_CONCURRENCY = 16
+REAL_LIST_LINKS = 100  # links per list page
+REAL_DEPTH = 2  # home → list → page
+REAL_LIBRARY_PER_FILE = 100  # works of each shared corpus file in the library
+REAL_OUTPUT = REPO / "benchmarks" / "results" / "crawl-real.md"
+QUALITY_TARGETS = {"zh": 0.94, "en": 0.90}
+
+
+def real_site(webpages: Path, limit: int | None) -> tuple[TestWeb, dict[str, dict]]:
+    """One site serving the zh/en shared pages byte for byte under /p/<id>.html, listed
+    on /list/<n> pages (as a site's section pages) that the home page links to; and the
+    manifest entry of each page's path. No charset in the header: both crawlers decode
+    from the page, as they must for the many servers that send none."""
+    entries = load_pages(webpages, kinds=ALL_KINDS)[:limit]
+    by_path = {f"/p/{e['id']}.html": e for e in entries}
+    resources = {path: Resource(read_page(webpages, e), "text/html") for path, e in by_path.items()}
+    paths = list(by_path)
+    lists = [paths[i : i + REAL_LIST_LINKS] for i in range(0, len(paths), REAL_LIST_LINKS)]
+    for n, listed in enumerate(lists):
+        resources[f"/list/{n}"] = Resource(_links_page(f"List {n}", listed))
+    resources["/"] = Resource(_links_page("Pages", [f"/list/{n}" for n in range(len(lists))]))
+    return TestWeb(0, {"real": resources}, {}), by_path
+
+
+def _links_page(title: str, paths: list[str]) -> bytes:
+    links = "".join(f'<li><a href="{path}">{path}</a></li>\n' for path in paths)
+    return f"<!doctype html><title>{title}</title><ul>\n{links}</ul>".encode()
+
+
+def _quality(texts: dict[str, str], by_path: dict[str, dict]) -> dict[str, tuple[float, int]]:
+    """Mean F1 per language over the pages with human truth, and how many were scored."""
+    scores: dict[str, list[float]] = defaultdict(list)
+    for path, entry in by_path.items():
+        if entry.get("truth_kind") in HUMAN_TRUTH:
+            scores[entry["lang"]].append(
+                prf(texts.get(path, ""), entry["truth_text"], entry["lang"])[2]
+            )
+    return {lang: (sum(f) / len(f), len(f)) for lang, f in scores.items()}
+
+
+def run_naive(start: str, workdir: Path) -> dict[str, Any]:
+    """`scrapy runspider` of the naive spider, timed as a whole command."""
+    spider, out = workdir / "naive_spider.py", workdir / "naive.jsonl"
+    spider.write_text(NAIVE_SPIDER)
+    command = [
+        sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"start={start}",
+        "-o", str(out), "-s", "LOG_LEVEL=WARNING", "-s", f"DEPTH_LIMIT={REAL_DEPTH}",
+        "-s", f"CONCURRENT_REQUESTS={REAL_CONCURRENCY}",
+        "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={REAL_CONCURRENCY}",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(command, cwd=workdir, check=True, capture_output=True)
+    seconds = time.perf_counter() - started
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    texts = {urlsplit(r["url"]).path: r["text"] or "" for r in rows}
+    return {"seconds": seconds, "pages": len(rows), "texts": texts}
+
+
+def run_campaign(start: str, workdir: Path, library: Path) -> dict[str, Any]:
+    """`copytrack campaign run --wait` on embedded servers (started, the library added and
+    the campaign defined before the clock); the texts it stored, from MongoDB."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
+    env.update(COPYTRACK_DATA_DIR=str(workdir / "data"), COPYTRACK_ALLOW_PRIVATE_NETWORKS="1")
+    settings = Settings.from_env(env)
+    ensure_servers(settings)
+    try:
+        subprocess.run([*COMMAND, "library", "add", "--no-progress", str(library)],
+                       env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [*COMMAND, "campaign", "add", "real", "--seed", start, "--depth", str(REAL_DEPTH),
+             "--delay", "0", "--concurrency", str(REAL_CONCURRENCY)],
+            env=env, check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        started = time.perf_counter()
+        subprocess.run([*COMMAND, "campaign", "run", "real", "--wait"], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        seconds = time.perf_counter() - started
+        ctx = open_context(settings)
+        stored = list(ctx.db.pages.find({}, {"url": 1, "text": 1}))
+        findings = ctx.db.findings.count_documents({})
+        ctx.close()
+    finally:
+        stop_servers(settings.data_dir)
+    texts = {urlsplit(p["url"]).path: p.get("text") or "" for p in stored}
+    return {"seconds": seconds, "pages": len(stored), "texts": texts, "findings": findings}
+
+
+def real_pages_main(args: argparse.Namespace) -> int:
+    require_shared(args.webpages)
+    require_shared(CORPUS_DIR)
+    web, by_path = real_site(args.webpages, args.limit)
+    with tempfile.TemporaryDirectory(prefix="bench-crawl-real-") as tmp, serve(web) as running:
+        workdir = Path(tmp)
+        library = workdir / "library.jsonl"
+        with library.open("w", encoding="utf-8") as out:
+            for name in FILES:
+                for doc in itertools.islice(iter_documents(name), REAL_LIBRARY_PER_FILE):
+                    out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        start = running.url("real")
+        runs: dict[str, list[dict[str, Any]]] = {"naive": [], "copytrack": []}
+        for i in range(args.repeat):  # taking turns: other load falls on both
+            runs["naive"].append(run_naive(start, workdir))
+            runs["copytrack"].append(run_campaign(start, workdir / f"run-{i}", library))
+            for name, side in runs.items():
+                print(f"{name:<10} {side[-1]['pages']} pages in {side[-1]['seconds']:.1f} s")
+    best = {name: min(side, key=lambda r: r["seconds"]) for name, side in runs.items()}
+    text = real_report(best, by_path, len(by_path))
+    if args.limit is None:
+        REAL_OUTPUT.write_text(text)
+    print(text)
+    return 0
+
+
+def real_report(best: dict[str, dict[str, Any]], by_path: dict[str, dict], n_pages: int) -> str:
+    naive, ours = best["naive"], best["copytrack"]
+    speed = {name: n_pages / side["seconds"] for name, side in best.items()}
+    quality = {name: _quality(side["texts"], by_path) for name, side in best.items()}
+    lines = [
+        "# Crawl benchmark on real pages (crawl + extract + store + scan)",
+        "",
+        "Generated by `benchmarks/bench_crawl.py --real-pages`. The zh/en pages of "
+        f"`../shared/webpages` ({n_pages} real news and article pages, byte for byte) on one "
+        f"loopback site, on list pages of {REAL_LIST_LINKS} links that the home page links. "
+        "*naive*: the Scrapy spider a user would write (`trafilatura.extract(response.text)` "
+        f"per page, following every link to depth {REAL_DEPTH}, {REAL_CONCURRENCY} parallel "
+        "requests), `scrapy runspider -o pages.jsonl`. "
+        "*copytrack*: `copytrack campaign run --wait` of a campaign with the same depth, no "
+        f"delay and concurrency {REAL_CONCURRENCY} on the embedded servers, against a "
+        f"library of {REAL_LIBRARY_PER_FILE * len(FILES)} works of the shared corpus: "
+        "robots.txt, decoding, extraction, storing each page with its raw bytes, scanning it. "
+        "Each the whole command, best of the repeats; pages/s = pages served / seconds. "
+        "F1: bag-of-tokens against the human truth (as in bench_extraction), mean over the "
+        "pages that have one.",
+        "",
+        "| | naive spider | copytrack | copytrack vs naive |",
+        "|---|---:|---:|---:|",
+        f"| seconds | {naive['seconds']:.1f} | {ours['seconds']:.1f} | |",
+        f"| pages/s | {speed['naive']:.1f} | {speed['copytrack']:.1f} | "
+        f"{speed['copytrack'] / speed['naive']:.2f}× (target ≥ 1.0×) |",
+        f"| pages with text | {sum(1 for t in naive['texts'].values() if t)} | "
+        f"{sum(1 for t in ours['texts'].values() if t)} | |",
+    ]
+    for lang, target in QUALITY_TARGETS.items():
+        if lang not in quality["naive"]:  # a --limit run without pages of it
+            continue
+        (f_naive, n), (f_ours, _) = quality["naive"][lang], quality["copytrack"][lang]
+        lines.append(
+            f"| {lang} F1 ({n} pages with truth) | {f_naive:.3f} | {f_ours:.3f} | "
+            f"{f_ours - f_naive:+.3f} (target ≥ {target}) |"
+        )
+    lines += [
+        f"| findings | – | {ours['findings']} | |",
+        "",
+        f"{os.cpu_count()} CPUs ({platform.machine()}, Python {platform.python_version()}); "
+        "the servers, the site, the crawl and its workers share them.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,26 @@
 """Decoded HTML → article text and metadata.
 
-trafilatura runs first (text, title, author, date); readability-lxml gives a second
-opinion, and a rule measured on the shared pages (see ``_combine``) decides per page
-which text to keep. Pages without main text return ``text=""`` and a ``reason``.
+trafilatura runs first (text); readability-lxml gives a second opinion, and a rule
+measured on the shared pages (see ``_combine``) decides per page which text to keep. Title,
+author and date come from the page's markup (``_metadata``). Pages without main text return
+``text=""`` and a ``reason``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from dataclasses import dataclass
 
 import lxml.html
 import trafilatura
+from htmldate import find_date
 from lxml import etree
+from lxml_html_clean import Cleaner
 from readability import Document as ReadabilityDocument
-from trafilatura.settings import Document as TrafilaturaDocument
+from readability.readability import REGEXES as READABILITY_REGEXES
+from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
 from trafilatura.xml import xmltotxt
 
 __all__ = ["Extracted", "ExtractionOptions", "extract"]
@@ -185,7 +190,7 @@ def _link_density(element: etree._Element) -> float:
 
 def _trafilatura_text(
     tree: lxml.html.HtmlElement, url: str | None, options: ExtractionOptions
-) -> tuple[str, TrafilaturaDocument | None]:
+) -> str:
     document = trafilatura.bare_extraction(
         tree,
         url=url,
@@ -194,10 +199,10 @@ def _trafilatura_text(
         include_comments=True,
         include_tables=options.include_tables,
         include_links=True,  # only to measure link density; links are stripped below
-        with_metadata=True,
+        with_metadata=False,  # see _metadata
     )
     if document is None or document.body is None:
-        return "", document
+        return ""
     body = document.body
     # trafilatura prunes link-heavy paragraphs and lists but keeps layout-table cells,
     # which on table-built portals (most older Chinese sites) hold menus and ads.
@@ -210,7 +215,7 @@ def _trafilatura_text(
     if options.include_comments and document.commentsbody is not None:
         etree.strip_tags(document.commentsbody, "ref")
         text = "\n".join(filter(None, (text, xmltotxt(document.commentsbody, False))))
-    return text.strip(), document
+    return text.strip()
 
 
 def _html_lines(element: lxml.html.HtmlElement) -> str:
@@ -235,11 +240,36 @@ def _html_lines(element: lxml.html.HtmlElement) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _readability_text(html: str) -> str:
+# readability-lxml's own cleaner, without its javascript option: that one rewrites every
+# link of the page to drop javascript: URLs (a third of readability's time) and changes
+# no text.
+_READABILITY_CLEANER = Cleaner(
+    scripts=True, javascript=False, comments=True, style=True, links=True, meta=False,
+    add_nofollow=False, page_structure=False, processing_instructions=True, embedded=False,
+    frames=False, forms=False, annoying_tags=False, remove_tags=None,
+    remove_unknown_tags=False, safe_attrs_only=False,
+)  # fmt: skip
+
+
+class _Readability(ReadabilityDocument):
+    """readability-lxml on the tree already parsed, with the cheaper cleaner."""
+
+    def _parse(self, input: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+        # As readability-lxml 0.8-0.9 does: hidden elements go before cleaning.
+        for element in input.xpath("//*[@hidden]"):
+            element.drop_tree()
+        for element in input.xpath("//*[@style]"):
+            if READABILITY_REGEXES["displayNoneRe"].search(element.get("style")):
+                element.drop_tree()
+        return _READABILITY_CLEANER.clean_html(input)
+
+
+def _readability_text(tree: lxml.html.HtmlElement) -> str:
+    """readability's main text of ``tree`` (which it changes)."""
     try:
         # No url: readability only needs it to make links absolute, which costs time
         # (lxml rewrites every link) and leaves the text as it is.
-        summary = ReadabilityDocument(html).summary(html_partial=True)
+        summary = _Readability(tree).summary(html_partial=True)
         return _html_lines(lxml.html.fragment_fromstring(summary, create_parent="div"))
     except Exception:  # readability raises bare Exceptions on unusable documents
         return ""
@@ -282,6 +312,26 @@ def _page_title(tree: lxml.html.HtmlElement) -> str | None:
     return title or None
 
 
+def _metadata(
+    tree: lxml.html.HtmlElement, url: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """Title, author and date from the page's markup: meta tags, JSON-LD, headings, dates
+    in the markup and the text (htmldate's extensive search).
+
+    Not trafilatura's full metadata pass: it also searches bylines, site names,
+    categories, tags and licences, half of its time on a page, for fields not stored.
+    """
+    meta = examine_meta(tree)
+    with contextlib.suppress(Exception):  # trafilatura's JSON-LD parser raises on bad data
+        meta = extract_meta_json(tree, meta)
+    title = meta.title or extract_title(tree) or _page_title(tree)
+    # A one-word meta author is usually a site or desk name (as trafilatura decides), but
+    # short CJK names such as 张三 have no space: _meta_author keeps those.
+    author = meta.author if meta.author and " " in meta.author else _meta_author(tree)
+    date = find_date(tree, extensive_search=True, original_date=True, url=meta.url or url)
+    return title, author, date
+
+
 def extract(
     html: str, url: str | None = None, options: ExtractionOptions | None = None
 ) -> Extracted:
@@ -293,13 +343,11 @@ def extract(
     tree, html = _parse(html)
     if tree is None:
         return Extracted("", title=wrapper_title, reason="no parsable HTML")
-    primary, document = _trafilatura_text(tree, url, options)  # works on its own copy
-    second = _readability_text(html) if options.fallback else ""
+    title, author, date = _metadata(tree, url)
+    title = title or wrapper_title
+    primary = _trafilatura_text(tree, url, options)  # works on its own copy
+    second = _readability_text(tree) if options.fallback else ""  # changes the tree
     text, extractor = _combine(primary, second, options)
-
-    title = (document.title if document else None) or _page_title(tree) or wrapper_title
-    author = (document.author if document else None) or _meta_author(tree)
-    date = document.date if document else None
     if _visible_len(text) < options.min_text_chars:
         found = _visible_len(text)
         reason = (

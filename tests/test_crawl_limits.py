@@ -192,11 +192,28 @@ def test_a_crawl_refuses_the_traps_and_says_so(crawl_ctx: Context, site: str) ->
     assert f"{site}/long/0: more than {MAX_REDIRECTS} redirects" in log
 
 
+@pytest.mark.parametrize(("depth", "fetched"), [(0, {"/"}), (1, {"/", "/links.html"})])
+def test_a_crawl_stops_at_its_depth(
+    crawl_ctx: Context, site: str, depth: int, fetched: set[str]
+) -> None:
+    """Depth 0 is the seed alone (Scrapy's DEPTH_LIMIT would take 0 for no limit); the
+    link farm one hop further is neither fetched nor counted as dropped."""
+    name = f"depth{depth}"
+    campaign = {"name": name, "seeds": [f"{site}/"], "allow": ["/$", "/links"],
+                "max_depth": depth, "delay": 0}  # fmt: skip
+    save_campaign(crawl_ctx, Campaign.from_dict(campaign))
+    run = wait_for_run(crawl_ctx, trigger_run(crawl_ctx, name), timeout=RUN_TIMEOUT)
+    assert run["state"] == "finished", run
+    pages = crawl_ctx.db.pages.find({"campaign": name}, {"final_url": 1})
+    assert {p["final_url"].removeprefix(site) for p in pages} == fetched
+    assert "links_over_limit" not in run.get("skipped", {})
+
+
 # ---------------------------------------------------------------------- the parts
 
 
-def _spider() -> CampaignSpider:
-    campaign = {"name": "c", "seeds": ["http://a.example/"]}
+def _spider(**campaign_options: Any) -> CampaignSpider:
+    campaign = {"name": "c", "seeds": ["http://a.example/"], **campaign_options}
     settings = {"COPYTRACK_CAMPAIGN": campaign, "COPYTRACK_MAX_LINKS_PER_PAGE": MAX_LINKS}
     crawler = get_crawler(CampaignSpider, settings)
     return CampaignSpider.from_crawler(crawler)
@@ -231,6 +248,16 @@ def test_links_past_the_limit_are_dropped_counted_and_logged(
         DroppedLinks("http://a.example/feed.xml", 1, "links_over_limit"),
         DroppedLinks("http://a.example/feed.xml", 1, "bad_url"),
     ]
+
+
+def test_links_of_a_page_at_the_last_hop_are_not_extracted() -> None:
+    links = "".join(f'<a href="/p/{n}">{n}</a>' for n in range(MAX_LINKS + 7))
+    page = response(HtmlResponse, "http://a.example/list", f"<html><body>{links}</body></html>")
+    page.request.meta["depth"] = 2  # as Scrapy's DepthMiddleware records it
+    assert [type(x) for x in _spider(max_depth=2).parse_page(page)] == [FetchedPage]
+    assert len([x for x in _spider(max_depth=3).parse_page(page) if isinstance(x, Request)]) == (
+        MAX_LINKS
+    )
 
 
 def test_sitemap_urls_past_their_limit_are_dropped_counted_and_logged(

@@ -97,6 +97,7 @@ class CampaignSpider(SitemapSpider):
         self.seeds = [canonicalize(seed) for seed in campaign["seeds"]]
         self.max_links = max_links
         self.max_sitemap_urls = max_sitemap_urls
+        self.max_depth: int | None = campaign.get("max_depth")
         # Scope is the middlewares' job; the extractor only skips media and documents.
         self.link_extractor = LinkExtractor(canonicalize=False, unique=True)
 
@@ -189,10 +190,24 @@ class CampaignSpider(SitemapSpider):
         )
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
-        if isinstance(response, TextResponse) and sniff_binary(response.body) is None:
+        if (
+            isinstance(response, TextResponse)
+            and not self._at_max_depth(response)
+            and sniff_binary(response.body) is None
+        ):
             links = [link.url for link in self.link_extractor.extract_links(response)]
             links = _refresh_target(response) + links
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
+
+    def _at_max_depth(self, response: Response) -> bool:
+        """Whether links of ``response`` would be a hop past the campaign's depth.
+
+        Checked before its links are extracted: on a deep crawl the last level is most of
+        the pages, and making requests of their links only for DEPTH_LIMIT to drop them
+        took the crawl process a third of its time. It also makes depth 0 mean the seeds
+        only (to Scrapy a DEPTH_LIMIT of 0 is no limit).
+        """
+        return self.max_depth is not None and response.meta.get("depth", 0) >= self.max_depth
 
     def _follow_links(
         self,
@@ -208,6 +223,8 @@ class CampaignSpider(SitemapSpider):
         A link no request can be made of (``mailto:``, a bad port or IPv6 address) is
         skipped and counted, so it cannot stop the page's other links from being followed.
         """
+        if self._at_max_depth(response):
+            return
         followed = unusable = 0
         for n, url in enumerate(links):
             if limit and followed == limit:
