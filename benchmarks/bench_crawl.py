@@ -312,7 +312,7 @@ def run_naive(start: str, workdir: Path) -> dict[str, Any]:
     spider.write_text(NAIVE_SPIDER)
     command = [
         sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"start={start}",
-        "-o", str(out), "-s", "LOG_LEVEL=WARNING", "-s", f"DEPTH_LIMIT={REAL_DEPTH}",
+        "-O", str(out), "-s", "LOG_LEVEL=WARNING", "-s", f"DEPTH_LIMIT={REAL_DEPTH}",
         "-s", f"CONCURRENT_REQUESTS={REAL_CONCURRENCY}",
         "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={REAL_CONCURRENCY}",
     ]  # fmt: skip

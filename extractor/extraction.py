@@ -9,6 +9,7 @@ author and date come from the page's markup (``_metadata``). Pages without main 
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -255,17 +256,20 @@ class _Readability(ReadabilityDocument):
     """readability-lxml on the tree already parsed, with the cheaper cleaner."""
 
     def _parse(self, input: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+        # A copy each time: readability parses again for its second, less ruthless pass,
+        # which must not see the tree its first pass pruned.
+        document = copy.deepcopy(input)
         # As readability-lxml 0.8-0.9 does: hidden elements go before cleaning.
-        for element in input.xpath("//*[@hidden]"):
+        for element in document.xpath("//*[@hidden]"):
             element.drop_tree()
-        for element in input.xpath("//*[@style]"):
+        for element in document.xpath("//*[@style]"):
             if READABILITY_REGEXES["displayNoneRe"].search(element.get("style")):
                 element.drop_tree()
-        return _READABILITY_CLEANER.clean_html(input)
+        return _READABILITY_CLEANER.clean_html(document)
 
 
 def _readability_text(tree: lxml.html.HtmlElement) -> str:
-    """readability's main text of ``tree`` (which it changes)."""
+    """readability's main text of ``tree``."""
     try:
         # No url: readability only needs it to make links absolute, which costs time
         # (lxml rewrites every link) and leaves the text as it is.
@@ -316,7 +320,7 @@ def _metadata(
     tree: lxml.html.HtmlElement, url: str | None
 ) -> tuple[str | None, str | None, str | None]:
     """Title, author and date from the page's markup: meta tags, JSON-LD, headings, dates
-    in the markup and the text (htmldate's extensive search).
+    in the markup or else in the text (htmldate's extensive search).
 
     Not trafilatura's full metadata pass: it also searches bylines, site names,
     categories, tags and licences, half of its time on a page, for fields not stored.
@@ -328,7 +332,11 @@ def _metadata(
     # A one-word meta author is usually a site or desk name (as trafilatura decides), but
     # short CJK names such as 张三 have no space: _meta_author keeps those.
     author = meta.author if meta.author and " " in meta.author else _meta_author(tree)
-    date = find_date(tree, extensive_search=True, original_date=True, url=meta.url or url)
+    # The markup first (meta, <time>, the URL); the text search, three times the work,
+    # only for the pages whose markup has no date (about one in five).
+    date = None
+    for extensive in (False, True):
+        date = date or find_date(tree, extensive, original_date=True, url=meta.url or url)
     return title, author, date
 
 
@@ -346,7 +354,7 @@ def extract(
     title, author, date = _metadata(tree, url)
     title = title or wrapper_title
     primary = _trafilatura_text(tree, url, options)  # works on its own copy
-    second = _readability_text(tree) if options.fallback else ""  # changes the tree
+    second = _readability_text(tree) if options.fallback else ""
     text, extractor = _combine(primary, second, options)
     if _visible_len(text) < options.min_text_chars:
         found = _visible_len(text)

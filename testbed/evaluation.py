@@ -772,7 +772,8 @@ def _settings_text(evaluation: Evaluation) -> str:
         f"granule {p.granule}, overlap {p.overlap}, levels {p.levels}, width {p.width}, "
         f"latin {p.latin_mode} (weight {p.latin_weight}); min_matched_letters "
         f"{s.min_matched_letters}, whole_master_coverage {s.whole_master_coverage}, "
-        f"min_coverage {s.min_coverage}, max_df {s.max_df}, min_shared_hits "
+        f"min_coverage {s.min_coverage}, max_df {s.max_df} or {s.max_df_share:.2%} of the "
+        f"library, min_shared_hits "
         f"{s.min_shared_hits}, boilerplate under {s.boilerplate_max_chars} chars and "
         f"{s.boilerplate_max_share:.0%} of the master"
     )

@@ -12,7 +12,7 @@ from fingerprinter import to_letters
 from fingerprinter.initials import DROP, initial_table
 from tests.corpus import texts
 from tracker.library import Work, add_work
-from tracker.matcher import match_text
+from tracker.matcher import MatchSettings, match_text
 
 ZH = texts("zh_news", 120)
 EN = texts("en_news", 60)
@@ -100,6 +100,24 @@ def test_boilerplate_shared_by_masters_does_not_match_on_its_own(ctx):
     assert match_text(ctx, UNRELATED[3] + FOOTER) == []
     # A real copy of a master with the footer is still found.
     assert match_text(ctx, ZH[8] + FOOTER)[0].master.external_id == "m8"
+
+
+def test_the_df_cut_grows_with_the_library(ctx):
+    """A story in six masters (syndicated, each with its own byline) is past a cut of four
+    masters; once the library is big enough for that to be a small share of it, its copy
+    is found in each of the six."""
+    story = ZH[30]
+    for i in range(6):
+        add_work(ctx, Work(text=f"本报记者{i}号报道：\n{story}", external_id=f"s{i}"))
+    for i, text in enumerate(ZH[:34]):
+        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    fixed = MatchSettings(max_df=4, max_df_share=0.0)
+    scaled = MatchSettings(max_df=4, max_df_share=0.2)  # 20% of 40 works: 8
+    assert fixed.df_cut(40) == 4 and scaled.df_cut(40) == 8 and scaled.df_cut(10) == 4
+    copy = story[: len(story) // 2]
+    assert match_text(ctx, copy, fixed) == []
+    found = {m.master.external_id for m in match_text(ctx, copy, scaled)}
+    assert found == {f"s{i}" for i in range(6)} | {"m30"}
 
 
 def test_merged_masters_are_both_reported_with_passages(library):

@@ -6,7 +6,7 @@ functions take it as their first argument, so tests can build one on their own s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -34,6 +34,8 @@ class Context:
     redis: redis.Redis
     index: InvertedIndex
     params: FingerprintParams = DEFAULT_PARAMS
+    # (monotonic time, masters counted then): see tracker.library.library_size
+    library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
 
     def close(self) -> None:
         self.db.client.close()

@@ -10,6 +10,7 @@ work by ``work_id``.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from .store import next_id
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
 REINDEX_BATCH = 200  # masters per round trip when rebuilding the index
+LIBRARY_COUNT_SECONDS = 60.0  # how long a process trusts its count of the masters
 DUPLICATE_KEY = 11000  # MongoDB's error code
 
 METADATA_FIELDS = ("title", "author", "lang", "kind", "source")
@@ -418,6 +420,15 @@ def remove_work(ctx: Context, key: str) -> list[str]:
 def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:
     """Every master without its text, in id order."""
     yield from ctx.db.masters.find({}, {"text": 0}).sort("_id", 1)
+
+
+def library_size(ctx: Context) -> int:
+    """How many masters the library holds, counted at most LIBRARY_COUNT_SECONDS ago (the
+    matcher scales a threshold with it; the count comes from the collection's metadata)."""
+    now = time.monotonic()
+    if ctx.library_count is None or now - ctx.library_count[0] > LIBRARY_COUNT_SECONDS:
+        ctx.library_count = (now, ctx.db.masters.estimated_document_count())
+    return ctx.library_count[1]
 
 
 def master_texts(ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:

@@ -2,9 +2,10 @@
 
 1. ``query_fingerprints`` of the text (a granule at every offset);
 2. one round trip to Redis: the postings of those fingerprints, without those that more
-   than ``max_df`` masters share; a master hit only through fingerprints that other masters
-   share too is no candidate (boilerplate such as site footers cannot match on its own —
-   content-anchored granules give a shared passage the same fingerprints everywhere);
+   masters share than ``MatchSettings.df_cut`` allows (a share of the library); a master
+   hit only through fingerprints that other masters share too is no candidate
+   (boilerplate such as site footers cannot match on its own — content-anchored granules
+   give a shared passage the same fingerprints everywhere);
 3. every master with at least ``min_hits`` hits, best first (no cap: a page that copies
    120 chapters reports 120 matches);
 4. the second round, ``fingerprinter.align``, on the part of the suspect around the
@@ -20,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ import numpy as np
 from fingerprinter import Letters, Span, align_letters, query_array, to_letters
 
 from .context import Context
-from .library import master_texts
+from .library import library_size, master_texts
 
 # Letters of the suspect aligned beyond the first and last hit of a candidate: a copied
 # stretch with no hit is shorter than the guaranteed span, so this is ample.
@@ -46,13 +48,22 @@ class MatchSettings:
 
     min_hits: int = 2
     max_candidates: int | None = None
+    # A fingerprint in more masters than max_df, or than max_df_share of the library once
+    # that is more, is ignored: one in 20 of 1,000 works is boilerplate, one in 20 of a
+    # million may be a story syndicated twenty times. The share equals 20 at 100,000
+    # works, the largest library measured (benchmarks/results/scale.md).
     max_df: int = 20
+    max_df_share: float = 0.0002
     min_shared_hits: int = 12
     min_matched_letters: int = 100
     min_coverage: float = 0.05
     whole_master_coverage: float = 0.8
     boilerplate_max_chars: int = 150
     boilerplate_max_share: float = 0.5
+
+    def df_cut(self, library_size: int) -> int:
+        """Fingerprints listed by more masters than this are ignored (see max_df)."""
+        return max(self.max_df, math.ceil(self.max_df_share * library_size))
 
 
 DEFAULT_MATCH_SETTINGS = MatchSettings()
@@ -115,14 +126,14 @@ def candidates(
 ) -> list[Candidate]:
     """The masters worth aligning, most hits first, ties by id.
 
-    A fingerprint in more than ``max_df`` masters is ignored; one in several masters
-    (shared) counts as a hit but cannot make a candidate on its own unless there are
-    ``min_shared_hits`` of them: text that masters share is usually boilerplate.
+    A fingerprint in more masters than ``df_cut`` of the library is ignored; one in several
+    masters (shared) counts as a hit but cannot make a candidate on its own unless there
+    are ``min_shared_hits`` of them: text that masters share is usually boilerplate.
     """
     query = query_array(text, ctx.params)
     if len(query) == 0:
         return []
-    found = ctx.index.postings(query.values, settings.max_df)
+    found = ctx.index.postings(query.values, settings.df_cut(library_size(ctx)))
     if len(found) == 0:
         return []
     # Group the postings by master: one stable sort, then runs of equal ids.
