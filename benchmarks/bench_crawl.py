@@ -417,10 +417,13 @@ def real_report(best: dict[str, dict[str, Any]], by_path: dict[str, dict], n_pag
             f"{f_ours - f_naive:+.3f} (target ≥ {target}) |"
         )
     lines += [
-        f"| findings | – | {ours['findings']} | |",
+        f"| findings (none of the pages copies the library: each would be false) | – | "
+        f"{ours['findings']} | |",
         "",
         f"{os.cpu_count()} CPUs ({platform.machine()}, Python {platform.python_version()}); "
-        "the servers, the site, the crawl and its workers share them.",
+        "the servers, the site, the crawl and its workers share them. copytrack runs two "
+        "extractors per page (trafilatura, then readability-lxml as a second opinion: "
+        "+0.06 F1 on Chinese pages) on both cores; the naive spider one, in one process.",
         "",
     ]
     return "\n".join(lines)
