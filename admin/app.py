@@ -15,6 +15,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
+from starlette.routing import Match
 
 from tracker.context import Context, process_context, reconnected
 from tracker.failures import describe
@@ -41,6 +42,17 @@ def _error(request: Request, status: int, message: str, **headers: str) -> Respo
     response = render(request, "error.html", status_code=status, status=status, message=message)
     response.headers.update(headers)
     return response
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> str:
+    """Every method the path answers: Starlette's 405 names only those of the first route
+    on the path, while each method of a path is a route of its own."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -75,7 +87,10 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:
-        return _error(request, err.status_code, str(err.detail), **(err.headers or {}))
+        headers = dict(err.headers or {})
+        if err.status_code == 405:
+            headers["Allow"] = _allowed_methods(app, request)
+        return _error(request, err.status_code, str(err.detail), **headers)
 
     @app.exception_handler(redis.ConnectionError)
     @app.exception_handler(redis.TimeoutError)

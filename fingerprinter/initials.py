@@ -135,6 +135,26 @@ def initial_table() -> np.ndarray:
     return table
 
 
+def common_letters_class() -> str:
+    """A regular-expression character class of the commonest characters that make letters:
+    ASCII letters and the CJK Unified Ideographs that have a reading (a few have none).
+
+    A subset of what ``to_letters`` counts, so that a text with N of these holds at least
+    N letters: interfaces state and check a minimum with it (the API's schema).
+    """
+    table = initial_table()
+    lettered = np.flatnonzero(table[0x4E00:0xA000] != DROP) + 0x4E00
+    # Runs of consecutive code points become ranges.
+    breaks = np.flatnonzero(np.diff(lettered) != 1)
+    starts = np.concatenate(([lettered[0]], lettered[breaks + 1]))
+    ends = np.concatenate((lettered[breaks], [lettered[-1]]))
+    ranges = "".join(
+        f"\\u{a:04x}-\\u{b:04x}" if a != b else f"\\u{a:04x}"
+        for a, b in zip(starts, ends, strict=True)
+    )
+    return f"[A-Za-z{ranges}]"
+
+
 def code_points(text: str) -> np.ndarray:
     """The text's code points as uint32; lone surrogates pass through (and are dropped later)."""
     if not isinstance(text, str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import subprocess
 import sys
 import unicodedata
@@ -31,7 +32,7 @@ from fingerprinter import (
 )
 from fingerprinter.align import kgram_codes
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
-from fingerprinter.initials import DROP, initial_table
+from fingerprinter.initials import DROP, common_letters_class, initial_table
 from fingerprinter.quantize import level_table
 from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
@@ -376,3 +377,11 @@ def test_a_passage_shared_by_two_texts_gets_the_same_fingerprints_in_both():
     inside = set(index_array(passage).values.tolist())
     # Content anchors inside the passage are the same whatever precedes it.
     assert len(first & second) >= 0.8 * len(inside)
+
+
+def test_the_common_letters_class_only_holds_characters_that_make_letters() -> None:
+    """The API's schema counts letters with it: each character it matches is one letter."""
+    pattern = re.compile(common_letters_class())
+    matched = [chr(c) for c in range(0x10000) if pattern.fullmatch(chr(c))]
+    assert len(matched) > 20_000 and "中" in matched and "a" in matched and "Z" in matched
+    assert len(to_letters("".join(matched))) == len(matched)

@@ -95,12 +95,9 @@ def _date(params: Mapping[str, str], name: str) -> date | None:
     if not raw:
         return None
     try:
-        day = date.fromisoformat(raw)
+        return date.fromisoformat(raw)
     except ValueError:
         raise FilterError(f"{name}={raw!r}: give a date as YYYY-MM-DD") from None
-    if not date(1970, 1, 1) <= day < date(9999, 12, 31):
-        raise FilterError(f"{name}={raw!r}: give a date from 1970-01-01 to 9999-12-30")
-    return day
 
 
 def parse_filter(params: Mapping[str, str]) -> FindingFilter:
@@ -166,8 +163,8 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
     seen: dict[str, datetime] = {}
     if flt.since:
         seen["$gte"] = _day_start(flt.since)
-    if flt.until:
-        seen["$lt"] = _day_start(flt.until + timedelta(days=1))
+    if flt.until:  # its last moment: the day after 9999-12-31 is no date
+        seen["$lte"] = datetime.combine(flt.until, time.max, tzinfo=UTC)
     if seen:
         clauses.append({"first_seen": seen})
     return {"$and": clauses} if clauses else {}

@@ -2,25 +2,32 @@
 
 Authenticate with ``Authorization: Bearer <token>`` (``copytrack token create`` or the
 Account page). A browser session works too, with the ``X-CSRF-Token`` header on writes.
-Errors are ``{"detail": ...}`` with a 4xx status that says what to fix.
+Errors are ``{"detail": "..."}`` with the status each operation documents; a request that
+does not match this document gets 422 with ``{"detail": ["field: problem", ...]}``.
+Within /api/v1 fields and operations may be added; none is removed, renamed or given
+another meaning, and no accepted request starts being refused (that needs /api/v2).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from fingerprinter import DEFAULT_PARAMS
+from fingerprinter.initials import common_letters_class
 from tracker.campaigns import CampaignBusy
+from tracker.findings import STATUSES
 from tracker.health import health
 from tracker.library import Work
 from tracker.loaders import Loaded
 from tracker.matcher import match_text
-from tracker.reports import find_findings, parse_filter, parse_object_id
+from tracker.reports import SORT_KEYS, find_findings, parse_filter, parse_object_id
 from tracker.workflow import FindingNotFound, WorkflowError, set_status
 
 from .. import campaigns as campaign_seam
@@ -31,6 +38,59 @@ from .works import register
 PREFIX = "/api/v1"
 router = APIRouter(prefix=PREFIX, tags=["api"])
 MAX_TEXT_CHARS = 2_000_000
+#: A work's text must hold enough letters to fingerprint (the library's own rule, stated
+#: with the characters that always count): the schema says it, the server checks it.
+MIN_LETTERS = DEFAULT_PARAMS.granule
+WORK_TEXT_PATTERN = (
+    f"^(?:[^{common_letters_class()[1:-1]}]*{common_letters_class()}){{{MIN_LETTERS}}}"
+)
+_ENOUGH_LETTERS = re.compile(WORK_TEXT_PATTERN)
+#: ``status``: one status, or several separated by commas.
+_ONE_STATUS = "|".join(STATUSES)
+STATUS_LIST_PATTERN = f"^ *(?:{_ONE_STATUS}) *(?:, *(?:{_ONE_STATUS}) *)*$"
+SortKey = Literal[tuple(key for base in SORT_KEYS for key in (base, f"-{base}"))]  # type: ignore[valid-type]
+
+
+class Problem(BaseModel):
+    """The body of every error but 422."""
+
+    detail: str = Field(description="What went wrong, and what to do about it.")
+
+
+class Invalid(BaseModel):
+    """The body of 422: the request does not match this document."""
+
+    detail: list[str] = Field(description="One line per problem: where, then what.")
+
+
+_ERRORS: dict[int, tuple[type[BaseModel], str]] = {
+    400: (Problem, "A filter value the server cannot use, or a body that is not JSON"),
+    401: (Problem, "No token, or one that is unknown, expired or revoked"),
+    403: (Problem, "The token's role may not do this (or a session write lacks X-CSRF-Token)"),
+    404: (Problem, "No such finding or campaign"),
+    409: (Problem, "The current state does not allow it"),
+    422: (Invalid, "The request does not match this document"),
+    503: (Problem, "A server does not answer or the index is not ready: retry after Retry-After"),
+}
+
+
+def errors(*codes: int, **described: str) -> dict[int | str, dict[str, Any]]:
+    """The error responses of an operation: 401, 403, 422 and 503 on every one, ``codes``
+    besides; ``described`` (``e409="..."``) words a code for this operation."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in sorted({401, 403, 422, 503, *codes}):
+        model, description = _ERRORS[code]
+        out[code] = {"model": model, "description": described.get(f"e{code}", description)}
+    return out
+
+
+def _enough_letters(text: str) -> str:
+    if not _ENOUGH_LETTERS.search(text):
+        raise ValueError(
+            f"too few letters to fingerprint: give at least {MIN_LETTERS} Chinese "
+            "characters or ASCII letters"
+        )
+    return text
 
 
 class Strict(BaseModel):
@@ -68,7 +128,15 @@ class CheckOut(BaseModel):
 
 class WorkIn(Strict):
     id: str | None = Field(None, max_length=200, description="Your id; default: text hash.")
-    text: str = Field(min_length=1, max_length=20_000_000)
+    text: Annotated[
+        str,
+        AfterValidator(_enough_letters),
+        Field(
+            max_length=20_000_000,
+            description=f"At least {MIN_LETTERS} Chinese characters or ASCII letters.",
+            json_schema_extra={"pattern": WORK_TEXT_PATTERN},
+        ),
+    ]
     title: str | None = Field(None, max_length=500)
     author: str | None = Field(None, max_length=200)
     lang: str | None = Field(None, max_length=20)
@@ -233,7 +301,12 @@ def _run_out(run: dict[str, Any]) -> RunOut:
     )
 
 
-@router.post("/check", response_model=CheckOut, summary="Which works does a text copy?")
+@router.post(
+    "/check",
+    response_model=CheckOut,
+    summary="Which works does a text copy?",
+    responses=errors(400, e400="The body is not JSON"),
+)
 def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
     matches = match_text(app_context(request), body.text)
     return CheckOut(
@@ -267,7 +340,11 @@ def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
     response_model=WorksOut,
     status_code=201,
     summary="Register works in the library",
-    responses={422: {"description": "No work could be added; errors says why"}},
+    responses=errors(
+        400,
+        e400="The body is not JSON",
+        e422="The request does not match this document, or no work went in",
+    ),
 )
 def add_works(request: Request, user: Reviewer, body: WorksIn) -> Any:
     works = [
@@ -296,25 +373,31 @@ def add_works(request: Request, user: Reviewer, body: WorksIn) -> Any:
         errors=intake.errors,
     )
     if not out.results:
-        return JSONResponse(out.model_dump(), status_code=422)
+        return JSONResponse(Invalid(detail=out.errors).model_dump(), status_code=422)
     return out
 
 
-@router.get("/findings", response_model=FindingList, summary="List and filter findings")
+@router.get(
+    "/findings",
+    response_model=FindingList,
+    summary="List and filter findings",
+    responses=errors(400),
+)
 def list_findings(
     request: Request,
     user: Viewer,
-    status: Annotated[str | None, Query(description="One status, or several with commas")] = None,
+    status: Annotated[
+        str | None,
+        Query(description="One status, or several with commas", pattern=STATUS_LIST_PATTERN),
+    ] = None,
     work: Annotated[str | None, Query(description="External id, master id or work id")] = None,
     domain: Annotated[str | None, Query(description="Also matches subdomains")] = None,
     campaign: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
-    since: Annotated[str | None, Query(description="First seen on or after YYYY-MM-DD")] = None,
-    until: Annotated[str | None, Query(description="First seen on or before YYYY-MM-DD")] = None,
-    sort: Annotated[str, Query(description="last_seen, first_seen, score, …; -key reverses")] = (
-        "-last_seen"
-    ),
+    since: Annotated[date | None, Query(description="First seen on or after this day")] = None,
+    until: Annotated[date | None, Query(description="First seen on or before this day")] = None,
+    sort: Annotated[SortKey, Query(description="-key sorts in reverse")] = "-last_seen",
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> FindingList:
@@ -335,7 +418,12 @@ def _finding_id(value: str) -> Any:
         raise HTTPException(404, str(err)) from None
 
 
-@router.get("/findings/{finding_id}", response_model=FindingOut, summary="One finding")
+@router.get(
+    "/findings/{finding_id}",
+    response_model=FindingOut,
+    summary="One finding",
+    responses=errors(404),
+)
 def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
     doc = app_context(request).db.findings.find_one({"_id": _finding_id(finding_id)})
     if doc is None:
@@ -347,7 +435,9 @@ def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
     "/findings/{finding_id}",
     response_model=FindingOut,
     summary="Change a finding's status",
-    responses={409: {"description": "The workflow does not allow this change"}},
+    responses=errors(
+        400, 404, 409, e400="The body is not JSON", e409="The workflow does not allow this change"
+    ),
 )
 def update_finding(request: Request, user: Reviewer, finding_id: str, body: StatusIn) -> FindingOut:
     try:
@@ -361,7 +451,9 @@ def update_finding(request: Request, user: Reviewer, finding_id: str, body: Stat
     return _finding_out(doc, with_history=True)
 
 
-@router.get("/campaigns", response_model=list[CampaignOut], summary="List campaigns")
+@router.get(
+    "/campaigns", response_model=list[CampaignOut], summary="List campaigns", responses=errors()
+)
 def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
     return [
         CampaignOut(
@@ -372,7 +464,12 @@ def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
     ]
 
 
-@router.get("/campaigns/{name}/runs", response_model=list[RunOut], summary="Run history")
+@router.get(
+    "/campaigns/{name}/runs",
+    response_model=list[RunOut],
+    summary="Run history",
+    responses=errors(404),
+)
 def campaign_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
     ctx = app_context(request)
     if campaign_seam.get(ctx, name) is None:
@@ -385,7 +482,7 @@ def campaign_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
     response_model=TriggerOut,
     status_code=202,
     summary="Start a run now",
-    responses={409: {"description": "The campaign is running already"}},
+    responses=errors(404, 409, e409="The campaign is running already"),
 )
 def trigger_run(request: Request, user: Admin, name: str) -> TriggerOut:
     try:
@@ -400,7 +497,10 @@ def trigger_run(request: Request, user: Admin, name: str) -> TriggerOut:
 
 
 @router.get(
-    "/health", response_model=HealthOut, summary="Servers, queues, workers and the last scan"
+    "/health",
+    response_model=HealthOut,
+    summary="Servers, queues, workers and the last scan",
+    responses=errors(),
 )
 def health_report(request: Request, user: Admin) -> dict[str, Any]:
     # About a second: it waits that long for the workers to answer a ping.
