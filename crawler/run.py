@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import os
 import sys
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +44,7 @@ from tracker.context import Context, follow_servers, process_context
 from tracker.failures import CONNECTION_ERRORS
 from tracker.servers import ServerStartError
 
+from . import settings as crawl_settings
 from .spiders.campaign import CampaignSpider
 
 log = logging.getLogger("crawler.run")
@@ -59,6 +63,36 @@ def frontier_keys(run_id: ObjectId) -> dict[str, str]:
     }
 
 
+#: The crawl's tunables (crawler/settings.py) that the environment may set, by the same name.
+TUNABLES = {
+    name: value
+    for name, value in vars(crawl_settings).items()
+    if name.startswith("COPYTRACK_") and isinstance(value, int | float)
+}
+
+
+def tunables_from_env(environ: Mapping[str, str]) -> dict[str, int | float]:
+    """The tunables set in ``environ``, as numbers of their defaults' type (0 or more);
+    ConfigError names a value that is not one."""
+    out: dict[str, int | float] = {}
+    for name, default in TUNABLES.items():
+        raw = environ.get(name, "").strip()
+        if not raw:
+            continue
+        kind = type(default)
+        try:
+            value = kind(raw)
+        except ValueError:
+            value = -1
+        if not 0 <= value < math.inf:  # nan and inf too
+            what = "a whole number" if kind is int else "a number"
+            raise ConfigError(
+                f"{name}={raw!r}: give {what} ≥ 0 (default {default}; see crawler/settings.py)"
+            )
+        out[name] = value
+    return out
+
+
 def scrapy_settings(
     campaign: Campaign,
     run_id: ObjectId,
@@ -66,13 +100,15 @@ def scrapy_settings(
     frontier: str,
     resume_since: datetime | None = None,
 ) -> ScrapySettings:
-    """crawler.settings plus this campaign's limits and politeness overrides.
+    """crawler.settings, the tunables the environment sets, and this campaign's limits and
+    politeness overrides; ConfigError names a tunable set to something else than a number.
 
     ``resume_since``: the run resumes a failed one; pages fetched since are not fetched again.
     """
     settings = ScrapySettings()
-    settings.setmodule("crawler.settings", priority="project")
+    settings.setmodule(crawl_settings, priority="project")
     overrides: dict[str, Any] = {
+        **tunables_from_env(os.environ),
         "COPYTRACK_CAMPAIGN": campaign.to_doc(),
         "COPYTRACK_RUN_ID": str(run_id),
         "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ctx.settings.allow_private_networks,
@@ -176,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         reason = crawl(ctx, campaign, run_id, args.frontier, resume_since)
         if reason == "shutdown":
             error = "interrupted (the crawl process was asked to stop)"
+    except ConfigError as err:
+        log.error("%s", err)
+        error = str(err)
     except Exception as err:
         log.exception("crawl of %s failed", campaign.name)
         error = f"crawl failed: {type(err).__name__}: {err}"

@@ -209,6 +209,21 @@ def test_a_crawl_stops_at_its_depth(
     assert "links_over_limit" not in run.get("skipped", {})
 
 
+def test_the_crawl_reads_its_tunables_from_the_environment(
+    crawl_ctx: Context, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_campaign(crawl_ctx, Campaign.from_dict(
+        {"name": "tuned", "seeds": [f"{site}/"], "allow": ["/$"], "delay": 0}
+    ))  # fmt: skip
+    monkeypatch.setenv("COPYTRACK_MAX_LINKS_PER_PAGE", "3")  # the home page has 5
+    run = wait_for_run(crawl_ctx, trigger_run(crawl_ctx, "tuned"), timeout=RUN_TIMEOUT)
+    assert run["state"] == "finished" and run["skipped"]["links_over_limit"] == 2, run
+    monkeypatch.setenv("COPYTRACK_MAX_LINKS_PER_PAGE", "lots")
+    run = wait_for_run(crawl_ctx, trigger_run(crawl_ctx, "tuned"), timeout=RUN_TIMEOUT)
+    assert run["state"] == "failed"
+    assert run["error"].startswith("COPYTRACK_MAX_LINKS_PER_PAGE='lots': give a whole number")
+
+
 # ---------------------------------------------------------------------- the parts
 
 

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.request import Request as UrlRequest
 
 import pytest
+from bson import ObjectId
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
@@ -22,8 +23,12 @@ from crawler.middlewares import (
     CrawlRefused,
     PrivateNetworkMiddleware,
 )
+from crawler.run import scrapy_settings
 from crawler.urls import UrlScope, canonicalize
 from extractor import NoArticleText, html_to_text
+from tracker.campaigns import Campaign
+from tracker.config import ConfigError
+from tracker.context import Context
 from tracker.netguard import PrivateAddressError, address_problem, check_url
 
 PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
@@ -167,3 +172,28 @@ def test_html_to_text() -> None:
         html_to_text(b"<html><body><p>hi</p></body></html>")
     with pytest.raises(ValueError, match="PNG"):
         html_to_text(b"\x89PNG\r\n\x1a\n" + bytes(100))
+
+
+def test_crawl_tunables_are_read_from_the_environment(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The COPYTRACK_* names of crawler/settings.py look like environment variables: they
+    are, for the crawl process (an operator sets them in compose)."""
+    campaign = Campaign.from_dict({"name": "c", "seeds": ["http://127.0.0.1:9/"]})
+    assert (
+        scrapy_settings(campaign, ObjectId(), ctx, "memory").getfloat(
+            "COPYTRACK_EXTRACT_CPU_SECONDS"
+        )
+        == 60.0
+    )
+    monkeypatch.setenv("COPYTRACK_EXTRACT_CPU_SECONDS", "7.5")
+    monkeypatch.setenv("COPYTRACK_MAX_LINKS_PER_PAGE", "3")
+    settings = scrapy_settings(campaign, ObjectId(), ctx, "memory")
+    assert settings.getfloat("COPYTRACK_EXTRACT_CPU_SECONDS") == 7.5
+    assert settings.getint("COPYTRACK_MAX_LINKS_PER_PAGE") == 3
+    for bad in ("abc", "-1", "nan", "2.5"):  # 2.5 links is no whole number
+        monkeypatch.setenv("COPYTRACK_MAX_LINKS_PER_PAGE", bad)
+        with pytest.raises(
+            ConfigError, match=f"COPYTRACK_MAX_LINKS_PER_PAGE='{bad}': give a whole"
+        ):
+            scrapy_settings(campaign, ObjectId(), ctx, "memory")
