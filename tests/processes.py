@@ -17,7 +17,7 @@ import pytest
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from tracker.config import Settings
 from tracker.context import Context
-from tracker.servers import Endpoints
+from tracker.servers import Endpoints, proc_stat
 
 
 def clean_env(**copytrack: str) -> dict[str, str]:
@@ -92,3 +92,22 @@ def wait_until(done: Callable[[], Any], timeout: float, what: str, log: Path | N
             pytest.fail(f"no {what} within {timeout:.0f} s\n{tail}")
         time.sleep(0.1)
     return result
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of a process (R, S, Z…), None once it is gone."""
+    stat = proc_stat(pid)
+    return stat[0] if stat else None
+
+
+def kill_crawl(pid: int) -> None:
+    """SIGKILL a crawl process (as the OOM killer would), then what is left of its group.
+
+    It stays a zombie until this process (which started it) reaps it: Popen does, the
+    next time it starts a process.
+    """
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: process_state(pid) in ("Z", None), 10, f"death of pid {pid}")
+    # Its extraction processes (its process group) end once they notice; no test waits.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)

@@ -12,8 +12,8 @@ import pytest
 from bson import ObjectId
 
 from admin.routes.api import ReviewStatus
+from tests.admin_seed import PASSWORD, ZH, client, login, seed
 from tests.processes import wait_until
-from tests.test_admin_app import PASSWORD, ZH, client, login, seed
 from tracker import campaigns as tracker_campaigns
 from tracker.celery_app import QUEUES
 from tracker.config import Settings

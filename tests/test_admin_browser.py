@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.admin_seed import PASSWORD, Seeded, seed
 from tests.served_admin import served_admin
-from tests.test_admin_app import PASSWORD, Seeded, seed
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 

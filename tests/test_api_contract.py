@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.admin_seed import seed
 from tests.served_admin import served_admin
-from tests.test_admin_app import seed
 from tracker.context import Context
 from tracker.users import create_token
 

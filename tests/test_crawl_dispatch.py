@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from testbed.testweb import RunningWeb, TestWeb, build_site, serve
-from tests.processes import wait_until, worker_process
-from tests.test_crawl_recovery import RUN_TIMEOUT, _articles, _campaign, _kill, _show, _state
+from tests.pirate_site import RUN_TIMEOUT, campaign_show, reachable_articles, save_site_campaign
+from tests.processes import kill_crawl, process_state, wait_until, worker_process
 
 # Tasks by their module: pytest's collection would read a task imported here, and that
 # configures the Celery app (starting embedded servers in ./.copytrack).
@@ -73,7 +73,7 @@ def test_without_a_crawler_worker_a_run_stays_queued_and_holds_its_campaign(
     queue_ctx: Context, site: tuple[TestWeb, RunningWeb]
 ) -> None:
     ctx = queue_ctx
-    _campaign(ctx, *site, "waits")
+    save_site_campaign(ctx, *site, "waits")
     run_id = trigger_run(ctx, "waits")
     run = get_run(ctx, run_id)
     # Nothing was started here: the run and its task wait for a crawler.
@@ -87,7 +87,7 @@ def test_without_a_crawler_worker_a_run_stays_queued_and_holds_its_campaign(
     with pytest.raises(CampaignBusy) as busy:
         trigger_run(ctx, "waits")
     assert busy.value.run_id == str(run_id)
-    [line] = [line for line in _show("waits").splitlines() if str(run_id) in line]
+    [line] = [line for line in campaign_show("waits").splitlines() if str(run_id) in line]
     assert " queued " in line
 
     # Queued past QUEUE_WAIT (no crawler ever came): failed, and the campaign is free.
@@ -117,7 +117,7 @@ def test_a_crawl_process_that_fails_to_start_or_report_fails_its_run(
     command: list[str],
     error: str,
 ) -> None:
-    _campaign(queue_ctx, *site, "broken")
+    save_site_campaign(queue_ctx, *site, "broken")
     run_id = trigger_run(queue_ctx, "broken")
     monkeypatch.setattr(campaigns, "CRAWL_COMMAND", command)
     done = crawl_queued_run(queue_ctx, "broken", run_id, worker="crawler-test")
@@ -134,7 +134,7 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
     for master in web.masters:
         add_work(ctx, Work(text=master["text"], external_id=master["id"]))
     # One request at a time, a quarter of a second apart: slow enough to kill midway.
-    _campaign(ctx, web, running, "fleet", delay=0.25, concurrency=1)
+    save_site_campaign(ctx, web, running, "fleet", delay=0.25, concurrency=1)
     first = trigger_run(ctx, "fleet")
     with pytest.raises(CampaignBusy):
         trigger_run(ctx, "fleet")  # not while it is queued
@@ -149,7 +149,7 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
         assert _parent(_parent(killed["pid"])) == worker.pid  # a child of its pool process
         with pytest.raises(CampaignBusy):
             trigger_run(ctx, "fleet")  # nor while it runs
-        _kill(killed["pid"])
+        kill_crawl(killed["pid"])
         # The worker waiting for the crawl fails the run, with why, and frees the campaign.
         wait_until(lambda: not ctx.redis.exists(_lock("fleet")), 10, "the campaign freed", log)
         killed = get_run(ctx, first)
@@ -163,7 +163,7 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
         run = wait_for_run(ctx, second, scan=False, timeout=RUN_TIMEOUT)
         assert run["state"] == "finished", run.get("error")
         assert run["resumes"] == first and run["worker"] == name
-        assert f"resumes {first}  crawled by {name}" in _show("fleet")
+        assert f"resumes {first}  crawled by {name}" in campaign_show("fleet")
         assert run["findings"]["new"] > 0
         # Delivered again (a dead worker's task), a crawl task finds its run done: no-op.
         for run_id, state in ((first, "failed"), (second, "finished")):
@@ -172,7 +172,7 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
     assert get_run(ctx, second)["pid"] == run["pid"]  # and started no crawl process
 
     pages = list(ctx.db.pages.find({}, {"url": 1, "scanned_at": 1}))
-    assert _articles(web, running) <= {p["url"] for p in pages}
+    assert reachable_articles(web, running) <= {p["url"] for p in pages}
     assert all(p.get("scanned_at") for p in pages)
     copies = {running.url(a["site"], a["path"]) for a in web.articles() if a["copies"]}
     found = {f["url"] for f in ctx.db.findings.find({}, {"url": 1})}
@@ -185,7 +185,7 @@ def test_a_crawler_worker_told_to_stop_stops_its_crawl_within_its_grace_period(
 ) -> None:
     ctx, (web, running) = queue_ctx, site
     # Slow enough that the crawl is far from done when the worker is told to stop.
-    _campaign(ctx, web, running, "deploy", delay=0.25, concurrency=1)
+    save_site_campaign(ctx, web, running, "deploy", delay=0.25, concurrency=1)
     run_id = trigger_run(ctx, "deploy")
     log = tmp_path / "worker.log"
     with worker_process(ctx, log, queues="crawl", concurrency=1) as worker:
@@ -195,7 +195,7 @@ def test_a_crawler_worker_told_to_stop_stops_its_crawl_within_its_grace_period(
         # Its warm shutdown waits for the crawl task, which ends as its crawl does.
         assert worker.wait(timeout=30) == 0, log.read_text()[-3000:]
     assert f"asked crawl process {crawl_pid} to stop" in log.read_text()
-    assert _state(crawl_pid) in ("Z", None)
+    assert process_state(crawl_pid) in ("Z", None)
 
     run = get_run(ctx, run_id)
     assert run["state"] == "failed"

@@ -10,8 +10,7 @@ import pytest
 
 from crawler.run import frontier_keys
 from testbed.testweb import RunningWeb, build_site, serve
-from tests.processes import wait_until
-from tests.test_crawl_recovery import _kill
+from tests.processes import kill_crawl, wait_until
 from tracker.campaigns import (
     Campaign,
     launch_crawl,
@@ -82,7 +81,7 @@ def test_the_frontier_of_a_run_that_died_is_dropped_when_it_fails(
     keys = list(frontier_keys(run_id).values())
     wait_until(lambda: crawl_ctx.db.pages.count_documents({"run_id": run_id}) >= 2, 60, "pages")
     assert crawl_ctx.redis.exists(*keys) >= 2  # requests waiting, URLs seen
-    _kill(crawl.pid)  # no chance to clean up after itself
+    kill_crawl(crawl.pid)  # no chance to clean up after itself
     assert refresh_run(crawl_ctx, run_id)["state"] == "failed"
     # Its requests would otherwise stay in Redis for good: the next run has a frontier of
     # its own and resumes from the pages stored.

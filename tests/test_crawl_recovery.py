@@ -4,37 +4,33 @@ crawl killed mid-run is recorded as interrupted and resumed by the next run."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from copytrack.cli import main
 from crawler.urls import canonicalize
 from testbed.testweb import RunningWeb, TestWeb, build_site, serve
-from tests.processes import wait_until, worker_process
+from tests.pirate_site import (
+    RUN_TIMEOUT,
+    SITE,
+    campaign_show,
+    reachable_articles,
+    save_site_campaign,
+)
+from tests.processes import kill_crawl, process_state, wait_until, worker_process
 from tracker.campaigns import (
-    Campaign,
     get_campaign,
     get_run,
-    save_campaign,
     trigger_run,
     wait_for_run,
 )
 from tracker.context import Context
 from tracker.library import Work, add_work
-from tracker.servers import proc_stat
 
 pytestmark = pytest.mark.timeout(120)
-
-SITE = "pirate-news"  # copies of the library, a redirect, a 404 and a 500; nothing slow
-RUN_TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +42,6 @@ def web() -> TestWeb:
 def running(web: TestWeb) -> Iterator[RunningWeb]:
     with serve(web) as sites:
         yield sites
-
-
-def _campaign(ctx: Context, web: TestWeb, running: RunningWeb, name: str, **extra: Any) -> None:
-    info = web.truth["sites"][SITE]
-    seeds = [running.url(SITE, path) for path in ("/", info["sitemap"], info["feed"])]
-    save_campaign(ctx, Campaign.from_dict({"name": name, "seeds": seeds, **extra}))
-
-
-def _articles(web: TestWeb, running: RunningWeb) -> set[str]:
-    """URLs of the site's reachable articles: what a complete crawl stores."""
-    return {running.url(SITE, a["path"]) for a in web.articles(reachable=True) if a["site"] == SITE}
 
 
 @contextlib.contextmanager
@@ -86,7 +71,7 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
 ) -> None:
     bound = 4
     monkeypatch.setenv("COPYTRACK_SCAN_QUEUE_MAX", str(bound))  # the crawl process's setting
-    _campaign(crawl_ctx, web, running, "backoff", delay=0, concurrency=4)
+    save_site_campaign(crawl_ctx, web, running, "backoff", delay=0, concurrency=4)
     with _deepest(crawl_ctx, "scan") as deepest:
         run_id = trigger_run(crawl_ctx, "backoff")
         crawl_log = Path(get_run(crawl_ctx, run_id)["log"])
@@ -98,7 +83,7 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
         assert crawl_ctx.db.pages.count_documents({}) == stored
         assert get_run(crawl_ctx, run_id)["state"] == "running"
         assert crawl_ctx.redis.llen("scan") == bound
-        assert stored < len(_articles(web, running))
+        assert stored < len(reachable_articles(web, running))
 
         # Workers drain the queue: the crawl goes on, pausing again whenever it is full.
         with worker_process(crawl_ctx, tmp_path / "worker.log"):
@@ -106,35 +91,10 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
     assert deepest[0] == bound
     assert run["state"] == "finished", run.get("error")
     pages = {p["url"] for p in crawl_ctx.db.pages.find({}, {"url": 1})}
-    assert _articles(web, running) <= pages
+    assert reachable_articles(web, running) <= pages
     assert run["scans_enqueued"] == len(pages)
     log_text = crawl_log.read_text()
     assert f"crawl of campaign backoff (run {run_id}) resumed after" in log_text
-
-
-def _show(name: str) -> str:
-    """What `copytrack campaign show NAME` prints."""
-    result = CliRunner().invoke(main, ["campaign", "show", name], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL a crawl process (as the OOM killer would), then what is left of its group.
-
-    It stays a zombie until this process (which started it) reaps it: Popen does, the
-    next time it starts a process.
-    """
-    os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: _state(pid) in ("Z", None), 10, f"death of pid {pid}")
-    # Its extraction processes (its process group) end once they notice; no test waits.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _state(pid: int) -> str | None:
-    stat = proc_stat(pid)
-    return stat[0] if stat else None
 
 
 def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
@@ -143,18 +103,18 @@ def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
     for master in web.masters:
         add_work(crawl_ctx, Work(text=master["text"], external_id=master["id"]))
     # One request at a time, a quarter of a second apart: slow enough to kill midway.
-    _campaign(crawl_ctx, web, running, "resume", delay=0.25, concurrency=1)
+    save_site_campaign(crawl_ctx, web, running, "resume", delay=0.25, concurrency=1)
     first = trigger_run(crawl_ctx, "resume")
     pid = get_run(crawl_ctx, first)["pid"]
     wait_until(lambda: crawl_ctx.db.pages.count_documents({"run_id": first}) >= 6, 30, "pages")
-    _kill(pid)
+    kill_crawl(pid)
     stored = {p["url"] for p in crawl_ctx.db.pages.find({"run_id": first}, {"url": 1})}
-    assert not _articles(web, running) <= stored, "the crawl ended before the kill"
+    assert not reachable_articles(web, running) <= stored, "the crawl ended before the kill"
 
     # The dead crawl's lock has not expired yet, but the campaign can run again at once;
     # the killed crawl, not reaped yet, is a zombie: dead all the same.
     assert crawl_ctx.redis.exists("copytrack:campaign:resume:lock")
-    assert _state(pid) == "Z"
+    assert process_state(pid) == "Z"
     log_start = len(running.requests)
     second = trigger_run(crawl_ctx, "resume")
     killed = get_run(crawl_ctx, first)
@@ -162,7 +122,7 @@ def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
     run = wait_for_run(crawl_ctx, second, timeout=RUN_TIMEOUT)
     assert run["state"] == "finished", run.get("error")
     assert run["resumes"] == first
-    assert f"resumes {first}" in _show("resume")
+    assert f"resumes {first}" in campaign_show("resume")
 
     # (a) Nothing the killed crawl stored was requested again, but seeds always are.
     seeds = {canonicalize(seed) for seed in get_campaign(crawl_ctx, "resume").seeds}
@@ -171,7 +131,7 @@ def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
     assert run["skipped"]["fresh"] >= len(stored - seeds)
     # (b) The crawl is complete, and every page is scanned, those of the killed run too.
     pages = list(crawl_ctx.db.pages.find({}, {"url": 1, "scanned_at": 1}))
-    assert _articles(web, running) <= {p["url"] for p in pages}
+    assert reachable_articles(web, running) <= {p["url"] for p in pages}
     assert all(p.get("scanned_at") for p in pages)
     # (c) One document per page, one finding per page and work; the copies are found.
     assert len({p["url"] for p in pages}) == len(pages)
@@ -190,12 +150,12 @@ def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
 def test_a_run_whose_crawl_died_is_failed_without_waiting_for_its_heartbeat(
     crawl_ctx: Context, web: TestWeb, running: RunningWeb
 ) -> None:
-    _campaign(crawl_ctx, web, running, "dies", delay=0.25, concurrency=1)
+    save_site_campaign(crawl_ctx, web, running, "dies", delay=0.25, concurrency=1)
     run_id = trigger_run(crawl_ctx, "dies")
     pid = get_run(crawl_ctx, run_id)["pid"]
     wait_until(lambda: get_run(crawl_ctx, run_id)["state"] == "running", 30, "crawl start")
-    _kill(pid)
+    kill_crawl(pid)
     # Whoever looks at the run sees it failed at once, not after the heartbeat's 90 s.
-    [line] = [line for line in _show("dies").splitlines() if str(run_id) in line]
+    [line] = [line for line in campaign_show("dies").splitlines() if str(run_id) in line]
     assert " failed " in line and "error: interrupted" in line
     assert not crawl_ctx.redis.exists("copytrack:campaign:dies:lock")

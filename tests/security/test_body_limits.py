@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from admin import limits
+from tests.admin_seed import PASSWORD
 from tests.served_admin import served_admin
-from tests.test_admin_app import PASSWORD
 from tracker.context import Context
 from tracker.users import add_user, create_token
 

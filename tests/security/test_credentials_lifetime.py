@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.test_admin_app import PASSWORD, client, login
+from tests.admin_seed import PASSWORD, client, login
 from tracker.context import Context
 from tracker.users import (
     UserError,

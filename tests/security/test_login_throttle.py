@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from copytrack.commands.admin import server_options
+from tests.admin_seed import PASSWORD
 from tests.served_admin import served_admin
-from tests.test_admin_app import PASSWORD
 from tracker.config import Settings
 from tracker.context import Context
 from tracker.users import add_user

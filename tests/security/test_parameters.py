@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_admin_app import client, login, seed
+from tests.admin_seed import client, login, seed
 
 pytestmark = pytest.mark.security
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from admin.app import create_app
 from admin.security import LOGIN_CSRF_COOKIE, SESSION_COOKIE
-from tests.test_admin_app import PASSWORD, csrf_of
+from tests.admin_seed import PASSWORD, csrf_of
 from tracker.config import ConfigError, Settings
 from tracker.context import Context
 from tracker.users import add_user

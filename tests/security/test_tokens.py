@@ -13,7 +13,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.test_admin_app import PASSWORD, client, login
+from tests.admin_seed import PASSWORD, client, login
 from tracker.context import Context
 from tracker.users import add_user, create_token, list_tokens
 
