@@ -334,9 +334,10 @@ def _metadata(
     author = meta.author if meta.author and " " in meta.author else _meta_author(tree)
     # The markup first (meta, <time>, the URL); the text search, three times the work,
     # only for the pages whose markup has no date (about one in five).
-    date = None
-    for extensive in (False, True):
-        date = date or find_date(tree, extensive, original_date=True, url=meta.url or url)
+    page_url = meta.url or url
+    date = find_date(tree, False, original_date=True, url=page_url) or find_date(
+        tree, True, original_date=True, url=page_url
+    )
     return title, author, date
 
 

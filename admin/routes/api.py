@@ -41,9 +41,8 @@ MAX_TEXT_CHARS = 2_000_000
 #: A work's text must hold enough letters to fingerprint (the library's own rule, stated
 #: with the characters that always count): the schema says it, the server checks it.
 MIN_LETTERS = DEFAULT_PARAMS.granule
-WORK_TEXT_PATTERN = (
-    f"^(?:[^{common_letters_class()[1:-1]}]*{common_letters_class()}){{{MIN_LETTERS}}}"
-)
+_LETTER = common_letters_class()
+WORK_TEXT_PATTERN = f"^(?:[^{_LETTER[1:-1]}]*{_LETTER}){{{MIN_LETTERS}}}"
 _ENOUGH_LETTERS = re.compile(WORK_TEXT_PATTERN)
 #: ``status``: one status, or several separated by commas.
 _ONE_STATUS = "|".join(STATUSES)
