@@ -15,8 +15,9 @@ from typing import Any
 from croniter import croniter
 
 from tracker import campaigns as tracker_campaigns
-from tracker.campaigns import Campaign, CampaignError
+from tracker.campaigns import ACTIVE_STATES, Campaign, CampaignError
 from tracker.context import Context
+from tracker.run_outcomes import ProblemPage, outcome_counts, problem_page, run_health
 
 #: Form fields holding one item per line.
 LIST_FIELDS = ("seeds", "allowed_domains", "allow", "deny")
@@ -122,6 +123,37 @@ def figures(run: Mapping[str, Any]) -> dict[str, int]:
         "failed": sum((run.get("failed") or {}).values()),
         "new findings": found.get("new", 0),
     }
+
+
+def get_run(ctx: Context, run_id: str) -> dict[str, Any] | None:
+    """The run (moved on first if it is due: scanned, or its crawl died), or None."""
+    try:
+        run = tracker_campaigns.get_run(ctx, run_id)
+    except CampaignError:
+        return None
+    if run["state"] in (*ACTIVE_STATES, "scanning"):
+        run = tracker_campaigns.refresh_run(ctx, run["_id"])
+    return run
+
+
+def progress(run: Mapping[str, Any]) -> dict[str, Any]:
+    """What the pages update while a run goes (JSON): state, health, figures, counts."""
+    health = run_health(run)
+    return {
+        "id": str(run["_id"]),
+        "state": run["state"],
+        "done": run["state"] in tracker_campaigns.DONE_STATES,
+        "health": {"level": health.level, "message": health.message},
+        "figures": figures(run),
+        "counts": outcome_counts(run),
+        "error": run.get("error"),
+    }
+
+
+def problems(
+    ctx: Context, run: Mapping[str, Any], outcome: str | None, reason: str | None, page: int
+) -> ProblemPage:
+    return problem_page(ctx, run["_id"], outcome or None, reason or None, page)
 
 
 def next_runs(schedule: str | None, count: int = 3) -> list[datetime]:

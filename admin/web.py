@@ -14,9 +14,10 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import select_autoescape
 
 from tracker.findings import STATUSES
+from tracker.run_outcomes import explain
 from tracker.workflow import TRANSITIONS
 
-from .campaigns import figures as run_figures
+from .campaigns import progress as run_progress
 from .security import pop_flashes, session_of
 
 HERE = Path(__file__).parent
@@ -58,7 +59,11 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.autoescape = select_autoescape(default=True, default_for_string=True)
 templates.env.filters.update(dt=_datetime, pct=_percent, query=_query)
 templates.env.globals.update(
-    STATUSES=STATUSES, STATUS_LABELS=STATUS_LABELS, TRANSITIONS=TRANSITIONS, run_figures=run_figures
+    STATUSES=STATUSES,
+    STATUS_LABELS=STATUS_LABELS,
+    TRANSITIONS=TRANSITIONS,
+    run_progress=run_progress,
+    explain=explain,
 )
 
 

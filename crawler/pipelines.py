@@ -43,10 +43,11 @@ from scrapy.crawler import Crawler
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.decoding import UnusableContent, decode_html
 from extractor.extraction import extract
-from tracker.campaigns import claim_unscanned, record_progress
+from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.celery_app import ROUTES
 from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
+from tracker.run_outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.tasks import enqueue_scan
 
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
@@ -271,6 +272,8 @@ class EvidencePipeline:
         # Whether a page now answering 404/410 had text.
         self.texts = PageLookup(self.ctx.db.pages, ("text",), by_site=True)
         self.counts: Counter[str] = Counter()
+        self.problems: list[Problem] = []  # URLs skipped or failed, for the run page
+        self._problems_kept = 0
         self._flushed = time.monotonic()
         self._pool: ProcessPoolExecutor | None = None
         self._pool_started: asyncio.Future[None] | None = None
@@ -319,8 +322,9 @@ class EvidencePipeline:
             self._pool.shutdown()
 
     async def process_item(self, item: Any) -> Any:
-        if isinstance(item, DroppedLinks):  # links not followed: only counted
+        if isinstance(item, DroppedLinks):  # links not followed: counted, the page named
             self.counts[f"skipped.{item.reason}"] += item.count
+            self._keep(Problem(item.url, "skipped", item.reason, f"{item.count} links"))
             return item
         counts: list[str] = []
         save: Callable[[], Awaitable[list[str]]] | None = None
@@ -355,6 +359,12 @@ class EvidencePipeline:
                 self.backoff.release(queued)
         # Added only now: a flush during the awaits above swaps self.counts.
         self.counts.update(counts)
+        for key in counts:
+            outcome, _, reason = key.partition(".")
+            if outcome in ("skipped", "failed"):
+                detail = item.detail if isinstance(item, PageProblem) else ""
+                status = item.status
+                self._keep(Problem(item.url, outcome, reason_key(reason), detail, status))
         if time.monotonic() - self._flushed > self.progress_every:
             await self._flush()
         return item
@@ -386,9 +396,17 @@ class EvidencePipeline:
             counts.append("scans_enqueued")
         return counts
 
+    def _keep(self, problem: Problem) -> None:
+        if self._problems_kept < KEPT_PER_CRAWLER:
+            self._problems_kept += 1
+            self.problems.append(problem)
+
     async def _flush(self) -> None:
         counts, self.counts = self.counts, Counter()
+        problems, self.problems = self.problems, []
         self._flushed = time.monotonic()
+        if problems:  # before the counts: a count on the run page has its URLs listed
+            await asyncio.to_thread(record_problems, self.ctx, self.run_id, problems)
         if counts:
             await asyncio.to_thread(
                 record_progress, self.ctx, self.run_id, counts, self.crawler_name

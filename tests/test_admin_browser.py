@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from tests.admin_seed import PASSWORD, Seeded, seed
 from tests.served_admin import served_admin
+from tracker import campaigns as tracker_campaigns
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 
@@ -158,3 +161,43 @@ def test_a_hostile_page_stays_inert_in_the_browser(server, page):
     assert dialogs == []
     assert page.title().endswith("evil.example · copytrack")  # the frame did not retitle it
     assert page.locator("iframe.evidence").get_attribute("sandbox") == ""
+
+
+def test_a_run_in_progress_updates_the_campaign_page_without_a_reload(server, page, ctx):
+    base, seeded = server
+    run_id = tracker_campaigns.start_run(ctx, seeded.campaign)
+    tracker_campaigns.join_run(ctx, run_id)
+    # A stand-in for the crawl process: alive, with the run's id on its command line.
+    crawl = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(run_id)])
+    ctx.db.runs.update_one({"_id": run_id}, {"$set": {"crawl_processes.0.pid": crawl.pid}})
+    try:
+        _watch_a_run(page, base, ctx, seeded.campaign, run_id)
+    finally:
+        crawl.kill()
+        crawl.wait()
+
+
+def _watch_a_run(page, base: str, ctx, campaign: str, run_id) -> None:
+    _log_in(page, base, "vic")
+    page.goto(f"{base}/campaigns/{campaign}")
+    page.evaluate("window.sameDocument = true")
+    row = page.locator(f'tr[data-live-run="/runs/{run_id}/progress"]')
+    assert row.locator('[data-figure="fetched"]').inner_text() == "0"
+    assert row.locator("[data-run-state]").inner_text() == "running"
+
+    tracker_campaigns.record_progress(
+        ctx, run_id, {"pages.fetched": 7, "failed.dns": 9}, "crawler-1"
+    )
+    row.locator('[data-figure="fetched"]', has_text="7").wait_for()
+    assert row.locator('[data-figure="failed"]').inner_text() == "9"
+    warning = row.locator("[data-run-health].health-warning")
+    warning.wait_for()  # amber: most URLs failed, and why
+    assert "the host name does not resolve" in warning.inner_text()
+
+    tracker_campaigns.finish_crawl(ctx, run_id)  # no page to scan: the run finishes
+    row.locator("[data-run-state]", has_text="finished").wait_for()
+    assert page.evaluate("window.sameDocument") is True  # updated in place, not reloaded
+
+    row.locator("a[href^='/runs/']").click()
+    page.wait_for_url(f"{base}/runs/{run_id}")
+    assert "the host name does not resolve (DNS)" in page.inner_text("table.reasons")

@@ -46,6 +46,9 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("campaign", ASCENDING), ("started_at", DESCENDING)], {}),
         ([("state", ASCENDING)], {}),
     ],
+    "run_problems": [
+        ([("run_id", ASCENDING), ("outcome", ASCENDING), ("reason", ASCENDING)], {}),
+    ],
 }
 
 

@@ -210,6 +210,12 @@ class RunOut(BaseModel):
     finished_at: datetime | None = None
     figures: dict[str, int] = Field(description="pages fetched, changed, skipped, failed, …")
     error: str | None = None
+    health: Literal["ok", "warning", "error"] = Field(
+        description="error: the run failed or fetched nothing; warning: most URLs failed"
+    )
+    health_message: str = Field(description="why, naming the main reason")
+    skipped: dict[str, int] = Field(description="URLs skipped, by reason")
+    failed: dict[str, int] = Field(description="URLs that failed, by reason (dns, http_404, …)")
 
 
 class CampaignOut(BaseModel):
@@ -288,6 +294,7 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
 
 
 def _run_out(run: dict[str, Any]) -> RunOut:
+    progress = campaign_seam.progress(run)
     return RunOut(
         id=str(run["_id"]),
         campaign=run["campaign"],
@@ -295,8 +302,12 @@ def _run_out(run: dict[str, Any]) -> RunOut:
         trigger=run.get("trigger"),
         started_at=_utc(run.get("started_at")),
         finished_at=_utc(run.get("finished_at")),
-        figures=campaign_seam.figures(run),
+        figures=progress["figures"],
         error=run.get("error"),
+        health=progress["health"]["level"],
+        health_message=progress["health"]["message"],
+        skipped=progress["counts"]["skipped"],
+        failed=progress["counts"]["failed"],
     )
 
 

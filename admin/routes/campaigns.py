@@ -1,8 +1,12 @@
-"""Crawl campaigns: list, create and edit (admins), run now, run history."""
+"""Crawl campaigns: list, create and edit (admins), run now, run history; a run's page
+(what it fetched, and every URL it skipped or failed, with the reason) and its live
+progress as JSON, which the campaign and run pages poll while a run goes."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -11,7 +15,7 @@ from tracker.reports import recent_runs
 
 from .. import campaigns as seam
 from ..security import Admin, Viewer, app_context, flash
-from ..web import redirect, render
+from ..web import MAX_PAGE, redirect, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -110,3 +114,35 @@ def run_campaign(request: Request, user: Admin, name: str) -> Response:
     else:
         flash(request, f"Run {run_id} of {name} started.")
     return redirect(f"/campaigns/{name}")
+
+
+def _run(request: Request, run_id: str) -> dict[str, Any]:
+    run = seam.get_run(app_context(request), run_id)
+    if run is None:
+        raise HTTPException(404, "no such run")
+    return run
+
+
+@router.get("/runs/{run_id}")
+def run_detail(
+    request: Request,
+    user: Viewer,
+    run_id: str,
+    outcome: str = "",
+    reason: str = "",
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
+) -> HTMLResponse:
+    run = _run(request, run_id)
+    return render(
+        request,
+        "run.html",
+        run=run,
+        progress=seam.progress(run),
+        problems=seam.problems(app_context(request), run, outcome, reason, page),
+        filters={"outcome": outcome, "reason": reason},
+    )
+
+
+@router.get("/runs/{run_id}/progress")
+def run_progress(request: Request, user: Viewer, run_id: str) -> dict[str, Any]:
+    return seam.progress(_run(request, run_id))

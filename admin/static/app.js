@@ -65,4 +65,41 @@ document.addEventListener("DOMContentLoaded", () => {
       focusPair(link.dataset.pair, ["master", "page"]);
     });
   });
+
+  // Runs still going: their state, health and figures follow the run without a reload
+  // (the run page reloads once the run is over, to list what it skipped and failed).
+  document.querySelectorAll("[data-live-run]").forEach((box) => {
+    if (box.dataset.done === "true") return;
+    const show = (progress) => {
+      Object.entries(progress.figures).forEach(([key, value]) => {
+        const cell = box.querySelector(`[data-figure="${CSS.escape(key)}"]`);
+        if (cell) cell.textContent = value;
+      });
+      const state = box.querySelector("[data-run-state]");
+      if (state) {
+        state.textContent = progress.state;
+        state.className = `badge run-${progress.state}`;
+      }
+      const health = box.querySelector("[data-run-health]");
+      if (health) {
+        health.textContent = progress.health.message;
+        health.className = `health health-${progress.health.level}`;
+      }
+    };
+    const poll = async () => {
+      let progress = null;
+      try {
+        const answer = await fetch(box.dataset.liveRun, { headers: { Accept: "application/json" } });
+        if (answer.ok) progress = await answer.json();
+      } catch {
+        progress = null; // offline for a moment: try again later
+      }
+      if (!progress) return setTimeout(poll, 10000);
+      show(progress);
+      if (!progress.done) return setTimeout(poll, 2000);
+      box.dataset.done = "true";
+      if (box.dataset.reloadWhenDone) window.location.reload();
+    };
+    setTimeout(poll, 2000);
+  });
 });

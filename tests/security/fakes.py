@@ -1,8 +1,9 @@
 """Doubles for the network tests: a scripted DNS and a loopback listener that counts.
 
-No test here contacts a real private or public address: test host names (``*.test``, which
-no real DNS answers) resolve through ``ScriptedLookup`` to loopback listeners, and a
-guard that works refuses them before any connection is made.
+``scripted_crawl`` runs a campaign in a real crawl process resolving through a
+ScriptedLookup. No test here contacts a real private or public address: test host names
+(``*.test``, which no real DNS answers) resolve through ``ScriptedLookup`` to loopback
+listeners, and a guard that works refuses them before any connection is made.
 """
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tests.processes import installation_env
+from tracker.campaigns import crawl_log_path, start_run, wait_for_run
+from tracker.context import Context
 
 #: Environment variable carrying a ScriptedLookup's script to a crawl process.
 SCRIPT_ENV = "COPYTRACK_TEST_DNS_SCRIPT"
+REPO = Path(__file__).resolve().parents[2]
 
 PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
 ARTICLE = (
@@ -100,3 +109,25 @@ def listening(host: str = "127.0.0.1", port: int = 0) -> Iterator[CountingServer
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+def scripted_crawl(ctx: Context, name: str, script: dict, allow_private: bool) -> dict:
+    """One run of campaign ``name`` in a real crawl process whose resolver looks names up
+    in ``script``; returns the finished run."""
+    run_id = start_run(ctx, name)
+    env = installation_env(
+        ctx.endpoints,
+        ctx.settings,
+        COPYTRACK_ALLOW_PRIVATE_NETWORKS="1" if allow_private else "0",
+        **{SCRIPT_ENV: json.dumps(script)},
+    )
+    log = crawl_log_path(ctx, run_id)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        subprocess.run(
+            [sys.executable, "-m", "tests.security.guarded_crawl",
+             "--campaign", name, "--run-id", str(run_id)],
+            env={**env, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")},
+            stdout=out, stderr=subprocess.STDOUT, timeout=180, check=False,
+        )  # fmt: skip
+    return wait_for_run(ctx, run_id, timeout=120)

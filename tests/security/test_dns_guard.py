@@ -12,23 +12,16 @@ connect, so a zero is the guard's doing and not a broken test.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from crawler.fetch import FetchError, fetch_text
-from tests.processes import installation_env, wait_until
-from tests.security.fakes import SCRIPT_ENV, ScriptedLookup, listening
+from tests.processes import wait_until
+from tests.security.fakes import ScriptedLookup, listening, scripted_crawl
 from tracker.campaigns import (
     Campaign,
     crawl_log_path,
     save_campaign,
-    start_run,
-    wait_for_run,
 )
 from tracker.context import Context
 from tracker.netguard import (
@@ -42,7 +35,6 @@ from tracker.netguard import (
 pytestmark = pytest.mark.security
 
 FAIL_THEN_LOOPBACK: list[list[str] | None] = [None, ["127.0.0.1"]]
-REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------- the rule
@@ -124,28 +116,6 @@ def test_check_url_is_not_fooled_by_dns_rebinding() -> None:
 # ---------------------------------------------------------------------- the crawler
 
 
-def _crawl(ctx: Context, name: str, script: dict, allow_private: bool) -> dict:
-    """One run of campaign ``name`` in a real crawl process whose resolver looks names up
-    in ``script``; returns the finished run."""
-    run_id = start_run(ctx, name)
-    env = installation_env(
-        ctx.endpoints,
-        ctx.settings,
-        COPYTRACK_ALLOW_PRIVATE_NETWORKS="1" if allow_private else "0",
-        **{SCRIPT_ENV: json.dumps(script)},
-    )
-    log = crawl_log_path(ctx, run_id)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        subprocess.run(
-            [sys.executable, "-m", "tests.security.guarded_crawl",
-             "--campaign", name, "--run-id", str(run_id)],
-            env={**env, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")},
-            stdout=out, stderr=subprocess.STDOUT, timeout=180, check=False,
-        )  # fmt: skip
-    return wait_for_run(ctx, run_id, timeout=120)
-
-
 def _campaign(ctx: Context, port: int) -> None:
     seeds = [f"http://pirate.test:{port}/{n}.html" for n in range(10)]
     # The seeds were checked when the campaign was saved; the DNS turns afterwards.
@@ -166,7 +136,7 @@ def test_a_crawl_never_connects_where_the_pirates_dns_points_inside(
 ) -> None:
     with listening() as server:
         _campaign(ctx, server.server_port)
-        run = _crawl(ctx, "rebind", {"pirate.test": answers}, allow_private=False)
+        run = scripted_crawl(ctx, "rebind", {"pirate.test": answers}, allow_private=False)
     assert server.connections == 0, crawl_log_path(ctx, run["_id"]).read_text()
     assert ctx.db.pages.count_documents({}) == 0
     assert run["state"] == "finished"
@@ -179,6 +149,6 @@ def test_the_crawl_resolves_through_the_scripted_dns(ctx: Context) -> None:
     are the guard's doing."""
     with listening() as server:
         _campaign(ctx, server.server_port)
-        run = _crawl(ctx, "rebind", {"pirate.test": [["127.0.0.1"]]}, allow_private=True)
+        run = scripted_crawl(ctx, "rebind", {"pirate.test": [["127.0.0.1"]]}, allow_private=True)
     assert run["state"] == "finished" and server.connections > 0
     assert ctx.db.pages.count_documents({}) == 10

@@ -1,0 +1,188 @@
+"""What a crawl run did with each URL that gave no page, and whether the run went well.
+
+A run's counters (``tracker.campaigns.record_progress``) say how many URLs were skipped or
+failed for each reason; this module keeps the URLs themselves (MongoDB ``run_problems``:
+run, URL, outcome, reason, detail, HTTP status, time), so a reviewer can see *why* a run
+fetched little: the host does not resolve, robots.txt refuses, the pages answer 404, they
+are over the size cap. At most ``KEPT_PER_CRAWLER`` URLs are kept per crawl process and
+run (a run with more only counts the rest), which bounds what a crawl of a broken site
+writes.
+
+``run_health`` reads the counters: red when a run failed or fetched nothing, amber when
+most of its URLs failed, green otherwise; with a sentence that names the main reason.
+"""
+
+from __future__ import annotations
+
+import http
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ASCENDING
+
+from .context import Context
+
+OUTCOMES = ("skipped", "failed")
+#: URLs kept per crawl process and run; the counters still count every one.
+KEPT_PER_CRAWLER = 10_000
+
+#: What each reason key means, for people: the run page's words.
+REASONS: dict[str, str] = {
+    "dns": "the host name does not resolve (DNS)",
+    "timeout": "too slow: no answer within the download timeout",
+    "connection_refused": "the server refused the connection",
+    "bad_compression": "the compressed body is corrupt",
+    "robots": "refused by the site's robots.txt",
+    "private_address": "the host is on a private network (not allowed)",
+    "redirect_off_scope": "redirected outside the campaign's domains",
+    "too_large": "over the size cap (DOWNLOAD_MAXSIZE, 3 MB)",
+    "too_large_decompressed": "over the size cap once decompressed",
+    "too_many_redirects": "too many redirects",
+    "links_over_limit": "links over the per-page limit, not followed",
+    "bad_url": "links that are not usable URLs",
+    "invalid_sitemap": "a sitemap that cannot be read",
+    "fresh": "fetched recently: not fetched again (the campaign's refetch days)",
+    "not_html": "not a web page (its media type)",
+    "empty": "an empty page",
+    "binary": "binary content, not text",
+    "undecodable": "text that does not decode",
+    "no_main_text": "no article text found on the page",
+    "too_slow": "extracting its text took too long",
+    "ignored": "dropped by the crawler",
+}
+
+
+def explain(reason: str) -> str:
+    """A reason key in words ("http_404" → "HTTP 404 Not Found")."""
+    if reason.startswith("http_") and reason[5:].isdigit():
+        code = int(reason[5:])
+        try:
+            return f"HTTP {code} {http.HTTPStatus(code).phrase}"
+        except ValueError:
+            return f"HTTP {code}"
+    return REASONS.get(reason, reason.replace("_", " "))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One URL of a run that gave no page (or a page without text)."""
+
+    url: str
+    outcome: str  # skipped | failed
+    reason: str
+    detail: str = ""
+    status: int | None = None
+
+    def to_doc(self, run_id: ObjectId, at: datetime) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "url": self.url,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "detail": self.detail[:500],
+            "status": self.status,
+            "at": at,
+        }
+
+
+def record_problems(ctx: Context, run_id: ObjectId, problems: Iterable[Problem]) -> int:
+    """Store a batch of a run's problems; returns how many were stored."""
+    now = datetime.now(UTC)
+    docs = [problem.to_doc(run_id, now) for problem in problems]
+    if docs:
+        ctx.db.run_problems.insert_many(docs, ordered=False)
+    return len(docs)
+
+
+@dataclass(frozen=True)
+class ProblemPage:
+    """One page of a run's problems, with what the filters can choose from."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    page: int
+    pages: int
+    reasons: list[tuple[str, int]]  # every reason of the run's problems, with its count
+
+
+def problem_page(
+    ctx: Context,
+    run_id: ObjectId,
+    outcome: str | None = None,
+    reason: str | None = None,
+    page: int = 1,
+    per_page: int = 50,
+) -> ProblemPage:
+    """The run's problems matching the filters, ``per_page`` at a time; a page number
+    past the last gives the last page."""
+    query: dict[str, Any] = {"run_id": run_id}
+    if outcome in OUTCOMES:
+        query["outcome"] = outcome
+    reasons = Counter(
+        doc["reason"] for doc in ctx.db.run_problems.find(query, {"reason": 1, "_id": 0})
+    )
+    if reason:
+        query["reason"] = reason
+    total = reasons[reason] if reason else sum(reasons.values())
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, page), pages)
+    rows = list(
+        ctx.db.run_problems.find(query)
+        .sort([("outcome", ASCENDING), ("reason", ASCENDING), ("_id", ASCENDING)])
+        .skip((page - 1) * per_page)
+        .limit(per_page)
+    )
+    return ProblemPage(rows, total, page, pages, sorted(reasons.items(), key=lambda kv: -kv[1]))
+
+
+def outcome_counts(run: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The run's counters by outcome: pages (fetched, changed, unchanged), then skipped and
+    failed URLs by reason, most frequent first."""
+    out: dict[str, dict[str, int]] = {"pages": dict(run.get("pages") or {})}
+    for outcome in OUTCOMES:
+        counts = run.get(outcome) or {}
+        out[outcome] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return out
+
+
+@dataclass(frozen=True)
+class Health:
+    """How a run went: ``ok`` (green), ``warning`` (amber) or ``error`` (red), and why."""
+
+    level: str
+    message: str
+
+
+def _main_reason(counts: Mapping[str, int]) -> str:
+    reason, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return f"{n:,} × {explain(reason)}"
+
+
+def run_health(run: Mapping[str, Any]) -> Health:
+    """Red: the run failed, or it is over and fetched nothing; amber: most of its URLs
+    failed; green otherwise (a run still going is judged on what it did so far)."""
+    fetched = (run.get("pages") or {}).get("fetched", 0)
+    failed = run.get("failed") or {}
+    skipped = run.get("skipped") or {}
+    n_failed = sum(failed.values())
+    if run.get("state") == "failed":
+        return Health("error", run.get("error") or "the run failed")
+    done = run.get("state") in ("scanning", "finished")
+    if done and fetched == 0:
+        why = failed or skipped
+        if why:
+            return Health("error", f"fetched nothing: {_main_reason(why)}")
+        return Health("error", "fetched nothing: the seeds gave no page and no error")
+    if n_failed > fetched:
+        return Health(
+            "warning",
+            f"mostly failed: {n_failed:,} URLs failed, {fetched:,} fetched; "
+            f"main reason {_main_reason(failed)}",
+        )
+    if n_failed:
+        return Health("ok", f"{fetched:,} fetched; {n_failed:,} failed")
+    return Health("ok", f"{fetched:,} fetched")
