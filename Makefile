@@ -27,8 +27,11 @@ $(TEST_STAMP): scripts/system-deps.sh $(STAMP)
 	@scripts/system-deps.sh test
 	@touch $@
 
+# The admin's port: `make demo PORT=8001` when 8000 is taken.
+PORT ?= 8000
+
 demo: $(STAMP) $(RUNTIME_STAMP)
-	$(BIN)/copytrack demo
+	$(BIN)/copytrack demo --port $(PORT)
 
 test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -36,7 +36,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -726,12 +726,14 @@ def wait_for_run(
     scan: bool = True,
     poll: float = 1.0,
     timeout: float | None = None,
+    progress: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Block until the run is finished or failed; returns the run.
 
     With ``scan``, pages the run stored are scanned here as they arrive, so no worker is
     needed; where workers run too, whoever comes second finds the page already scanned.
-    Raises TimeoutError after ``timeout`` seconds.
+    ``progress`` gets the run at every poll (a progress bar's hook). Raises TimeoutError
+    after ``timeout`` seconds.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -742,6 +744,8 @@ def wait_for_run(
                 except LookupError:
                     continue  # deleted meanwhile: nothing to scan
         run = refresh_run(ctx, run_id)
+        if progress is not None:
+            progress(run)
         if run["state"] in DONE_STATES:
             return run
         if deadline is not None and time.monotonic() > deadline:

@@ -18,6 +18,8 @@ from .config import LOG_FORMATS
 #: Record attributes that identify what an event is about.
 CONTEXT_FIELDS = ("campaign", "run_id", "page_id", "url", "task_id", "findings", "seconds")
 _TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: Libraries that narrate their work at INFO (WeasyPrint: ~10 lines per PDF): warnings only.
+CHATTY_LIBRARIES = ("weasyprint", "fontTools")
 
 
 def _context(record: logging.LogRecord) -> dict[str, Any]:
@@ -68,4 +70,6 @@ def configure_logging(level: str, log_format: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(max(logging.getLevelName(level), logging.WARNING))
     logging.captureWarnings(True)

@@ -9,17 +9,24 @@ imported when the demo runs, not when the command line starts.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
+from tqdm import tqdm
 
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work
+from tracker.run_outcomes import run_health
 from tracker.servers import stop_servers
 from tracker.users import add_user, get_user, set_password
 
@@ -48,17 +55,63 @@ def demo_user(ctx: Context) -> str:
     return password
 
 
-def _summary(ctx: Context, run: dict[str, Any]) -> None:
-    click.echo(
-        f"crawled: {run.get('pages', {}).get('fetched', 0)} pages; "
-        f"findings: {ctx.db.findings.count_documents({})} "
-        f"on {len(ctx.db.findings.distinct('url'))} pages"
-    )
-    for finding in ctx.db.findings.find().sort("score", -1).limit(5):
-        click.echo(
-            f"  {finding['master_coverage']:>4.0%} of {finding['master_external_id']:<20}"
-            f" copied at {finding['url']}"
+def _check_port(port: int) -> None:
+    """Fail now, not after the crawl, when the admin's port is taken (another admin or
+    demo would answer the URL and password this demo prints)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise click.ClickException(
+                f"port {port} on 127.0.0.1 is taken ({err.strerror}): stop what serves it, "
+                f"or give the demo another port: make demo PORT={port + 1} "
+                f"(copytrack demo --port {port + 1})"
+            ) from None
+
+
+class _RunBar:
+    """One progress line while the demo's run crawls and scans."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.bar = tqdm(
+            desc="crawling and scanning", unit=" pages", file=click.get_text_stream("stderr")
         )
+
+    def __call__(self, run: Mapping[str, Any]) -> None:
+        fetched = (run.get("pages") or {}).get("fetched", 0)
+        self.bar.update(fetched - self.bar.n)
+        found = self.ctx.db.findings.count_documents({"run_id": run["_id"]})
+        self.bar.set_postfix_str(f"{found} findings, {run['state']}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _summary(ctx: Context, run: Mapping[str, Any], seconds: float, admin_url: str | None) -> None:
+    """The run in a few lines: pages, findings by work (most copied first), the run's
+    health and where to see the details."""
+    by_work: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for finding in ctx.db.findings.find(
+        {}, {"master_title": 1, "master_external_id": 1, "url": 1, "master_coverage": 1}
+    ):
+        by_work[finding.get("master_title") or finding["master_external_id"]].append(finding)
+    pages = len({f["url"] for found in by_work.values() for f in found})
+    click.echo(
+        f"\ncrawled {run.get('pages', {}).get('fetched', 0)} pages in {seconds:.0f} s: "
+        f"{sum(map(len, by_work.values()))} findings on {pages} pages, "
+        f"copying {len(by_work)} of the library's works"
+    )
+    ranked = sorted(by_work.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    for title, found in ranked[:10]:
+        best = max(f.get("master_coverage") or 0 for f in found)
+        click.echo(f"  {len(found):>3} × {title}  (up to {best:.0%} of it copied)")
+    if len(ranked) > 10:
+        click.echo(f"  … and {len(ranked) - 10} more works: see the admin's findings")
+    health = run_health(run)
+    details = f" — details: {admin_url}runs/{run['_id']}" if admin_url else ""
+    click.echo(f"run: {health.message}{details}")
 
 
 @click.command()
@@ -95,10 +148,14 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         from testbed.corpus import describe
     except ModuleNotFoundError as err:
         raise testbed_missing(err) from None
+    if serve:
+        _check_port(port)
     os.environ.setdefault("COPYTRACK_DATA_DIR", DEMO_DATA_DIR)
     os.environ["COPYTRACK_ALLOW_PRIVATE_NETWORKS"] = "1"  # the test web is on loopback
     os.environ["COPYTRACK_CRAWL_DISPATCH"] = "local"  # it starts no crawler worker
     settings = Settings.from_env()
+    if "COPYTRACK_LOG_LEVEL" not in os.environ:  # a bar and a summary, not a line per page
+        logging.getLogger().setLevel(logging.WARNING)
     click.echo(f"starting the embedded servers in {settings.data_dir} …")
     ctx = open_context(settings)
     web = testweb.build_site(Path(settings.data_dir) / "testweb", n_masters=masters, n_pages=pages)
@@ -112,9 +169,15 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         seeds = tuple(f"{url}/" for url in running.base_urls.values())
         campaign = Campaign(name=CAMPAIGN, seeds=seeds, delay=0.02, concurrency=4)
         save_campaign(ctx, campaign, replace=True)
-        click.echo(f"campaign {CAMPAIGN}: crawling and scanning …")
-        run = wait_for_run(ctx, trigger_run(ctx, CAMPAIGN), scan=True, timeout=900)
-        _summary(ctx, run)
+        click.echo(f"campaign {CAMPAIGN}: crawling the test web and scanning its pages")
+        started, bar = time.monotonic(), _RunBar(ctx)
+        try:
+            run_id = trigger_run(ctx, CAMPAIGN)
+            run = wait_for_run(ctx, run_id, scan=True, timeout=900, progress=bar)
+        finally:
+            bar.close()
+        admin_url = f"http://127.0.0.1:{port}/"
+        _summary(ctx, run, time.monotonic() - started, admin_url if serve else None)
         password = demo_user(ctx)
         if not serve:
             return
@@ -123,8 +186,7 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         from admin.app import create_app
 
         click.echo(
-            f"\nadmin: http://127.0.0.1:{port}/  user {DEMO_USER}  password {password}"
-            "\n(Ctrl-C stops the demo)"
+            f"\nadmin: {admin_url}  user {DEMO_USER}  password {password}\n(Ctrl-C stops the demo)"
         )
         uvicorn.run(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
     finally:
