@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import quote
 
-import plotly
 import redis
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pymongo.errors import ConnectionFailure
 from starlette.concurrency import run_in_threadpool
@@ -28,8 +26,6 @@ from .limits import BodyGuard
 from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
 from .web import STATIC_DIR, redirect, render
-
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
 def _wants_json(request: Request) -> bool:
@@ -145,15 +141,6 @@ def create_app(ctx: Context | None = None) -> FastAPI:
         ok = ok and index_health(ctx)["ok"]
         return JSONResponse(
             {"ok": ok}, status_code=200 if ok else 503, headers={"Cache-Control": "no-store"}
-        )
-
-    @app.api_route("/static/vendor/plotly.min.js", methods=["GET", "HEAD"], include_in_schema=False)
-    def plotly_js() -> FileResponse:
-        """plotly.js as shipped inside the plotly Python package: charts work offline."""
-        return FileResponse(
-            PLOTLY_JS,
-            media_type="text/javascript",
-            headers={"Cache-Control": "public, max-age=86400"},
         )
 
     for module in (account, dashboard, findings, works, campaigns, exports, settings, api):

@@ -44,12 +44,12 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Route paths that answer without a session or token (static assets are a separate mount).
-PUBLIC_ROUTES = frozenset({"/login", "/healthz", "/static/vendor/plotly.min.js"})
+PUBLIC_ROUTES = frozenset({"/login", "/healthz"})
 
-#: The app's pages: scripts only from our own files, no inline script or handler anywhere.
-#: Inline styles are allowed because plotly.js injects its own stylesheet at run time.
+#: The app's pages: scripts and styles only from our own files, no inline script, handler
+#: or style anywhere.
 PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; "
     "img-src 'self' data:; font-src 'self'; connect-src 'self'; frame-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )

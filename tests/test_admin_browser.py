@@ -94,8 +94,9 @@ def test_a_reviewer_works_through_a_finding(server, page, ctx):
     page.on("dialog", lambda dialog: problems.append(f"dialog: {dialog.message}"))
 
     _log_in(page, base, "rui")
-    page.wait_for_selector("#per-day.chart-ready .main-svg")  # plotly drew the chart
-    assert page.locator("#per-day .bars .point").count() > 0
+    assert page.locator("#per-day rect.point").count() == 30  # a bar per day, drawn
+    box = page.locator("#per-day").bounding_box()
+    assert box and box["width"] > 600 and box["height"] > 150
     open_count = ctx.db.findings.count_documents(
         {"status": {"$in": ["new", "confirmed", "notice_sent"]}}
     )

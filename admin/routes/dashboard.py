@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse
 from tracker.reports import dashboard as dashboard_figures
 from tracker.reports import recent_runs
 
+from ..charts import bar_chart
 from ..security import Viewer, app_context
 from ..web import render
 
@@ -18,10 +19,7 @@ router = APIRouter(include_in_schema=False)
 def dashboard(request: Request, user: Viewer) -> HTMLResponse:
     ctx = app_context(request)
     figures = dashboard_figures(ctx)
-    chart = {
-        "x": [row["day"] for row in figures["per_day"]],
-        "y": [row["findings"] for row in figures["per_day"]],
-    }
+    chart = bar_chart([(row["day"], row["findings"]) for row in figures["per_day"]])
     return render(
         request,
         "dashboard.html",
