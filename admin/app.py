@@ -25,7 +25,7 @@ from tracker.servers import ServerStartError
 from .limits import BodyGuard
 from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
-from .web import STATIC_DIR, redirect, render
+from .web import STATIC_DIR, plain_problem, redirect, render
 
 
 def _wants_json(request: Request) -> bool:
@@ -79,7 +79,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         ]
         if _wants_json(request):
             return JSONResponse({"detail": problems}, status_code=422)
-        return _error(request, 400, "; ".join(problems))
+        return _error(request, 400, " ".join(plain_problem(e) for e in err.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:

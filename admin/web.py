@@ -67,6 +67,46 @@ templates.env.globals.update(
 )
 
 
+#: What people call the parameters of the pages' addresses and forms.
+_FIELD_NAMES = {
+    "master_id": "work number",
+    "finding_id": "finding number",
+    "run_id": "run",
+    "page": "page number",
+    "min_score": "lowest score",
+    "max_score": "highest score",
+    "since": "first-seen date",
+    "until": "last date",
+}
+_WHERE = {"path": "in the address", "query": "in the address", "body": "in the form"}
+
+
+def plain_problem(error: Mapping[str, Any]) -> str:
+    """A request validation error (pydantic's) as a sentence for the error page, naming the
+    value and what it must be: not "path.master_id: Input should be a valid integer"."""
+    loc = [str(part) for part in error.get("loc", ())]
+    where = _WHERE.get(loc[0], "in the request") if loc else "in the request"
+    name = loc[-1] if len(loc) > 1 else "request"
+    label = _FIELD_NAMES.get(name, name.replace("_", " "))
+    given = error.get("input")
+    value = f" ({str(given)[:80]!r})" if isinstance(given, str | int | float) else ""
+    limits = error.get("ctx") or {}
+    must = {
+        "int_parsing": "must be a whole number",
+        "float_parsing": "must be a number",
+        "date_parsing": "must be a date like 2026-01-31",
+        "date_from_datetime_parsing": "must be a date like 2026-01-31",
+        "missing": "is missing",
+        "greater_than_equal": f"must be at least {limits.get('ge')}",
+        "less_than_equal": f"must be at most {limits.get('le')}",
+        "greater_than": f"must be more than {limits.get('gt')}",
+        "less_than": f"must be less than {limits.get('lt')}",
+        "string_too_long": f"is too long (at most {limits.get('max_length')} characters)",
+        "literal_error": f"must be one of {limits.get('expected')}",
+    }.get(error.get("type", ""), f"is not valid: {error.get('msg', '')}")
+    return f"The {label} {where}{value} {must}; correct it and try again."
+
+
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     """A page, with the user, the CSRF token and pending flash messages in its context."""
     auth = getattr(request.state, "auth", None)

@@ -202,3 +202,47 @@ def _watch_a_run(page, base: str, ctx, campaign: str, run_id) -> None:
     row.locator("a[href^='/runs/']").click()
     page.wait_for_url(f"{base}/runs/{run_id}")
     assert "the host name does not resolve (DNS)" in page.inner_text("table.reasons")
+
+
+def test_a_dismiss_asks_first_and_a_no_keeps_the_finding_open(server, page, ctx):
+    base, seeded = server
+    finding_id = next(
+        f for f in seeded.findings if ctx.db.findings.find_one({"_id": f})["status"] == "new"
+    )
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    _log_in(page, base, "rui")
+    page.goto(f"{base}/findings/{finding_id}")
+    page.click("#to-dismissed")
+    page.wait_for_timeout(300)
+    assert asked and asked[0].startswith("Dismiss this finding?")
+    assert page.url == f"{base}/findings/{finding_id}"
+    assert ctx.db.findings.find_one({"_id": finding_id})["status"] == "new"
+
+
+def test_an_invalid_address_gets_a_sentence_not_a_validator_dump(server, page):
+    base, _ = server
+    _log_in(page, base, "vic")
+    answer = page.goto(f"{base}/works/not-a-number")
+    assert answer.status == 400
+    text = page.inner_text("main")
+    assert "The work number in the address ('not-a-number') must be a whole number" in text
+    assert "Input should be" not in text and "path." not in text
+    page.goto(f"{base}/findings?page=0")
+    assert "The page number in the address ('0') must be at least 1" in page.inner_text("main")
+
+
+def test_on_a_phone_no_page_scrolls_sideways_and_the_nav_is_whole(server, browser):
+    base, seeded = server
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    phone = context.new_page()
+    try:
+        _log_in(phone, base, "ada")
+        for path in ("/", "/findings", "/works", "/campaigns", f"/findings/{seeded.findings[0]}"):
+            phone.goto(f"{base}{path}")
+            width = phone.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, (path, width)
+        link = phone.locator(".mainnav a", has_text="Dashboard")
+        assert link.evaluate("a => a.scrollWidth <= a.clientWidth")  # "Dashboard", not "Dashb…"
+    finally:
+        context.close()

@@ -24,6 +24,20 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 
+  // A dismiss asks first: a finding dismissed by a slip leaves the open findings unseen.
+  document.querySelectorAll("button[data-confirm]").forEach((button) => {
+    button.addEventListener("click", (event) => {
+      if (!window.confirm(button.dataset.confirm)) event.preventDefault();
+    });
+  });
+  document.querySelectorAll("form[data-confirm-dismiss]").forEach((form) => {
+    form.addEventListener("submit", (event) => {
+      if (form.elements.status.value === "dismissed" && !window.confirm(form.dataset.confirmDismiss)) {
+        event.preventDefault();
+      }
+    });
+  });
+
   // Copy buttons (tokens, notices).
   document.querySelectorAll("[data-copy]").forEach((button) => {
     button.addEventListener("click", async () => {
