@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
+import zlib
 from html.parser import HTMLParser
 from typing import Any
 
@@ -17,6 +19,7 @@ from fastapi.testclient import TestClient
 from starlette.routing import Mount
 
 from admin.security import PUBLIC_ROUTES, SESSION_COOKIE
+from admin.web import STATIC_DIR, templates
 from tests.admin_seed import (
     PASSWORD,
     ZH,
@@ -31,6 +34,7 @@ from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
 from tracker.library import Work, add_work, add_works
+from tracker.reports import domain_report, work_report
 
 
 @pytest.fixture
@@ -412,6 +416,13 @@ def test_csv_export_is_safe_against_formula_injection(ctx, web, seeded):
     everything = web.get("/exports/findings.csv").content.decode("utf-8-sig")
     rows = list(csv.reader(io.StringIO(everything)))
     assert len(rows) == ctx.db.findings.count_documents({}) + 1
+    # Each hash is labelled for what it hashes: the captured bytes, the extracted text.
+    header, first = rows[0], dict(zip(rows[0], rows[1], strict=True))
+    assert "page_sha256" not in header
+    page = ctx.db.pages.find_one({"url": first["url"]})
+    raw = zlib.decompress(page["raw_zlib"])
+    assert first["page_capture_sha256"] == hashlib.sha256(raw).hexdigest()
+    assert first["page_text_sha256"] == hashlib.sha256(page["text"].encode()).hexdigest()
 
 
 def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
@@ -423,6 +434,7 @@ def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
     pdf = web.get("/reports/domain?domain=www.pirate-news.example&format=pdf")
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
     assert pdf.headers["content-type"] == "application/pdf"
+    assert pdf.headers["content-disposition"].startswith("attachment;")  # "Download PDF" downloads
     assert web.get("/reports/work?work=nope").status_code == 404
     assert web.get("/reports/domain?domain=not a domain").status_code == 400
 
@@ -485,3 +497,27 @@ def test_a_whole_book_page_lists_its_many_findings_and_shows_the_part_of_the_pag
     listed = web.get(f"/findings?page_id={finding['page_id']}&per_page=200").text
     assert all(f"book-ch{n:03d}" in listed for n in range(len(chapters)))
     assert web.get("/findings?page_id=nonsense").status_code == 400
+
+
+def _overflowing_text(html: str) -> list[tuple[int, float, str]]:
+    """Pieces of text that WeasyPrint lays out past the right margin: (page, mm, text)."""
+    import weasyprint
+
+    document = weasyprint.HTML(string=html).render(
+        stylesheets=[weasyprint.CSS(filename=STATIC_DIR / "print.css")]
+    )
+    past = []
+    for number, page in enumerate(document.pages, start=1):
+        box = page._page_box
+        right = box.content_box_x() + box.width
+        for child in box.descendants():
+            if getattr(child, "text", None) and child.position_x + child.width > right + 0.5:
+                past.append((number, (child.position_x + child.width - right) / 3.78, child.text))
+    return past
+
+
+def test_pdf_reports_stay_within_their_margins(ctx, seeded):
+    for report in (work_report(ctx, "news-000"), domain_report(ctx, "www.pirate-news.example")):
+        html = templates.get_template("report.html").render(report=report, pdf=True)
+        past = _overflowing_text(html)
+        assert past == [], past

@@ -237,7 +237,7 @@ def test_csv_export_and_reports(library):
     assert report.summary["total"] == 2 and report.summary["confirmed"] == 1
     assert [label for label, _ in report.groups] == ["q.example", "r.example"]
     by_domain = domain_report(ctx, "R.example")
-    assert by_domain.summary["total"] == 2
+    assert by_domain.summary["total"] == 2 and by_domain.summary["pages"] == 2
     assert {label for label, _ in by_domain.groups} == {"作品0 (w0)", "作品1 (w1)"}
     assert work_report(ctx, "missing") is None
 

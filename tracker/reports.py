@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import islice
 from typing import Any
 
 from bson import ObjectId
@@ -370,7 +371,10 @@ CSV_COLUMNS = (
     ("hits", lambda f: f.get("hits")),
     ("first_seen", lambda f: _iso(f.get("first_seen"))),
     ("last_seen", lambda f: _iso(f.get("last_seen"))),
-    ("page_sha256", lambda f: f.get("page_sha256")),
+    # Two hashes, named for what they hash: the captured bytes (the evidence file) and
+    # the text extracted from them (what was matched).
+    ("page_capture_sha256", lambda f: f.get("capture_sha256")),
+    ("page_text_sha256", lambda f: f.get("page_sha256")),
 )
 # A spreadsheet runs a cell starting with these as a formula (or DDE command).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%")
@@ -401,11 +405,17 @@ def findings_csv(ctx: Context, flt: FindingFilter, batch: int = 500) -> Iterator
     cursor = ctx.db.findings.find(finding_query(ctx, flt), {"history": 0, "spans": 0}).sort(
         _sort_spec(flt.sort)
     )
-    for rows, finding in enumerate(cursor, start=1):
-        writer.writerow([safe_cell(get(finding)) for _, get in CSV_COLUMNS])
-        if rows % batch == 0:
-            yield _drain(buffer)
-    yield _drain(buffer)
+    while chunk := list(islice(cursor, batch)):
+        captures = {
+            page["_id"]: page.get("raw_sha256")
+            for page in ctx.db.pages.find(
+                {"_id": {"$in": [f["page_id"] for f in chunk]}}, {"raw_sha256": 1}
+            )
+        }
+        for finding in chunk:
+            finding["capture_sha256"] = captures.get(finding["page_id"])
+            writer.writerow([safe_cell(get(finding)) for _, get in CSV_COLUMNS])
+        yield _drain(buffer)
 
 
 def _drain(buffer: io.StringIO) -> str:
@@ -434,7 +444,8 @@ def _summary(findings: list[dict[str, Any]]) -> dict[str, int]:
     counts = {s: 0 for s in STATUSES}
     for finding in findings:
         counts[finding["status"]] = counts.get(finding["status"], 0) + 1
-    return {"total": len(findings), **counts}
+    pages = len({finding.get("page_id") or finding.get("url") for finding in findings})
+    return {"total": len(findings), "pages": pages, **counts}
 
 
 def _grouped(

@@ -50,7 +50,7 @@ def _report_response(request: Request, report: Report, fmt: Format, filename: st
     return Response(
         _pdf(html),
         media_type="application/pdf",
-        headers={"Content-Disposition": f'inline; filename="{filename}.pdf"'},
+        headers={"Content-Disposition": f'attachment; filename="{filename}.pdf"'},
     )
 
 
