@@ -286,6 +286,11 @@ def test_findings_filter_sort_paginate_and_bulk_change(ctx, web, seeded):
     )
     paged = web.get("/findings?per_page=10&page=2")
     assert paged.status_code == 200 and "Page 2 of" in paged.text
+    last = -(-ctx.db.findings.count_documents({}) // 10)
+    beyond = web.get("/findings?per_page=10&page=999").text  # an old link: the last page
+    assert f"Page {last} of {last}" in beyond and 'name="ids"' in beyond
+    works = web.get("/works?page=999")
+    assert works.status_code == 200 and "/works/" in works.text
     assert web.get("/findings?status=bogus").status_code == 400
     assert web.get("/findings?min_score=2").status_code == 400
     new = [str(f["_id"]) for f in ctx.db.findings.find({"status": "new"}, {"_id": 1})]

@@ -79,6 +79,8 @@ def findings_list(
     ctx = app_context(request)
     flt = parse_filter(request.query_params)
     result = find_findings(ctx, flt, page, per_page)
+    if result.page > result.pages:  # a page past the last (an old link): show the last
+        result = find_findings(ctx, flt, result.pages, per_page)
     return render(
         request,
         "findings.html",

@@ -106,6 +106,7 @@ def works_list(
         pattern = {"$regex": re.escape(q.strip()), "$options": "i"}
         query = {"$or": [{"external_id": pattern}, {"title": pattern}, {"author": pattern}]}
     total = ctx.db.masters.count_documents(query)
+    page = min(page, max(1, -(-total // PER_PAGE)))  # past the last page: the last
     masters = list(
         ctx.db.masters.find(query, {"text": 0})
         .sort("_id", -1)

@@ -12,12 +12,20 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from tests.corpus import texts
 from tests.faults.helpers import copytrack, data_dir_env, fill_disk, one_line_failure, servers_of
 
+
+def _stretches(count: int, size: int = 600) -> list[str]:
+    """``count`` different stretches of the novels: back to back in the shared corpus,
+    overlapping in the small bundled one (a clone alone has 30 chapters)."""
+    novels = texts("zh_novel", 400)
+    room = sum(max(0, len(text) - size) for text in novels)
+    step = max(1, min(size, room // count))
+    return [
+        text[start : start + size] for text in novels for start in range(0, len(text) - size, step)
+    ][:count]
+
+
 #: Enough works for four `library add` batches (1,000 works each).
-WORKS = [
-    text[start : start + 600]
-    for text in texts("zh_novel", 400)
-    for start in range(0, len(text) - 600, 600)
-][:3500]
+WORKS = _stretches(3500)
 
 
 def _works_file(tmp_path: Path, count: int = len(WORKS)) -> Path:
