@@ -526,3 +526,26 @@ def test_pdf_reports_stay_within_their_margins(ctx, seeded):
         html = templates.get_template("report.html").render(report=report, pdf=True)
         past = _overflowing_text(html)
         assert past == [], past
+
+
+def test_findings_search_by_work_title_page_title_or_url(ctx, web, seeded):
+    login(web, "vic")
+
+    def listed(**params: str) -> set[str]:
+        page = web.get("/findings", params={**params, "per_page": "200"})
+        assert page.status_code == 200
+        return set(re.findall(r'href="/findings/([0-9a-f]{24})"', page.text))
+
+    finding = ctx.db.findings.find_one({"_id": seeded.findings[0]})
+    title_words = finding["master_title"][3:9]  # a stretch of a Chinese title
+    by_title = listed(q=title_words)
+    assert str(finding["_id"]) in by_title
+    assert by_title == {
+        str(f["_id"]) for f in ctx.db.findings.find({"master_title": {"$regex": title_words}})
+    }
+    # Words of the page's title (the pirate's "免费阅读"), which no work has.
+    assert listed(q="免费阅读") == {str(i) for i in seeded.findings}
+    assert listed(q="COPYCAT") == listed(domain="m.copycat.example")  # any case, in URLs
+    assert listed(q="红楼梦没有这一章") == set()
+    api = web.get("/api/v1/findings", params={"q": title_words, "per_page": 200}).json()
+    assert {item["id"] for item in api["items"]} == by_title

@@ -52,6 +52,7 @@ class FindingFilter:
 
     status: tuple[str, ...] = ()
     work: str | None = None  # external id, integer master id or work id
+    q: str | None = None  # words in the work's title or id, the page's title or URL
     domain: str | None = None  # also matches its subdomains
     campaign: str | None = None
     min_score: float | None = None
@@ -66,6 +67,7 @@ class FindingFilter:
         params = {
             "status": ",".join(self.status),
             "work": self.work,
+            "q": self.q,
             "domain": self.domain,
             "campaign": self.campaign,
             "min_score": self.min_score,
@@ -120,6 +122,7 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
     return FindingFilter(
         status=statuses,
         work=text("work"),
+        q=text("q"),
         domain=(text("domain") or "").lower() or None,
         campaign=text("campaign"),
         min_score=_float(params, "min_score"),
@@ -140,6 +143,25 @@ def domain_query(domain: str) -> dict[str, Any]:
     return {"$or": [{"domain": domain}, {"domain": {"$regex": rf"\.{re.escape(domain)}$"}}]}
 
 
+#: Pages whose title matches a search, at most: a search as common as "the" is cut here.
+SEARCH_PAGES = 10_000
+
+
+def _search(ctx: Context, words: str) -> dict[str, Any]:
+    """Findings whose work title or id, page URL or page title contains ``words`` (any
+    case): "红楼梦" finds the findings of every chapter titled so."""
+    pattern = {"$regex": re.escape(words), "$options": "i"}
+    titled = ctx.db.pages.find({"title": pattern}, {"_id": 1}).limit(SEARCH_PAGES)
+    return {
+        "$or": [
+            {"master_title": pattern},
+            {"master_external_id": pattern},
+            {"url": pattern},
+            {"page_id": {"$in": [page["_id"] for page in titled]}},
+        ]
+    }
+
+
 def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
     """The MongoDB query of a filter (an unknown work matches nothing)."""
     clauses: list[dict[str, Any]] = []
@@ -148,6 +170,8 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
     if flt.work:
         ids = [m["_id"] for m in find_masters(ctx, flt.work)]
         clauses.append({"master_id": {"$in": ids}})
+    if flt.q:
+        clauses.append(_search(ctx, flt.q))
     if flt.domain:
         clauses.append(domain_query(flt.domain))
     if flt.campaign:

@@ -401,6 +401,12 @@ def list_findings(
         Query(description="One status, or several with commas", pattern=STATUS_LIST_PATTERN),
     ] = None,
     work: Annotated[str | None, Query(description="External id, master id or work id")] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200, description="Words in the work's title or id, the page's title or URL"
+        ),
+    ] = None,
     domain: Annotated[str | None, Query(description="Also matches subdomains")] = None,
     campaign: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
