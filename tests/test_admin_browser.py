@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bson import ObjectId
 
 from tests.admin_seed import PASSWORD, Seeded, seed
 from tests.served_admin import served_admin
@@ -117,13 +118,15 @@ def test_a_reviewer_works_through_a_finding(server, page, ctx):
     assert "focus" in page.locator(f"#master-{index}").get_attribute("class")
     page.screenshot(path=str(DOCS / "admin-finding.png"), full_page=True)
 
-    # Confirm it, with a note.
+    # Confirm it, with a note: the next finding of the list opens; this one is confirmed.
+    finding_url = page.url.split("?")[0]
     page.fill("#workflow textarea[name=note]", "整段转载，未经授权")
     page.click("#to-confirmed")
     page.wait_for_selector(".flash-ok")
+    assert not page.url.startswith(finding_url)
+    page.goto(finding_url)
     assert page.inner_text(".page-head .badge") == "Confirmed"
     assert "整段转载，未经授权" in page.inner_text("#history")
-    finding_url = page.url
 
     # Generate the Chinese notice and record that it was sent.
     page.click("#notice-zh")
@@ -246,3 +249,32 @@ def test_on_a_phone_no_page_scrolls_sideways_and_the_nav_is_whole(server, browse
         assert link.evaluate("a => a.scrollWidth <= a.clientWidth")  # "Dashboard", not "Dashb…"
     finally:
         context.close()
+
+
+def test_a_reviewer_goes_through_a_list_from_the_keyboard(server, page, ctx):
+    base, _ = server
+    order = [
+        str(f["_id"])
+        for f in ctx.db.findings.find({"status": "new"}, {"_id": 1}).sort(
+            [("score", -1), ("_id", -1)]
+        )
+    ]
+    assert len(order) >= 3
+    _log_in(page, base, "rui")
+    page.goto(f"{base}/findings?status=new&sort=-score")
+    page.locator("a.finding-link").first.click()
+    page.wait_for_url(f"{base}/findings/{order[0]}?*")
+    assert page.inner_text("nav.walk").startswith(f"1 of {len(order)}")
+
+    page.keyboard.press("j")
+    page.wait_for_url(f"{base}/findings/{order[1]}?*")
+    page.keyboard.press("k")
+    page.wait_for_url(f"{base}/findings/{order[0]}?*")
+
+    page.keyboard.press("c")  # confirm: the next finding of the list opens
+    page.wait_for_url(f"{base}/findings/{order[1]}?*")
+    assert "Finding marked confirmed." in page.inner_text(".flash-ok")
+    assert ctx.db.findings.find_one({"_id": ObjectId(order[0])})["status"] == "confirmed"
+    # Typing a note is typing, not a shortcut.
+    page.fill("#workflow textarea[name=note]", "jkcd")
+    assert page.url.startswith(f"{base}/findings/{order[1]}")

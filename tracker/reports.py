@@ -232,6 +232,42 @@ def find_findings(
     return FindingPage(list(cursor), total, page, per_page)
 
 
+#: Findings of a list looked at for a finding's neighbours: past them, no previous/next.
+NEIGHBOURS_SCANNED = 5000
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """Where a finding sits in a filtered list: the findings before and after it."""
+
+    previous: ObjectId | None
+    next: ObjectId | None
+    position: int | None  # 1-based; None when the finding is not in the list (any more)
+    total: int
+
+
+def neighbours(ctx: Context, flt: FindingFilter, finding_id: ObjectId) -> Neighbours:
+    """The findings before and after ``finding_id`` in the filter's order, so a reviewer
+    goes through a list one finding after another."""
+    query = finding_query(ctx, flt)
+    ids = [
+        f["_id"]
+        for f in ctx.db.findings.find(query, {"_id": 1})
+        .sort(_sort_spec(flt.sort))
+        .limit(NEIGHBOURS_SCANNED)
+    ]
+    total = ctx.db.findings.count_documents(query)
+    if finding_id not in ids:
+        return Neighbours(None, ids[0] if ids else None, None, total)
+    at = ids.index(finding_id)
+    return Neighbours(
+        ids[at - 1] if at > 0 else None,
+        ids[at + 1] if at + 1 < len(ids) else None,
+        at + 1,
+        total,
+    )
+
+
 @dataclass(frozen=True)
 class Passage:
     """One matched passage: where it is in the work and on the page, and both texts."""

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from tracker.context import Context
-from tracker.reports import find_findings, parse_filter, parse_object_id, passages
+from tracker.reports import find_findings, neighbours, parse_filter, parse_object_id, passages
 from tracker.workflow import (
     NOTICE_LANGUAGES,
     FindingNotFound,
@@ -125,6 +125,8 @@ def findings_bulk(
 def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLResponse:
     ctx = app_context(request)
     finding = _finding(ctx, finding_id)
+    # The list it was opened from (its filter is the query string): previous and next.
+    flt = parse_filter(request.query_params)
     master = ctx.db.masters.find_one({"_id": finding["master_id"]}) or {}
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
     master_text, page_text = master.get("text", ""), page.get("text", "")
@@ -156,6 +158,8 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
         sibling_count=ctx.db.findings.count_documents(others),
         notices=notices_of(ctx, finding["_id"]),
         languages=NOTICE_LANGUAGES,
+        near=neighbours(ctx, flt, finding["_id"]),
+        list_params=flt.as_params(),
     )
 
 
@@ -166,16 +170,19 @@ def finding_status(
     finding_id: str,
     status: Annotated[str, Form()],
     note: Annotated[str, Form(max_length=2000)] = "",
+    after: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
+    """Change a finding's status; then open ``after`` (the next finding of the list the
+    reviewer is going through), or this finding again."""
     try:
         set_status(app_context(request), _oid(finding_id), status, user.name, note or None)
     except FindingNotFound:
         raise HTTPException(404, "no such finding") from None
     except WorkflowError as err:
         flash(request, str(err), "error")
-    else:
-        flash(request, f"Finding marked {status.replace('_', ' ')}.")
-    return redirect(f"/findings/{finding_id}")
+        return redirect(f"/findings/{finding_id}")
+    flash(request, f"Finding marked {status.replace('_', ' ')}.")
+    return redirect(safe_next(after) if after else f"/findings/{finding_id}")
 
 
 @router.get("/findings/{finding_id}/notice")

@@ -38,6 +38,18 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 
+  // Reviewing from the keyboard: j/k next and previous finding, c confirm, d dismiss.
+  const keys = { j: "#next-finding", k: "#prev-finding", c: "#to-confirmed", d: "#to-dismissed" };
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target.closest("input, textarea, select, [contenteditable]")) return;
+    const target = keys[event.key] && document.querySelector(keys[event.key]);
+    if (target) {
+      event.preventDefault();
+      target.click();
+    }
+  });
+
   // Copy buttons (tokens, notices).
   document.querySelectorAll("[data-copy]").forEach((button) => {
     button.addEventListener("click", async () => {
