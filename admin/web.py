@@ -15,7 +15,7 @@ from jinja2 import select_autoescape
 
 from tracker.findings import STATUSES
 from tracker.run_outcomes import explain
-from tracker.workflow import TRANSITIONS
+from tracker.workflow import DISMISS_REASONS, TRANSITIONS
 
 from .campaigns import progress as run_progress
 from .security import pop_flashes, session_of
@@ -62,6 +62,7 @@ templates.env.globals.update(
     STATUSES=STATUSES,
     STATUS_LABELS=STATUS_LABELS,
     TRANSITIONS=TRANSITIONS,
+    DISMISS_REASONS=DISMISS_REASONS,
     run_progress=run_progress,
     explain=explain,
 )

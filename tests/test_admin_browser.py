@@ -213,7 +213,14 @@ def test_a_dismiss_asks_first_and_a_no_keeps_the_finding_open(server, page, ctx)
         f for f in seeded.findings if ctx.db.findings.find_one({"_id": f})["status"] == "new"
     )
     asked: list[str] = []
-    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    answer = {"yes": False}
+    page.on(
+        "dialog",
+        lambda dialog: (
+            asked.append(dialog.message),
+            dialog.accept() if answer["yes"] else dialog.dismiss(),
+        ),
+    )
     _log_in(page, base, "rui")
     page.goto(f"{base}/findings/{finding_id}")
     page.click("#to-dismissed")
@@ -221,6 +228,14 @@ def test_a_dismiss_asks_first_and_a_no_keeps_the_finding_open(server, page, ctx)
     assert asked and asked[0].startswith("Dismiss this finding?")
     assert page.url == f"{base}/findings/{finding_id}"
     assert ctx.db.findings.find_one({"_id": finding_id})["status"] == "new"
+
+    # Yes, as a quotation: the reason goes with the dismissal.
+    answer["yes"] = True
+    page.select_option("#dismiss-reason", "quotation")
+    page.click("#to-dismissed")
+    page.wait_for_selector(".flash-ok")
+    dismissed = ctx.db.findings.find_one({"_id": finding_id})
+    assert dismissed["status"] == "dismissed" and dismissed["dismiss_reason"] == "quotation"
 
 
 def test_an_invalid_address_gets_a_sentence_not_a_validator_dump(server, page):

@@ -255,3 +255,23 @@ def test_dashboard_figures_are_cached_until_a_reviewer_acts(library):
     set_status(ctx, finding, "dismissed", "rui")
     fresh = dashboard(ctx)
     assert fresh["open"] == 2 and fresh["by_status"]["dismissed"] == 1
+
+
+def test_a_dismissal_says_why_and_a_reopening_forgets_it(library):
+    ctx = library
+    finding = found_on(ctx, "https://quote.example/1", 0)
+    dismissed = set_status(ctx, finding, "dismissed", "rui", "a cited paragraph", "quotation")
+    assert dismissed["dismiss_reason"] == "quotation"
+    assert dismissed["history"][-1]["reason"] == "quotation"
+    with pytest.raises(WorkflowError, match="only when dismissing"):
+        set_status(ctx, finding, "new", "rui", reason="other")
+    with pytest.raises(WorkflowError, match="unknown dismiss reason 'boring'"):
+        set_status(ctx, finding, "dismissed", "rui", reason="boring")
+    csv_text = "".join(findings_csv(ctx, FindingFilter()))
+    header, row = csv_text.lstrip("\ufeff").splitlines()[:2]
+    assert "dismiss_reason" in header.split(",") and ",quotation," in row
+    reopened = set_status(ctx, finding, "new", "rui")
+    assert "dismiss_reason" not in reopened
+    other = found_on(ctx, "https://quote.example/2", 1)
+    assert bulk_set_status(ctx, [other], "dismissed", "rui", None, "false_positive").changed == 1
+    assert ctx.db.findings.find_one({"_id": other})["dismiss_reason"] == "false_positive"

@@ -425,6 +425,7 @@ CSV_COLUMNS = (
     ("domain", lambda f: f.get("domain")),
     ("url", lambda f: f.get("url")),
     ("campaign", lambda f: f.get("campaign")),
+    ("dismiss_reason", lambda f: f.get("dismiss_reason")),
     ("score", lambda f: f.get("score")),
     ("work_coverage", lambda f: f.get("master_coverage")),
     ("page_coverage", lambda f: f.get("suspect_coverage")),

@@ -52,21 +52,48 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _entry(status: str, by: str, note: str | None) -> dict[str, Any]:
+#: Why a finding is dismissed: reports and the review queue tell them apart.
+DISMISS_REASONS = {
+    "false_positive": "False positive",
+    "licensed": "Licensed or permitted",
+    "quotation": "Quotation or fair use",
+    "other": "Other",
+}
+
+
+def _entry(status: str, by: str, note: str | None, reason: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"at": _now(), "status": status, "by": by}
     if note:
         entry["note"] = note[:MAX_NOTE_CHARS]
+    if reason:
+        entry["reason"] = reason
     return entry
 
 
-def _move(status: str, by: str, note: str | None) -> dict[str, Any]:
+def _check_reason(status: str, reason: str | None) -> None:
+    if reason is None:
+        return
+    if status != "dismissed":
+        raise WorkflowError("a reason is given only when dismissing a finding")
+    if reason not in DISMISS_REASONS:
+        raise WorkflowError(
+            f"unknown dismiss reason {reason!r}: use one of {', '.join(DISMISS_REASONS)}"
+        )
+
+
+def _move(status: str, by: str, note: str | None, reason: str | None = None) -> dict[str, Any]:
     """The update that moves a finding to ``status`` and records it in the history."""
-    return {
+    update: dict[str, Any] = {
         "$set": {"status": status, "status_at": _now()},
         # A status someone chose: a later scan must not put back the one copytrack closed.
         "$unset": {REOPEN_AS: ""},
-        "$push": {"history": _entry(status, by, note)},
+        "$push": {"history": _entry(status, by, note, reason)},
     }
+    if reason:
+        update["$set"]["dismiss_reason"] = reason
+    else:
+        update["$unset"]["dismiss_reason"] = ""
+    return update
 
 
 def sources_of(status: str) -> list[str]:
@@ -82,7 +109,12 @@ def _check_target(status: str) -> None:
 
 
 def set_status(
-    ctx: Context, finding_id: ObjectId, status: str, by: str, note: str | None = None
+    ctx: Context,
+    finding_id: ObjectId,
+    status: str,
+    by: str,
+    note: str | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """Move one finding to ``status``; returns it updated.
 
@@ -91,9 +123,10 @@ def set_status(
     cannot both move the finding.
     """
     _check_target(status)
+    _check_reason(status, reason)
     updated = ctx.db.findings.find_one_and_update(
         {"_id": finding_id, "status": {"$in": sources_of(status)}},
-        _move(status, by, note),
+        _move(status, by, note, reason),
         return_document=ReturnDocument.AFTER,
     )
     if updated is None:
@@ -117,14 +150,20 @@ class BulkResult:
 
 
 def bulk_set_status(
-    ctx: Context, finding_ids: list[ObjectId], status: str, by: str, note: str | None = None
+    ctx: Context,
+    finding_ids: list[ObjectId],
+    status: str,
+    by: str,
+    note: str | None = None,
+    reason: str | None = None,
 ) -> BulkResult:
     """Move many findings to ``status``; those whose status does not allow it stay as they are."""
     _check_target(status)
+    _check_reason(status, reason)
     ids = list(dict.fromkeys(finding_ids))
     result = ctx.db.findings.update_many(
         {"_id": {"$in": ids}, "status": {"$in": sources_of(status)}},
-        _move(status, by, note),
+        _move(status, by, note, reason),
     )
     if result.modified_count:
         invalidate_dashboard(ctx)

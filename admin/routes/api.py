@@ -28,7 +28,7 @@ from tracker.library import Work
 from tracker.loaders import Loaded
 from tracker.matcher import match_text
 from tracker.reports import SORT_KEYS, find_findings, parse_filter, parse_object_id
-from tracker.workflow import FindingNotFound, WorkflowError, set_status
+from tracker.workflow import DISMISS_REASONS, FindingNotFound, WorkflowError, set_status
 
 from .. import campaigns as campaign_seam
 from ..security import Admin, Reviewer, Viewer, app_context
@@ -164,6 +164,7 @@ class HistoryOut(BaseModel):
     status: str
     by: str
     note: str | None = None
+    reason: str | None = None
 
 
 class FindingOut(BaseModel):
@@ -182,6 +183,7 @@ class FindingOut(BaseModel):
     first_seen: datetime
     last_seen: datetime
     page_id: str
+    dismiss_reason: str | None = None
     history: list[HistoryOut] | None = None
 
 
@@ -194,11 +196,13 @@ class FindingList(BaseModel):
 
 #: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
 ReviewStatus = Literal["new", "confirmed", "dismissed", "notice_sent", "removed"]
+DismissReason = Literal[tuple(DISMISS_REASONS)]  # type: ignore[valid-type]
 
 
 class StatusIn(Strict):
     status: ReviewStatus
     note: str | None = Field(None, max_length=2000)
+    reason: DismissReason | None = Field(None, description="Why, when dismissing")
 
 
 class RunOut(BaseModel):
@@ -289,6 +293,7 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
         first_seen=_utc(doc["first_seen"]),
         last_seen=_utc(doc["last_seen"]),
         page_id=str(doc["page_id"]),
+        dismiss_reason=doc.get("dismiss_reason"),
         history=history,
     )
 
@@ -458,7 +463,12 @@ def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
 def update_finding(request: Request, user: Reviewer, finding_id: str, body: StatusIn) -> FindingOut:
     try:
         doc = set_status(
-            app_context(request), _finding_id(finding_id), body.status, user.name, body.note
+            app_context(request),
+            _finding_id(finding_id),
+            body.status,
+            user.name,
+            body.note,
+            body.reason,
         )
     except FindingNotFound as err:
         raise HTTPException(404, str(err)) from None

@@ -102,6 +102,7 @@ def findings_bulk(
     status: Annotated[str, Form()],
     ids: Annotated[list[str], Form(default_factory=list)],
     note: Annotated[str, Form(max_length=2000)] = "",
+    reason: Annotated[str, Form(max_length=40)] = "",
     back: Annotated[str, Form()] = "/findings",
 ) -> Response:
     if not ids:
@@ -109,7 +110,12 @@ def findings_bulk(
         return redirect(safe_next(back))
     try:
         result = bulk_set_status(
-            app_context(request), [_oid(i) for i in ids], status, user.name, note or None
+            app_context(request),
+            [_oid(i) for i in ids],
+            status,
+            user.name,
+            note or None,
+            (reason or None) if status == "dismissed" else None,
         )
     except WorkflowError as err:
         flash(request, str(err), "error")
@@ -171,11 +177,19 @@ def finding_status(
     status: Annotated[str, Form()],
     note: Annotated[str, Form(max_length=2000)] = "",
     after: Annotated[str, Form(max_length=2000)] = "",
+    reason: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
     """Change a finding's status; then open ``after`` (the next finding of the list the
     reviewer is going through), or this finding again."""
     try:
-        set_status(app_context(request), _oid(finding_id), status, user.name, note or None)
+        set_status(
+            app_context(request),
+            _oid(finding_id),
+            status,
+            user.name,
+            note or None,
+            (reason or None) if status == "dismissed" else None,
+        )
     except FindingNotFound:
         raise HTTPException(404, "no such finding") from None
     except WorkflowError as err:
