@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import io
 import json
 import re
@@ -549,3 +550,21 @@ def test_findings_search_by_work_title_page_title_or_url(ctx, web, seeded):
     assert listed(q="红楼梦没有这一章") == set()
     api = web.get("/api/v1/findings", params={"q": title_words, "per_page": 200}).json()
     assert {item["id"] for item in api["items"]} == by_title
+
+
+def test_findings_sort_by_column_and_filter_scores_in_percent(ctx, web, seeded):
+    login(web, "vic")
+    page = web.get("/findings").text
+    by_score = re.search(r'<th class="num sortable"><a href="\?([^"]*)">Score</a>', page)
+    assert by_score and "sort=-score" in by_score.group(1)  # highest first, then lowest
+    sorted_page = web.get(f"/findings?{html.unescape(by_score.group(1))}").text
+    assert 'aria-sort="descending"' in sorted_page and "Score ▼" in sorted_page
+    assert "sort=score" in re.search(
+        r'sortable sorted[^>]*><a href="\?([^"]*)"', sorted_page
+    ).group(1)
+
+    high = ctx.db.findings.count_documents({"score": {"$gte": 0.8}})
+    in_percent = web.get("/findings", params={"min_pct": "80", "per_page": "200"}).text
+    assert in_percent.count('class="finding-link"') == high
+    assert 'name="min_pct" type="number" min="0" max="100" step="5" value="80"' in in_percent
+    assert "give a percentage" in web.get("/findings?min_pct=180").text

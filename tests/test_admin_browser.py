@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from bson import ObjectId
 
-from tests.admin_seed import PASSWORD, Seeded, seed
+from tests.admin_seed import PASSWORD, Seeded, scanned_page, seed
 from tests.served_admin import served_admin
 from tracker import campaigns as tracker_campaigns
 
@@ -293,3 +293,20 @@ def test_a_reviewer_goes_through_a_list_from_the_keyboard(server, page, ctx):
     # Typing a note is typing, not a shortcut.
     page.fill("#workflow textarea[name=note]", "jkcd")
     assert page.url.startswith(f"{base}/findings/{order[1]}")
+
+
+def test_the_side_by_side_panes_open_at_their_first_match(server, page, ctx):
+    base, _ = server
+    # A long page whose copied passage sits far down: its pane must not open at the top.
+    work = ctx.db.masters.find_one({"external_id": "news-001"})
+    filler = "这一段是与作品无关的网站内容，用来把抄袭的段落推到页面很靠后的位置。\n" * 120
+    finding_id = scanned_page(ctx, "https://far.example/deep", "深处", filler + work["text"])[0]
+    _log_in(page, base, "vic")
+    page.goto(f"{base}/findings/{finding_id}")
+    assert page.locator("#page-text").evaluate("c => c.scrollHeight > c.clientHeight")
+    assert page.locator("#page-text").evaluate("c => c.scrollTop") > 0
+    mark = page.locator("#page-text mark.hl").first
+    assert mark.evaluate(
+        "m => { const c = m.closest('.text-col').getBoundingClientRect();"
+        " const r = m.getBoundingClientRect(); return r.top >= c.top && r.top < c.bottom; }"
+    )

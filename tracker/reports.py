@@ -93,6 +93,22 @@ def _float(params: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+def _share(params: Mapping[str, str], name: str) -> float | None:
+    """A score bound given as a fraction (``min_score=0.8``) or, as the admin's form
+    asks people for it, a percentage (``min_pct=80``)."""
+    fraction = _float(params, f"{name}_score")
+    raw = (params.get(f"{name}_pct") or "").strip()
+    if fraction is not None or not raw:
+        return fraction
+    try:
+        value = float(raw)
+    except ValueError:
+        raise FilterError(f"{name}_pct={raw!r}: give a percentage between 0 and 100") from None
+    if not 0 <= value <= 100:
+        raise FilterError(f"{name}_pct={raw!r}: give a percentage between 0 and 100")
+    return value / 100
+
+
 def _date(params: Mapping[str, str], name: str) -> date | None:
     raw = (params.get(name) or "").strip()
     if not raw:
@@ -125,8 +141,8 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
         q=text("q"),
         domain=(text("domain") or "").lower() or None,
         campaign=text("campaign"),
-        min_score=_float(params, "min_score"),
-        max_score=_float(params, "max_score"),
+        min_score=_share(params, "min"),
+        max_score=_share(params, "max"),
         since=_date(params, "since"),
         until=_date(params, "until"),
         page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,

@@ -84,6 +84,11 @@ document.addEventListener("DOMContentLoaded", () => {
     mark.addEventListener("click", go);
     mark.addEventListener("keydown", (event) => { if (event.key === "Enter") go(); });
   });
+  // Each pane opens at its first matched passage, not at the top of a long text.
+  document.querySelectorAll(".text-col").forEach((column) => {
+    const first = column.querySelector("mark.hl");
+    if (first) column.scrollTop = first.offsetTop - column.offsetTop - 16;
+  });
   document.querySelectorAll("a.pair-link").forEach((link) => {
     link.addEventListener("click", (event) => {
       event.preventDefault();
