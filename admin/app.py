@@ -23,7 +23,8 @@ from tracker.reports import FilterError
 from tracker.servers import ServerStartError
 
 from .limits import BodyGuard
-from .routes import account, api, campaigns, dashboard, exports, findings, settings, works
+from .routes import account, api, campaigns, check, dashboard, exports, findings, settings, works
+from .routes.check import UrlToText
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
 from .web import STATIC_DIR, plain_problem, redirect, render
 
@@ -110,8 +111,9 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(request, 503, str(err))
 
 
-def create_app(ctx: Context | None = None) -> FastAPI:
-    """The admin app on ``ctx`` (default: this process's context, opened on first use)."""
+def create_app(ctx: Context | None = None, url_to_text: UrlToText | None = None) -> FastAPI:
+    """The admin app on ``ctx`` (default: this process's context, opened on first use);
+    ``url_to_text`` lets reviewers check a page by its URL (without it, by its text)."""
     app = FastAPI(
         title="copytrack admin",
         # The JSON API's schema and reference are served by the api router, behind the gate;
@@ -122,6 +124,7 @@ def create_app(ctx: Context | None = None) -> FastAPI:
         dependencies=[Depends(gate)],
     )
     app.state.ctx = ctx or process_context()
+    app.state.url_to_text = url_to_text
     app.state.sessions = SessionStore(app.state.ctx)
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
@@ -143,7 +146,7 @@ def create_app(ctx: Context | None = None) -> FastAPI:
             {"ok": ok}, status_code=200 if ok else 503, headers={"Cache-Control": "no-store"}
         )
 
-    for module in (account, dashboard, findings, works, campaigns, exports, settings, api):
+    for module in (account, dashboard, findings, check, works, campaigns, exports, settings, api):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

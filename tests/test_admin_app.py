@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Mount
 
+from admin.app import create_app
 from admin.security import PUBLIC_ROUTES, SESSION_COOKIE
 from admin.web import STATIC_DIR, templates
 from tests.admin_seed import (
@@ -568,3 +569,35 @@ def test_findings_sort_by_column_and_filter_scores_in_percent(ctx, web, seeded):
     assert in_percent.count('class="finding-link"') == high
     assert 'name="min_pct" type="number" min="0" max="100" step="5" value="80"' in in_percent
     assert "give a percentage" in web.get("/findings?min_pct=180").text
+
+
+def test_check_a_text_or_a_url_in_the_admin(ctx, seeded):
+    pages = {"https://news.example/a": f"转载：\n{ZH[2]}\n（完）"}
+
+    def fetch(url: str) -> str:
+        if url not in pages:
+            raise ValueError(f"{url}: HTTP 404")
+        return pages[url]
+
+    http = TestClient(create_app(ctx, url_to_text=fetch), base_url="http://127.0.0.1")
+    token = login(http, "vic")
+    work = ctx.db.masters.find_one({"text": ZH[2]})
+    pasted = http.post("/check", data={"csrf_token": token, "text": ZH[2][40:400]})
+    assert pasted.status_code == 200 and f'href="/works/{work["_id"]}"' in pasted.text
+    assert "1 work copied" in pasted.text and '<mark class="hl' in pasted.text
+    by_url = http.post("/check", data={"csrf_token": token, "url": "https://news.example/a"})
+    assert by_url.status_code == 200 and f'href="/works/{work["_id"]}"' in by_url.text
+    missing = http.post("/check", data={"csrf_token": token, "url": "https://news.example/b"})
+    assert missing.status_code == 400 and "https://news.example/b: HTTP 404" in missing.text
+    unrelated = http.post(
+        "/check", data={"csrf_token": token, "text": "与任何作品都无关的一句话。" * 5}
+    )
+    assert "No work of the library is copied in it." in unrelated.text
+    assert ctx.db.findings.count_documents({"url": "https://news.example/a"}) == 0  # nothing kept
+    no_fetcher = client(ctx)
+    login(no_fetcher, "vic")
+    refused = no_fetcher.post(
+        "/check",
+        data={"csrf_token": csrf_of(no_fetcher.get("/check").text), "url": "https://x.example/"},
+    )
+    assert refused.status_code == 400 and "paste the page&#39;s text" in refused.text

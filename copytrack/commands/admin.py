@@ -18,6 +18,7 @@ def admin(host: str, port: int) -> None:
     import uvicorn  # only this command needs a web server
 
     from admin.app import create_app
+    from crawler.fetch import fetch_text  # the admin's "check a URL" fetches like a crawl
 
     ctx = open_context()
     if not ctx.db.users.count_documents({"role": "admin"}, limit=1):
@@ -27,8 +28,9 @@ def admin(host: str, port: int) -> None:
         )
     click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
     # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
+    app = create_app(ctx, url_to_text=fetch_text)
     uvicorn.run(
-        create_app(ctx), host=host, port=port, log_level="info", log_config=None,
+        app, host=host, port=port, log_level="info", log_config=None,
         **server_options(ctx.settings),
     )  # fmt: skip
 

@@ -184,11 +184,17 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         import uvicorn  # only the serving part needs a web server
 
         from admin.app import create_app
+        from crawler.fetch import fetch_text
 
         click.echo(
             f"\nadmin: {admin_url}  user {DEMO_USER}  password {password}\n(Ctrl-C stops the demo)"
         )
-        uvicorn.run(create_app(ctx), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.run(
+            create_app(ctx, url_to_text=fetch_text),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
     finally:
         running.stop()
         ctx.close()

@@ -1,0 +1,98 @@
+"""Check a text or a URL against the library: Copyscape's core interaction, answered with
+the evidence a finding shows (which works, how much of each, the passages side by side).
+Nothing is stored: a check is a question, not a finding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
+
+from tracker.matcher import Match, match_text
+from tracker.reports import Passage, passages
+
+from ..security import Viewer, app_context
+from ..web import render
+
+router = APIRouter(include_in_schema=False)
+PASSAGE_CHARS = 240
+MAX_CHECK_CHARS = 1_000_000  # a whole book; more is a job for `copytrack check`
+MATCHES_SHOWN = 20
+
+#: Turns a URL into its article text (raising ValueError that names the URL); the shell
+#: gives the crawler's guarded fetch to `create_app`, the admin cannot import the crawler.
+UrlToText = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class CheckedWork:
+    match: Match
+    passages: list[Passage]
+
+
+def _checked(ctx: Any, text: str) -> list[CheckedWork]:
+    matches = match_text(ctx, text)[:MATCHES_SHOWN]
+    masters = {
+        m["_id"]: m.get("text", "")
+        for m in ctx.db.masters.find({"_id": {"$in": [x.master.id for x in matches]}})
+    }
+    return [
+        CheckedWork(
+            match,
+            passages(
+                {"spans": [list(span) for span in match.spans]},
+                masters.get(match.master.id, ""),
+                text,
+                width=PASSAGE_CHARS,
+            ),
+        )
+        for match in matches
+    ]
+
+
+@router.get("/check")
+def check_form(request: Request, user: Viewer) -> HTMLResponse:
+    return render(request, "check.html", text="", url="", results=None, problem=None)
+
+
+@router.post("/check")
+async def check_submitted(
+    request: Request,
+    user: Viewer,
+    text: Annotated[str, Form()] = "",
+    url: Annotated[str, Form(max_length=2000)] = "",
+) -> HTMLResponse:
+    ctx = app_context(request)
+    fetch: UrlToText | None = request.app.state.url_to_text
+    text, url = text.strip(), url.strip()
+    problem = None
+    if url and not text:
+        if fetch is None:
+            problem = "this admin cannot fetch pages: paste the page's text instead"
+        else:
+            try:
+                text = await run_in_threadpool(fetch, url)
+            except ValueError as err:
+                problem = str(err)
+    if not problem and not text:
+        problem = "give a text, or the URL of a page"
+    if not problem and len(text) > MAX_CHECK_CHARS:
+        problem = (
+            f"the text has {len(text):,} characters; the admin checks up to "
+            f"{MAX_CHECK_CHARS:,}: check longer ones with `copytrack check FILE`"
+        )
+    results = None if problem else await run_in_threadpool(_checked, ctx, text)
+    return render(
+        request,
+        "check.html",
+        status_code=400 if problem else 200,
+        text=text if not url else "",
+        url=url,
+        chars=len(text),
+        results=results,
+        problem=problem,
+    )
