@@ -4,8 +4,10 @@ line, and a page's scan carries the page, campaign and run ids as fields."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import pytest
 from bson import ObjectId
 
 from tests.corpus import texts
@@ -14,6 +16,7 @@ from tracker import tasks
 from tracker.celery_app import app, configure
 from tracker.context import Context
 from tracker.library import Work, add_work
+from tracker.logs import configure_logging
 from tracker.pages import PageInput, store_page
 
 
@@ -50,3 +53,19 @@ def test_a_json_worker_log_follows_a_page_by_its_ids(ctx: Context, tmp_path: Pat
     assert scan["findings"] == 1 and scan["level"] == "INFO"
     # Celery's own records use the same format (its logging set-up is copytrack's).
     assert any(e["logger"].startswith("celery") and "succeeded" in e["message"] for e in events)
+
+
+@pytest.mark.parametrize("level", ["INFO", logging.INFO, "DEBUG"])
+def test_chatty_libraries_log_warnings_only_whatever_the_level_type(level: str | int) -> None:
+    # The CLI gives the level by name, Celery's worker by number.
+    root = logging.getLogger()
+    saved = root.level, list(root.handlers)
+    try:
+        configure_logging(level, "text")
+        assert logging.getLogger("weasyprint").level == logging.WARNING
+        assert logging.getLogger("fontTools").level == logging.WARNING
+        expected = logging.getLevelName(level) if isinstance(level, str) else level
+        assert root.level == expected
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]

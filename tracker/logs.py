@@ -63,7 +63,7 @@ def formatter(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter()
 
 
-def configure_logging(level: str, log_format: str) -> None:
+def configure_logging(level: str | int, log_format: str) -> None:
     """Send every logger's records, and Python's warnings, to stderr in ``log_format``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(log_format))
@@ -71,5 +71,6 @@ def configure_logging(level: str, log_format: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     for name in CHATTY_LIBRARIES:
-        logging.getLogger(name).setLevel(max(logging.getLevelName(level), logging.WARNING))
+        # root.level: the level as a number, whether it came as "INFO" or as Celery's 20.
+        logging.getLogger(name).setLevel(max(root.level, logging.WARNING))
     logging.captureWarnings(True)
