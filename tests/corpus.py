@@ -20,3 +20,18 @@ def documents(name: str, limit: int = 200) -> tuple[dict, ...]:
 
 def texts(name: str, limit: int = 200) -> list[str]:
     return [doc["text"] for doc in documents(name, limit)]
+
+
+def novel_chapters(count: int) -> list[str]:
+    """``count`` different stretches of the Chinese novels: whole chapters where the corpus
+    has that many (the shared one), else its chapters cut into equal parts (the bundled
+    corpus has 30), so a test of a 120-chapter book runs on a clone alone too."""
+    chapters = texts("zh_novel", count)
+    parts = -(-count // len(chapters))
+    if parts > 1:
+        chapters = [
+            text[i * len(text) // parts : (i + 1) * len(text) // parts]
+            for text in chapters
+            for i in range(parts)
+        ]
+    return chapters[:count]

@@ -32,7 +32,7 @@ from tests.admin_seed import (
     scanned_page,
     seed,
 )
-from tests.corpus import texts
+from tests.corpus import novel_chapters
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
 from tracker.library import Work, add_work, add_works
@@ -481,7 +481,7 @@ def test_account_page_creates_a_token_shown_once(ctx, web):
 
 
 def test_a_whole_book_page_lists_its_many_findings_and_shows_the_part_of_the_page(ctx, web, seeded):
-    chapters = [text[:1200] for text in texts("zh_novel", 150)]
+    chapters = [text[:1200] for text in novel_chapters(150)]
     added = add_works(
         ctx, [Work(text=text, external_id=f"book-ch{n:03d}") for n, text in enumerate(chapters)]
     )

@@ -67,7 +67,7 @@ def test_the_demo_runs_from_a_clone_alone_on_the_bundled_corpus(
     done = _run(clone, tmp_path, "demo", "--no-serve", "--masters", "8", "--pages", "16")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "bundled public-domain corpus" in done.stdout
-    found = re.search(r"findings: (\d+) on (\d+) pages", done.stdout)
+    found = re.search(r"crawled \d+ pages in \d+ s: (\d+) findings on (\d+) pages", done.stdout)
     assert found, done.stdout
     assert int(found.group(1)) > 0, done.stdout
     assert "Traceback" not in done.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from copytrack.cli import main
-from tests.corpus import documents
+from tests.corpus import novel_chapters
 from tracker.library import Work, add_works
 from tracker.matcher import match_text
 
@@ -16,7 +16,7 @@ CHAPTERS = 120
 
 
 def test_a_book_of_120_chapters_gives_120_findings(ctx, tmp_path: Path) -> None:
-    chapters = [doc["text"] for doc in documents("zh_novel", CHAPTERS)]
+    chapters = novel_chapters(CHAPTERS)
     assert len(chapters) == CHAPTERS
     results = add_works(
         ctx, [Work(text=text, external_id=f"ch{n}") for n, text in enumerate(chapters)]
