@@ -486,7 +486,10 @@ def test_a_whole_book_page_lists_its_many_findings_and_shows_the_part_of_the_pag
         ctx, [Work(text=text, external_id=f"book-ch{n:03d}") for n, text in enumerate(chapters)]
     )
     assert all(result[0].status == "added" for result in added)
-    book = "\n".join(f"第{n + 1}章\n{text}" for n, text in enumerate(chapters))
+    # Each chapter with the pirate site's boilerplate, as such downloads come: a book longer
+    # than the page shows at once (also with the bundled corpus's shorter chapters).
+    boilerplate = "本站提供全本小说免费阅读与下载，请收藏本站网址，方便下次阅读。" * 12
+    book = "\n".join(f"第{n + 1}章\n{text}\n{boilerplate}" for n, text in enumerate(chapters))
     ids = scanned_page(ctx, "https://read.freetext.example/full-book.txt", "全本", book)
     assert len(ids) == len(chapters)
 
