@@ -126,12 +126,14 @@ def figures(run: Mapping[str, Any]) -> dict[str, int]:
 
 
 def get_run(ctx: Context, run_id: str) -> dict[str, Any] | None:
-    """The run (moved on first if it is due: scanned, or its crawl died), or None."""
+    """The run, or None; an active one is failed first if its crawl died (a cheap check).
+    A scanning run is moved on by the scheduler and the workers, not here: counting its
+    unscanned pages at every poll of every open page would cost a query over all of them."""
     try:
         run = tracker_campaigns.get_run(ctx, run_id)
     except CampaignError:
         return None
-    if run["state"] in (*ACTIVE_STATES, "scanning"):
+    if run["state"] in ACTIVE_STATES:
         run = tracker_campaigns.refresh_run(ctx, run["_id"])
     return run
 
