@@ -18,19 +18,13 @@ from typing import Any
 import pytest
 
 from tests.admin_seed import PASSWORD, client, login
-from tests.security.fakes import scripted_crawl
+from tests.security.fakes import ARTICLE, scripted_crawl
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.context import Context
 from tracker.run_outcomes import run_health
 from tracker.users import add_user, create_token
 
 GONE = 60  # links to pages that answer 404: more than one page of the run's list
-PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
-ARTICLE = (
-    "<html><head><meta charset='utf-8'><title>文章</title></head><body><article>"
-    + "".join(PARAGRAPH.format(n=n) for n in range(8))
-    + "</article></body></html>"
-).encode()
 
 
 class _MostlyGone(BaseHTTPRequestHandler):

@@ -80,33 +80,28 @@ class FindingFilter:
         return {key: str(value) for key, value in params.items() if value not in (None, "")}
 
 
-def _float(params: Mapping[str, str], name: str) -> float | None:
+def _bounded(params: Mapping[str, str], name: str, top: float, what: str) -> float | None:
+    """The number in parameter ``name``, between 0 and ``top``; None if not given."""
     raw = (params.get(name) or "").strip()
     if not raw:
         return None
     try:
         value = float(raw)
     except ValueError:
-        raise FilterError(f"{name}={raw!r}: give a number between 0 and 1") from None
-    if not 0 <= value <= 1:
-        raise FilterError(f"{name}={raw!r}: give a number between 0 and 1")
+        value = -1.0
+    if not 0 <= value <= top:
+        raise FilterError(f"{name}={raw!r}: give {what} between 0 and {top:g}")
     return value
 
 
 def _share(params: Mapping[str, str], name: str) -> float | None:
     """A score bound given as a fraction (``min_score=0.8``) or, as the admin's form
     asks people for it, a percentage (``min_pct=80``)."""
-    fraction = _float(params, f"{name}_score")
-    raw = (params.get(f"{name}_pct") or "").strip()
-    if fraction is not None or not raw:
+    fraction = _bounded(params, f"{name}_score", 1, "a number")
+    if fraction is not None:
         return fraction
-    try:
-        value = float(raw)
-    except ValueError:
-        raise FilterError(f"{name}_pct={raw!r}: give a percentage between 0 and 100") from None
-    if not 0 <= value <= 100:
-        raise FilterError(f"{name}_pct={raw!r}: give a percentage between 0 and 100")
-    return value / 100
+    percent = _bounded(params, f"{name}_pct", 100, "a percentage")
+    return None if percent is None else percent / 100
 
 
 def _date(params: Mapping[str, str], name: str) -> date | None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
+from tracker.context import Context
 from tracker.matcher import Match, match_text
 from tracker.reports import Passage, passages
 
@@ -34,7 +35,7 @@ class CheckedWork:
     passages: list[Passage]
 
 
-def _checked(ctx: Any, text: str) -> list[CheckedWork]:
+def _checked(ctx: Context, text: str) -> list[CheckedWork]:
     matches = match_text(ctx, text)[:MATCHES_SHOWN]
     masters = {
         m["_id"]: m.get("text", "")
