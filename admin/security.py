@@ -72,10 +72,6 @@ class Forbidden(Exception):
         self.reason = reason
 
 
-def _key(sid: str) -> str:
-    return "copytrack:session:" + hashlib.sha256(sid.encode()).hexdigest()
-
-
 @dataclass
 class Session:
     """A logged-in browser: its cookie id and its data in Redis."""
@@ -93,6 +89,10 @@ class SessionStore:
 
     def __init__(self, ctx: Context) -> None:
         self.redis = ctx.redis
+        self.keys = ctx.keys
+
+    def _key(self, sid: str) -> str:
+        return self.keys.session(hashlib.sha256(sid.encode()).hexdigest())
 
     def create(self, principal: Principal) -> Session:
         """A new session (a fresh id at every login: no session fixation)."""
@@ -109,21 +109,21 @@ class SessionStore:
 
     def load(self, sid: str) -> Session | None:
         """The session of a cookie value, or None when unknown or expired."""
-        raw = self.redis.get(_key(sid))
+        raw = self.redis.get(self._key(sid))
         if raw is None:
             return None
         data = json.loads(raw)
         if time.time() - data["created"] > SESSION_MAX_S:
             self.delete(sid)
             return None
-        self.redis.expire(_key(sid), SESSION_IDLE_S)
+        self.redis.expire(self._key(sid), SESSION_IDLE_S)
         return Session(sid, data)
 
     def save(self, session: Session) -> None:
-        self.redis.set(_key(session.sid), json.dumps(session.data), ex=SESSION_IDLE_S)
+        self.redis.set(self._key(session.sid), json.dumps(session.data), ex=SESSION_IDLE_S)
 
     def delete(self, sid: str) -> None:
-        self.redis.delete(_key(sid))
+        self.redis.delete(self._key(sid))
 
 
 @dataclass

@@ -40,7 +40,7 @@ def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
         return "—"
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    value = value.replace(tzinfo=value.tzinfo or UTC).astimezone(UTC)
+    value = value.astimezone(UTC)
     return value.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
 
 

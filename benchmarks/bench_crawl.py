@@ -103,7 +103,7 @@ def child(mode: str, campaign: dict[str, Any]) -> dict[str, Any]:
         "items": stats.get("item_scraped_count", 0),
         "elapsed": stats["elapsed_time_seconds"],
         "pages_stored": ctx.db.pages.estimated_document_count(),
-        "scans_queued": ctx.redis.llen("scan"),
+        "scans_queued": ctx.redis.llen(ctx.keys.queue("scan")),
     }
 
 

@@ -276,7 +276,7 @@ def wait_until_scanned(ctx: Context, count: int, logs: Path) -> float:
     deadline = time.monotonic() + TIMEOUT
     drained: float | None = None
     while time.monotonic() < deadline:
-        if ctx.redis.llen("scan") or ctx.redis.hlen("unacked"):
+        if ctx.redis.llen(ctx.keys.queue("scan")) or ctx.redis.hlen(ctx.keys.unacked):
             drained = None
         else:
             drained = drained or time.perf_counter()

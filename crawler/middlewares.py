@@ -189,7 +189,7 @@ class RefetchPolicyMiddleware:
         page = await self.known.get(url)
         if page is None or page.get("status") != 200:
             return None
-        fetched_at = page["fetched_at"].replace(tzinfo=UTC)
+        fetched_at = page["fetched_at"]
         resumed = self.resume_since is not None and fetched_at >= self.resume_since
         if resumed or datetime.now(UTC) - fetched_at < self.refetch_after:
             return await self._stored(request, url, STORED)

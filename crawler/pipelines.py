@@ -173,9 +173,12 @@ class ScanBackoff:
     alone on the queue thus never takes it past the bound.
     """
 
-    def __init__(self, crawler: Crawler, client: redis.Redis, bound: int, label: str) -> None:
+    def __init__(
+        self, crawler: Crawler, client: redis.Redis, queue_key: str, bound: int, label: str
+    ) -> None:
         self.crawler = crawler
         self.client = client
+        self.queue_key = queue_key
         self.bound = bound  # 0: no bound
         self.low = bound // 2
         self.label = label  # who is paused, for the log
@@ -193,7 +196,7 @@ class ScanBackoff:
         # Scans queued (released) while the reading is out may have been queued after it:
         # they stay counted. Only those released before it are surely in it.
         counted = self._queued
-        self._depth = await asyncio.to_thread(self.client.llen, SCAN_QUEUE)
+        self._depth = await asyncio.to_thread(self.client.llen, self.queue_key)
         self._queued -= counted
         self._read_at = time.monotonic()
 
@@ -266,6 +269,7 @@ class EvidencePipeline:
         self.backoff = ScanBackoff(
             crawler,
             self.ctx.redis,
+            self.ctx.keys.queue(SCAN_QUEUE),
             self.ctx.settings.scan_queue_max,
             f"crawl of campaign {self.campaign} (run {self.run_id})",
         )

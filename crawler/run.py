@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
@@ -34,7 +34,6 @@ from tracker.campaigns import (
     CampaignError,
     drop_frontier,
     finish_crawl,
-    frontier_prefix,
     get_campaign,
     heartbeat,
     join_run,
@@ -42,6 +41,7 @@ from tracker.campaigns import (
 from tracker.config import ConfigError, Settings
 from tracker.context import Context, follow_servers, process_context
 from tracker.failures import CONNECTION_ERRORS
+from tracker.keys import RedisKeys
 from tracker.servers import ServerStartError
 
 from . import settings as crawl_settings
@@ -53,9 +53,9 @@ FRONTIERS = ("memory", "redis")
 FRONTIER_GRACE = 10.0  # seconds every process of a shared frontier must idle before closing
 
 
-def frontier_keys(run_id: ObjectId) -> dict[str, str]:
+def frontier_keys(keys: RedisKeys, run_id: ObjectId) -> dict[str, str]:
     """Redis keys of a run's shared frontier: request queue, seen filter, busy mark."""
-    prefix = frontier_prefix(run_id)
+    prefix = keys.frontier(run_id)
     return {
         "SCHEDULER_QUEUE_KEY": f"{prefix}:requests",
         "SCHEDULER_DUPEFILTER_KEY": f"{prefix}:dupefilter",
@@ -128,7 +128,7 @@ def scrapy_settings(
         overrides["AUTOTHROTTLE_TARGET_CONCURRENCY"] = float(campaign.concurrency)
     if frontier == "redis":
         overrides.update(
-            frontier_keys(run_id),
+            frontier_keys(ctx.keys, run_id),
             SCHEDULER="scrapy_redis.scheduler.Scheduler",
             DUPEFILTER_CLASS="scrapy_redis.dupefilter.RFPDupeFilter",
             # Never flush on close: the other processes of the run still use the queue.
@@ -199,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InvalidId, CampaignError, ConfigError) as err:
         print(f"crawler.run: {err}", file=sys.stderr)
         return 2
-    # pymongo hands back naive datetimes that are UTC.
-    resume_since = run["resume_since"].replace(tzinfo=UTC) if run.get("resume_since") else None
+    resume_since = run.get("resume_since")
 
     stop = threading.Event()
     beat = threading.Thread(

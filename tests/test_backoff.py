@@ -43,7 +43,7 @@ def test_concurrent_items_never_take_the_queue_past_its_bound(
 ) -> None:
     monkeypatch.setattr(pipelines, "BACKOFF_POLL", 0.02)
     crawler = Crawler(redis_client)
-    backoff = ScanBackoff(crawler, redis_client, BOUND, "test crawl")  # type: ignore[arg-type]
+    backoff = ScanBackoff(crawler, redis_client, SCAN_QUEUE, BOUND, "test crawl")  # type: ignore[arg-type]
     depths: list[int] = []
 
     async def item(n: int) -> None:
@@ -74,7 +74,7 @@ def test_concurrent_items_never_take_the_queue_past_its_bound(
 
 def test_without_a_bound_a_full_queue_pauses_nothing(redis_client: redis.Redis) -> None:
     crawler = Crawler(redis_client)
-    backoff = ScanBackoff(crawler, redis_client, 0, "test crawl")  # type: ignore[arg-type]
+    backoff = ScanBackoff(crawler, redis_client, SCAN_QUEUE, 0, "test crawl")  # type: ignore[arg-type]
     redis_client.rpush(SCAN_QUEUE, *range(100))
 
     async def items() -> None:

@@ -125,7 +125,7 @@ def test_storage_replace_and_remove(ctx: Context, monkeypatch: pytest.MonkeyPatc
     assert busy.value.run_id == str(run_id)
     with pytest.raises(CampaignBusy):
         remove_campaign(ctx, "local")  # not while it runs
-    ctx.redis.delete("copytrack:campaign:local:lock")
+    ctx.redis.delete(ctx.keys.campaign_lock("local"))
     remove_campaign(ctx, "local")
     with pytest.raises(CampaignError, match="no campaign named 'local'"):
         get_campaign(ctx, "local")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.config import Settings
+from tracker.config import SETTINGS, ConfigError, Settings, markdown_table
 
 
 def test_defaults() -> None:
@@ -100,3 +100,17 @@ def test_url_password_not_echoed() -> None:
     with pytest.raises(ValueError) as err:
         Settings.from_env({"COPYTRACK_REDIS_URL": "http://user:s3cret@host/"})
     assert "s3cret" not in str(err.value)
+
+
+def test_the_readme_shows_the_generated_settings_table() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert markdown_table() in readme, "run `python -m tracker.config` and paste it into README"
+    for setting in SETTINGS:
+        assert f"`{setting.variable}`" in readme
+
+
+def test_a_redis_prefix_names_one_installation() -> None:
+    assert Settings.from_env({}).redis_prefix == "copytrack"
+    assert Settings.from_env({"COPYTRACK_REDIS_PREFIX": "press-2"}).redis_prefix == "press-2"
+    with pytest.raises(ConfigError, match=r"COPYTRACK_REDIS_PREFIX='a b'.*letters, digits"):
+        Settings.from_env({"COPYTRACK_REDIS_PREFIX": "a b"})

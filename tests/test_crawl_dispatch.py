@@ -59,10 +59,6 @@ def queue_ctx(crawl_ctx: Context, monkeypatch: pytest.MonkeyPatch) -> Context:
     return crawl_ctx
 
 
-def _lock(name: str) -> str:
-    return f"copytrack:campaign:{name}:lock"
-
-
 def _parent(pid: int) -> int:
     stat = proc_stat(pid)
     assert stat is not None, f"no process {pid}"
@@ -96,7 +92,7 @@ def test_without_a_crawler_worker_a_run_stays_queued_and_holds_its_campaign(
     failed = refresh_run(ctx, run_id)
     assert failed["state"] == "failed"
     assert failed["error"].startswith("no crawler worker took it from the crawl queue within 24 h")
-    assert not ctx.redis.exists(_lock("waits"))
+    assert not ctx.redis.exists(ctx.keys.campaign_lock("waits"))
     # A crawler taking the task after all does nothing.
     late = crawl_queued_run(ctx, "waits", run_id)
     assert late == {"run_id": str(run_id), "crawled": False, "state": "failed"}
@@ -124,7 +120,7 @@ def test_a_crawl_process_that_fails_to_start_or_report_fails_its_run(
     assert done == {"run_id": str(run_id), "crawled": True, "state": "failed"}
     run = get_run(queue_ctx, run_id)
     assert run["error"].startswith(error) and run["worker"] == "crawler-test"
-    assert not queue_ctx.redis.exists(_lock("broken"))
+    assert not queue_ctx.redis.exists(queue_ctx.keys.campaign_lock("broken"))
 
 
 def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
@@ -151,7 +147,12 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
             trigger_run(ctx, "fleet")  # nor while it runs
         kill_crawl(killed["pid"])
         # The worker waiting for the crawl fails the run, with why, and frees the campaign.
-        wait_until(lambda: not ctx.redis.exists(_lock("fleet")), 10, "the campaign freed", log)
+        wait_until(
+            lambda: not ctx.redis.exists(ctx.keys.campaign_lock("fleet")),
+            10,
+            "the campaign freed",
+            log,
+        )
         killed = get_run(ctx, first)
         assert killed["state"] == "failed"
         assert killed["error"].startswith("the crawl process was killed by signal 9")
@@ -200,7 +201,9 @@ def test_a_crawler_worker_told_to_stop_stops_its_crawl_within_its_grace_period(
     run = get_run(ctx, run_id)
     assert run["state"] == "failed"
     assert run["error"] == "interrupted (the crawl process was asked to stop)"
-    assert not ctx.redis.exists(_lock("deploy"))  # the next run may start, and resume it
+    assert not ctx.redis.exists(
+        ctx.keys.campaign_lock("deploy")
+    )  # the next run may start, and resume it
     # Every page it stored is counted: its counts were recorded on the way out.
     assert run["pages"]["fetched"] == ctx.db.pages.count_documents({"run_id": run_id}) >= 3
     assert "Received SIGTERM, shutting down gracefully" in Path(run["log"]).read_text()

@@ -67,7 +67,7 @@ def test_two_processes_share_one_frontier(crawl_ctx: Context, running: RunningWe
     assert max(requests.values()) == 1, [k for k, n in requests.items() if n > 1]
     assert crawl_ctx.db.pages.count_documents({"run_id": run_id}) == run["pages"]["fetched"]
     # The last process cleared the run's frontier.
-    assert not crawl_ctx.redis.exists(*frontier_keys(run_id).values())
+    assert not crawl_ctx.redis.exists(*frontier_keys(crawl_ctx.keys, run_id).values())
 
 
 def test_the_frontier_of_a_run_that_died_is_dropped_when_it_fails(
@@ -78,7 +78,7 @@ def test_the_frontier_of_a_run_that_died_is_dropped_when_it_fails(
     save_campaign(crawl_ctx, campaign)
     run_id = start_run(crawl_ctx, "dies")
     crawl = launch_crawl(crawl_ctx, "dies", run_id)
-    keys = list(frontier_keys(run_id).values())
+    keys = list(frontier_keys(crawl_ctx.keys, run_id).values())
     wait_until(lambda: crawl_ctx.db.pages.count_documents({"run_id": run_id}) >= 2, 60, "pages")
     assert crawl_ctx.redis.exists(*keys) >= 2  # requests waiting, URLs seen
     kill_crawl(crawl.pid)  # no chance to clean up after itself

@@ -51,7 +51,7 @@ def _deepest(ctx: Context, queue: str) -> Iterator[list[int]]:
 
     def sample() -> None:
         while not stop.wait(0.01):
-            deepest[0] = max(deepest[0], ctx.redis.llen(queue))
+            deepest[0] = max(deepest[0], ctx.redis.llen(ctx.keys.queue(queue)))
 
     sampler = threading.Thread(target=sample)
     sampler.start()
@@ -82,7 +82,7 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
         time.sleep(2)
         assert crawl_ctx.db.pages.count_documents({}) == stored
         assert get_run(crawl_ctx, run_id)["state"] == "running"
-        assert crawl_ctx.redis.llen("scan") == bound
+        assert crawl_ctx.redis.llen(crawl_ctx.keys.queue("scan")) == bound
         assert stored < len(reachable_articles(web, running))
 
         # Workers drain the queue: the crawl goes on, pausing again whenever it is full.
@@ -113,7 +113,7 @@ def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
 
     # The dead crawl's lock has not expired yet, but the campaign can run again at once;
     # the killed crawl, not reaped yet, is a zombie: dead all the same.
-    assert crawl_ctx.redis.exists("copytrack:campaign:resume:lock")
+    assert crawl_ctx.redis.exists(crawl_ctx.keys.campaign_lock("resume"))
     assert process_state(pid) == "Z"
     log_start = len(running.requests)
     second = trigger_run(crawl_ctx, "resume")
@@ -158,4 +158,4 @@ def test_a_run_whose_crawl_died_is_failed_without_waiting_for_its_heartbeat(
     # Whoever looks at the run sees it failed at once, not after the heartbeat's 90 s.
     [line] = [line for line in campaign_show("dies").splitlines() if str(run_id) in line]
     assert " failed " in line and "error: interrupted" in line
-    assert not crawl_ctx.redis.exists("copytrack:campaign:dies:lock")
+    assert not crawl_ctx.redis.exists(crawl_ctx.keys.campaign_lock("dies"))

@@ -22,7 +22,7 @@ import yaml
 from celery import Celery
 
 from copytrack.cli import main
-from tracker.config import ENV_VARS
+from tracker.config import BY_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -117,7 +117,7 @@ def test_restart_policies_healthchecks_and_start_order(
 def test_configuration_comes_from_the_environment(services: dict[str, dict[str, Any]]) -> None:
     for name in APP_SERVICES:
         env = services[name]["environment"]
-        missing = set(ENV_VARS) - set(env)
+        missing = set(BY_VARIABLE) - set(env)
         assert not missing, f"{name} lacks {sorted(missing)}: add them to x-copytrack-env"
         assert env["COPYTRACK_MONGO_URL"].startswith("mongodb://mongo:27017/")
         assert env["COPYTRACK_REDIS_URL"].startswith("redis://redis:6379/")
@@ -209,5 +209,5 @@ def test_the_image_runs_unprivileged_and_holds_no_secrets() -> None:
 
 def test_the_deployment_guide_documents_every_setting() -> None:
     guide = (ROOT / "docs" / "deploy.md").read_text()
-    missing = [name for name in ENV_VARS if name not in guide]
+    missing = [name for name in BY_VARIABLE if name not in guide]
     assert not missing, f"docs/deploy.md does not document {missing}"

@@ -28,7 +28,7 @@ from tracker.index import (
 def index(request: pytest.FixtureRequest) -> InvertedIndex:
     if request.param == "memory":
         return MemoryIndex()
-    return RedisIndex(request.getfixturevalue("redis_client"))
+    return RedisIndex(request.getfixturevalue("redis_client"), "test:ix")
 
 
 def test_add_lookup_and_count_hits(index: InvertedIndex) -> None:
@@ -64,7 +64,7 @@ def test_remove_drops_only_that_masters_postings(index: InvertedIndex) -> None:
     stats = index.stats()
     assert (stats.postings, stats.keys) == (0, 0)
     if isinstance(index, RedisIndex):  # empty blocks are gone, only metadata stays
-        blocks = [k for k in index.client.scan_iter("ct:ix:*") if k.count(b":") == 3]
+        blocks = [k for k in index.client.scan_iter(f"{index.prefix}:*") if k.count(b":") == 3]
         assert blocks == []
 
 
@@ -162,8 +162,8 @@ def test_postings_carry_positions_and_document_frequencies(index: InvertedIndex)
 
 
 def test_redis_layout_is_checked(redis_client: redis.Redis) -> None:
-    RedisIndex(redis_client, fingerprint_bits=64).add(1, [10])
-    other = RedisIndex(redis_client, fingerprint_bits=54)
+    RedisIndex(redis_client, "test:ix", fingerprint_bits=64).add(1, [10])
+    other = RedisIndex(redis_client, "test:ix", fingerprint_bits=54)
     for call in (lambda: other.lookup([10]), lambda: other.add(2, [10])):
         with pytest.raises(
             IndexVersionMismatch, match=r"fingerprint_bits=64.*fingerprint_bits=54.*reindex"
@@ -177,7 +177,7 @@ def test_redis_layout_is_checked(redis_client: redis.Redis) -> None:
 def test_redis_layouts_keep_fingerprints_apart(
     redis_client: redis.Redis, fingerprint_bits: int
 ) -> None:
-    index = RedisIndex(redis_client, fingerprint_bits=fingerprint_bits)
+    index = RedisIndex(redis_client, "test:ix", fingerprint_bits=fingerprint_bits)
     top = 2**fingerprint_bits - 1
     rng = random.Random(fingerprint_bits)
     fingerprints = sorted({0, 1, top, top - 1, *(rng.randrange(top) for _ in range(3000))})
@@ -200,7 +200,7 @@ def test_redis_prefixes_are_separate_indexes(redis_client: redis.Redis) -> None:
 def test_redis_blocks_split_as_the_index_grows(redis_client: redis.Redis) -> None:
     """Past LOAD postings per block a shard splits blocks: a bigger index has more blocks of
     the same size, every posting is still found, and removals find them after the splits."""
-    index = RedisIndex(redis_client)
+    index = RedisIndex(redis_client, "test:ix")
     start_blocks = SHARDS * 2**MIN_LEVEL
     rng = random.Random(5)
     masters = {m: [rng.getrandbits(64) for _ in range(40)] for m in range(3 * start_blocks)}
@@ -250,7 +250,7 @@ def test_fresh_masters_are_appended_into_the_same_blocks(redis_client: redis.Red
 def test_redis_query_is_one_round_trip(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index = RedisIndex(redis_client)
+    index = RedisIndex(redis_client, "test:ix")
     for master in range(20):
         index.add(master, range(master * 50, master * 50 + 300))
     query = list(range(0, 1500, 3))  # 500 fingerprints over all 16 shards
@@ -270,7 +270,7 @@ def test_redis_query_is_one_round_trip(
 
 
 def test_redis_reloads_flushed_scripts(redis_client: redis.Redis) -> None:
-    index = RedisIndex(redis_client)
+    index = RedisIndex(redis_client, "test:ix")
     index.add(1, [10])
     redis_client.script_flush()
     assert index.add(2, [10]) == 1
@@ -280,7 +280,7 @@ def test_redis_reloads_flushed_scripts(redis_client: redis.Redis) -> None:
 def _add_masters(url: str, masters: list[int], seed: int) -> None:
     """One worker process: add each master to overlapping fingerprints, in random order."""
     client = redis.Redis.from_url(url)
-    index = RedisIndex(client)
+    index = RedisIndex(client, "test:ix")
     rng = random.Random(seed)
     for master in masters:
         index.add(master, _shared_fingerprints(master))
@@ -309,7 +309,7 @@ def test_redis_concurrent_workers_end_with_the_exact_union(redis_client: redis.R
     expected = MemoryIndex()
     for master in masters:
         expected.add(master, _shared_fingerprints(master))
-    index = RedisIndex(redis_client)
+    index = RedisIndex(redis_client, "test:ix")
     pool_fps = list(range(1, 201))
     assert index.lookup(pool_fps) == expected.lookup(pool_fps)
     assert index.stats().postings == expected.stats().postings == 400 * 60
@@ -320,7 +320,7 @@ def test_redis_bytes_per_posting(redis_client: redis.Redis) -> None:
     default settings."""
     rng = random.Random(42)
     postings, masters = 400_000, 2_000
-    index = RedisIndex(redis_client, fingerprint_bits=54)
+    index = RedisIndex(redis_client, "test:ix", fingerprint_bits=54)
     redis_client.execute_command("FLUSHDB", "SYNC")  # nothing left to free while measuring
     before = redis_client.info("memory")["used_memory"]
     batch = postings // masters

@@ -21,6 +21,7 @@ from tests.corpus import texts
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.index import MemoryIndex, RedisIndex
+from tracker.keys import RedisKeys
 from tracker.matcher import match_text
 from tracker.servers import free_port, valkey_binary
 
@@ -108,7 +109,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
 
 
 def test_the_index_runs_on_a_three_node_cluster(cluster: RedisCluster) -> None:
-    index = RedisIndex(cluster, fingerprint_bits=54)
+    index = RedisIndex(cluster, "test:ix", fingerprint_bits=54)
     index.ensure_version("fp1-cluster")
     expected = MemoryIndex()
     rng = random.Random(11)
@@ -141,7 +142,7 @@ def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
 ) -> None:
     """Settings put the index on the cluster; the queues' Redis holds no posting."""
     monkeypatch.setenv("COPYTRACK_INDEX_CLUSTER_URL", cluster.url)
-    for key in cluster.scan_iter("ct:ix*"):
+    for key in cluster.scan_iter(f"{RedisKeys(Settings().redis_prefix).index}*"):
         cluster.delete(key)
     works = texts("zh_news", 30)
     result = CliRunner().invoke(
@@ -154,7 +155,7 @@ def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
     ctx = open_context(settings)
     try:
         assert isinstance(ctx.index.client, RedisCluster)
-        assert not list(ctx.redis.scan_iter("ct:ix:*"))  # nothing in the queues' Redis
+        assert not list(ctx.redis.scan_iter(f"{ctx.keys.index}:*"))  # nothing in the queues' Redis
         copy = works[7][: len(works[7]) // 2]
         assert [m.master.external_id for m in match_text(ctx, copy)] == ["w7"]
     finally:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import redis
 from bson import ObjectId
-from celery import Celery
 from click.testing import CliRunner
 from pymongo.database import Database
 
@@ -24,7 +23,10 @@ from copytrack.cli import main
 from copytrack.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
 from fingerprinter import DEFAULT_PARAMS
 from tests.processes import clean_env, wait_until
+from tracker.celery_app import sender_app
+from tracker.config import Settings
 from tracker.index import RedisIndex
+from tracker.keys import RedisKeys
 from tracker.servers import descendants, free_port, proc_stat, server_status, stop_servers
 
 
@@ -60,7 +62,7 @@ def _workers(data_dir: Path) -> list[str]:
     urls = [s.url for s in server_status(data_dir) if s.name == "valkey" and s.answering]
     if not urls:
         return []
-    probe = Celery("probe", broker=urls[0], set_as_current=False)
+    probe = sender_app("probe", urls[0], Settings())
     try:
         return [name for reply in probe.control.ping(timeout=0.5) for name in reply]
     finally:
@@ -132,9 +134,10 @@ def test_status_reports_servers_queues_and_counts(
     mongo_db.pages.insert_many([{"url": f"http://x.example/{n}"} for n in range(3)])
     mongo_db.pages.update_one({}, {"$set": {"scanned_at": scanned_at}})
     mongo_db.findings.insert_one({"page_id": 1, "master_id": 1})
-    redis_client.rpush("scan", b"t1", b"t2")
-    redis_client.rpush("crawl", b"t3")
-    index = RedisIndex(redis_client, fingerprint_bits=DEFAULT_PARAMS.value_bits)
+    keys = RedisKeys(Settings().redis_prefix)
+    redis_client.rpush(keys.queue("scan"), b"t1", b"t2")
+    redis_client.rpush(keys.queue("crawl"), b"t3")
+    index = RedisIndex(redis_client, keys.index, fingerprint_bits=DEFAULT_PARAMS.value_bits)
     index.add(1, [10, 20, 30])
     # As the library leaves it: the build recorded on both sides (`tracker.generation`).
     index.set_generation("build-1")

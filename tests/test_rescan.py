@@ -47,6 +47,6 @@ def test_rescan_inline_scans_only_what_was_never_scanned(ctx: Context, copies: l
 
 def test_rescan_queues_the_scans_for_workers(ctx: Context, copies: list) -> None:
     assert "queued 2 scans" in _rescan()
-    assert ctx.redis.llen("scan") == 2
+    assert ctx.redis.llen(ctx.keys.queue("scan")) == 2
     assert "queued 3 scans" in _rescan("--all")
-    assert ctx.redis.llen("scan") == 5
+    assert ctx.redis.llen(ctx.keys.queue("scan")) == 5

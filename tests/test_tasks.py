@@ -165,7 +165,9 @@ def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
 ) -> None:
     (page_id,) = _pirate_pages(ctx, 1)
     first = tasks.enqueue_scan(page_id)
-    assert ctx.redis.llen("scan") == 1  # routed to the scan queue, waiting for a worker
+    assert (
+        ctx.redis.llen(ctx.keys.queue("scan")) == 1
+    )  # routed to the scan queue, waiting for a worker
     log = tmp_path / "worker.log"
     cmd = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]
     env = installation_env(ctx.endpoints, ctx.settings)
@@ -262,7 +264,7 @@ def test_task_of_a_killed_worker_runs_again_and_nothing_is_lost(
             "scan of every page",
             log,
         )
-        wait_until(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgement", log)
+        wait_until(lambda: ctx.redis.hlen(ctx.keys.unacked) == 0, 10, "acknowledgement", log)
 
     after = _findings(ctx)
     # Exactly one finding per (page, master): each copy matched its own work only.
@@ -270,4 +272,4 @@ def test_task_of_a_killed_worker_runs_again_and_nothing_is_lost(
     for key, old in before.items():
         assert after[key]["first_seen"] == old["first_seen"]
         assert after[key]["last_seen"] > old["last_seen"]  # written again by the rerun
-    assert ctx.redis.llen("scan") == 0
+    assert ctx.redis.llen(ctx.keys.queue("scan")) == 0

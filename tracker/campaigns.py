@@ -323,7 +323,7 @@ def list_campaigns(ctx: Context) -> list[Campaign]:
 def remove_campaign(ctx: Context, name: str) -> None:
     """Delete a campaign (its runs and findings stay as history); refused while it runs."""
     get_campaign(ctx, name)
-    holder = ctx.redis.get(_lock_key(name))
+    holder = ctx.redis.get(ctx.keys.campaign_lock(name))
     if holder is not None:
         raise CampaignBusy(name, holder.decode())
     ctx.db.campaigns.delete_one({"name": name})
@@ -332,18 +332,9 @@ def remove_campaign(ctx: Context, name: str) -> None:
 # --------------------------------------------------------------------------- runs
 
 
-def _lock_key(name: str) -> str:
-    return f"copytrack:campaign:{name}:lock"
-
-
-def _utc(value: datetime) -> datetime:
-    # pymongo hands back naive datetimes that are UTC.
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _take_lock(ctx: Context, name: str, run_id: ObjectId, ttl: timedelta) -> bool:
     px = int(ttl.total_seconds() * 1000)
-    return bool(ctx.redis.set(_lock_key(name), str(run_id), nx=True, px=px))
+    return bool(ctx.redis.set(ctx.keys.campaign_lock(name), str(run_id), nx=True, px=px))
 
 
 def start_run(ctx: Context, name: str, trigger: str = "manual", queued: bool = False) -> ObjectId:
@@ -359,14 +350,14 @@ def start_run(ctx: Context, name: str, trigger: str = "manual", queued: bool = F
     # Outlasts QUEUE_WAIT, after which refresh_run fails a run still queued.
     ttl = QUEUE_WAIT + LOCK_TTL if queued else LOCK_TTL
     if not _take_lock(ctx, name, run_id, ttl):
-        holder = ctx.redis.get(_lock_key(name))
+        holder = ctx.redis.get(ctx.keys.campaign_lock(name))
         # A crawl killed outright holds its lock until it expires; refresh_run fails its
         # run, and releases the lock, as soon as its processes are known to be gone.
         if holder is not None and ObjectId.is_valid(holder.decode()):
             with contextlib.suppress(CampaignError):  # its run is being recorded
                 refresh_run(ctx, ObjectId(holder.decode()))
         if not _take_lock(ctx, name, run_id, ttl):
-            holder = ctx.redis.get(_lock_key(name))
+            holder = ctx.redis.get(ctx.keys.campaign_lock(name))
             raise CampaignBusy(name, holder.decode() if holder else None)
     now = datetime.now(UTC)
     ctx.db.runs.update_many(
@@ -556,22 +547,17 @@ def _abort(ctx: Context, name: str, run_id: ObjectId, error: str) -> None:
     drop_frontier(ctx, run_id)
 
 
-def frontier_prefix(run_id: ObjectId) -> str:
-    """Prefix of the Redis keys of a run's shared frontier (COPYTRACK_CRAWL_FRONTIER=redis)."""
-    return f"copytrack:frontier:{run_id}"
-
-
 def drop_frontier(ctx: Context, run_id: ObjectId) -> None:
     """Delete an ended run's shared frontier (requests left, seen filter): nothing reads it
     again, as the next run resumes from the pages stored, under a frontier of its own."""
-    keys = list(ctx.redis.scan_iter(match=f"{frontier_prefix(run_id)}:*", count=1000))
+    keys = list(ctx.redis.scan_iter(match=f"{ctx.keys.frontier(run_id)}:*", count=1000))
     if keys:
         ctx.redis.delete(*keys)
 
 
 def release_lock(ctx: Context, name: str, run_id: ObjectId) -> None:
     """Drop the campaign's lock if this run still holds it."""
-    ctx.redis.eval(_COMPARE_AND_DELETE, 1, _lock_key(name), str(run_id))
+    ctx.redis.eval(_COMPARE_AND_DELETE, 1, ctx.keys.campaign_lock(name), str(run_id))
 
 
 def join_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
@@ -591,7 +577,9 @@ def join_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
 def heartbeat(ctx: Context, name: str, run_id: ObjectId) -> bool:
     """Renew the campaign lock and the run's heartbeat; False if the run lost its lock."""
     ttl = int(LOCK_TTL.total_seconds() * 1000)
-    held = bool(ctx.redis.eval(_COMPARE_AND_PEXPIRE, 1, _lock_key(name), str(run_id), ttl))
+    held = bool(
+        ctx.redis.eval(_COMPARE_AND_PEXPIRE, 1, ctx.keys.campaign_lock(name), str(run_id), ttl)
+    )
     ctx.db.runs.update_one({"_id": run_id}, {"$set": {"heartbeat_at": datetime.now(UTC)}})
     return held
 
@@ -703,12 +691,12 @@ def _stopped(run: Mapping[str, Any], now: datetime) -> str | None:
     """Why an active run will never finish (its error), or None if it still may."""
     if run["state"] == "queued":
         # No crawl process yet: neither silence nor dead processes say anything.
-        if now - _utc(run["started_at"]) <= QUEUE_WAIT:
+        if now - run["started_at"] <= QUEUE_WAIT:
             return None
         hours = QUEUE_WAIT.total_seconds() / 3600
         return (f"no crawler worker took it from the crawl queue within {hours:g} h "
                 "(is `copytrack worker --queues crawl` running?)")  # fmt: skip
-    silent = now - _utc(run["heartbeat_at"]) > HEARTBEAT_STALE
+    silent = now - run["heartbeat_at"] > HEARTBEAT_STALE
     if run["state"] in ACTIVE_STATES and (silent or _crawl_died(run)):
         return f"interrupted: the crawl process stopped without finishing; see {run.get('log')}"
     return None
@@ -776,7 +764,7 @@ def get_run(ctx: Context, run_id: ObjectId | str) -> dict[str, Any]:
 def due_at(schedule: str, now: datetime) -> datetime:
     """The latest time at or before ``now`` when the cron schedule fires (UTC)."""
     # croniter's get_prev is strictly before its start: start a second later.
-    return _utc(croniter(schedule, _utc(now) + timedelta(seconds=1)).get_prev(datetime))
+    return croniter(schedule, now + timedelta(seconds=1)).get_prev(datetime)
 
 
 def run_due_campaigns(ctx: Context, now: datetime | None = None) -> list[ObjectId]:
@@ -786,12 +774,12 @@ def run_due_campaigns(ctx: Context, now: datetime | None = None) -> list[ObjectI
     side by side start it once; missed fire times (scheduler down) yield one catch-up
     run. A campaign still running from its last fire is skipped. Returns the started runs.
     """
-    now = _utc(now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
     started = []
     for doc in ctx.db.campaigns.find({"enabled": True, "schedule": {"$ne": None}}):
         fire = due_at(doc["schedule"], now)
         last = doc.get("last_scheduled_at")
-        if fire <= _utc(last or doc["created_at"]):
+        if fire <= (last or doc["created_at"]):
             continue
         claimed = ctx.db.campaigns.find_one_and_update(
             {"_id": doc["_id"], "last_scheduled_at": last}, {"$set": {"last_scheduled_at": fire}}

@@ -44,6 +44,7 @@ from celery import Celery
 from celery.signals import setup_logging
 
 from .config import Settings
+from .keys import RedisKeys
 from .logs import configure_logging
 from .servers import Endpoints, ServerStartError, ensure_servers
 
@@ -89,9 +90,12 @@ app.conf.update(
 )
 
 
-def transport_options(visibility_timeout: int) -> dict[str, Any]:
-    """Redis transport options: redelivery of a dead worker's tasks after the timeout."""
+def transport_options(settings: Settings) -> dict[str, Any]:
+    """Redis transport options: the installation's key prefix, and redelivery of a dead
+    worker's tasks after the visibility timeout."""
+    visibility_timeout = settings.visibility_timeout
     return {
+        "global_keyprefix": RedisKeys(settings.redis_prefix).celery,
         "visibility_timeout": visibility_timeout,
         # kombu sweeps for expired unacknowledged tasks every interval × throttle seconds
         # (10 × 10 by default, far too rarely for a short timeout). Sweeping at a tenth of
@@ -129,8 +133,19 @@ def configure(celery_app: Celery, endpoints: Endpoints, settings: Settings | Non
     celery_app.conf.update(
         **broker,
         result_backend=endpoints.redis_url,
-        broker_transport_options=transport_options(settings.visibility_timeout),
+        result_backend_transport_options={
+            "global_keyprefix": RedisKeys(settings.redis_prefix).celery
+        },
+        broker_transport_options=transport_options(settings),
     )
+
+
+def sender_app(name: str, redis_url: str, settings: Settings) -> Celery:
+    """A Celery app of its own on ``redis_url``, for sending tasks and control commands
+    (pings) to this installation's workers, whatever broker the process's app is bound to."""
+    sender = Celery(name, broker=redis_url, set_as_current=False)
+    sender.conf.update(task_routes=ROUTES, broker_transport_options=transport_options(settings))
+    return sender
 
 
 @app.on_configure.connect

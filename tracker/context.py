@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import pymongo
 import redis
 from pymongo.database import Database
 from redis.cluster import RedisCluster
@@ -20,8 +19,10 @@ from fingerprinter import DEFAULT_PARAMS, FingerprintParams
 from .config import Settings
 from .generation import ensure as ensure_generation
 from .index import InvertedIndex, RedisIndex
+from .keys import RedisKeys
 from .servers import Endpoints, ensure_servers
 from .store import ensure_indexes
+from .times import mongo_client
 
 
 @dataclass
@@ -37,6 +38,11 @@ class Context:
     # (monotonic time, masters counted then): see tracker.library.library_size
     library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
 
+    @property
+    def keys(self) -> RedisKeys:
+        """This installation's Redis keys."""
+        return RedisKeys(self.settings.redis_prefix)
+
     def close(self) -> None:
         self.db.client.close()
         self.redis.close()
@@ -49,7 +55,8 @@ def open_index(settings: Settings, client: redis.Redis, params: FingerprintParam
     COPYTRACK_INDEX_CLUSTER_URL when set (each index script stays in one hash slot)."""
     if settings.index_cluster_url:
         client = RedisCluster.from_url(settings.index_cluster_url)
-    return RedisIndex(client, fingerprint_bits=params.value_bits)
+    prefix = RedisKeys(settings.redis_prefix).index
+    return RedisIndex(client, prefix=prefix, fingerprint_bits=params.value_bits)
 
 
 def open_context(
@@ -68,9 +75,7 @@ def open_context(
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
-    client: pymongo.MongoClient[Any] = pymongo.MongoClient(
-        endpoints.mongo_url, retryWrites=True, serverSelectionTimeoutMS=10_000
-    )
+    client = mongo_client(endpoints.mongo_url, retryWrites=True, serverSelectionTimeoutMS=10_000)
     db = client[settings.mongo_db]
     ensure_indexes(db)
     redis_client = redis.Redis.from_url(endpoints.redis_url, health_check_interval=30)

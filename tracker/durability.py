@@ -26,7 +26,6 @@ from .context import Context
 from .failures import free_space
 from .index import RedisIndex
 
-_MARK_KEY = "ct:durable:{host}:{pid}"
 _MARK_COLLECTION = "durability_marks"
 
 
@@ -37,7 +36,7 @@ class NotDurable(RuntimeError):
 def wait_durable(ctx: Context, timeout: float = 10.0) -> None:
     """Return once every write this process made is on disk in Redis and MongoDB; raise
     NotDurable (or the server's error) otherwise."""
-    mark = _MARK_KEY.format(host=socket.gethostname(), pid=os.getpid())
+    mark = ctx.keys.durability_mark(socket.gethostname(), os.getpid())
     pipe = ctx.redis.pipeline(transaction=False)
     pipe.set(mark, 1, ex=600)
     pipe.execute_command("WAITAOF", 1, 0, int(timeout * 1000))

@@ -22,17 +22,15 @@ from typing import Any
 
 import pymongo
 import redis
-from celery import Celery
 from kombu.exceptions import OperationalError
 from pymongo.errors import PyMongoError
 
 from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
-from .celery_app import QUEUES
+from .celery_app import QUEUES, sender_app
 from .context import Context
 from .generation import inspect as inspect_index
+from .times import iso
 
-#: kombu's Redis hash of tasks delivered to a worker and not yet acknowledged.
-UNACKED_KEY = "unacked"
 DEFAULT_TIMEOUT = 1.0
 # A work left unindexed this long is not being added right now: an add or update died.
 STUCK_MINUTES = 10
@@ -42,7 +40,6 @@ MAX_CRAWLS = 100  # listed at most
 #: Where the probes write: a MongoDB collection (one document per host) and Redis keys
 #: (one per process, expiring).
 PROBE_COLLECTION = "health_probes"
-PROBE_KEY = "ct:health:{host}:{pid}"
 
 
 def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
@@ -200,7 +197,7 @@ def _short_redis(ctx: Context, timeout: float) -> redis.Redis:
 def _probe_redis(ctx: Context, timeout: float) -> None:
     client = _short_redis(ctx, timeout)
     try:
-        key, stamp = PROBE_KEY.format(host=socket.gethostname(), pid=os.getpid()), str(time.time())
+        key, stamp = ctx.keys.health_probe(socket.gethostname(), os.getpid()), str(time.time())
         # Refused (MISCONF) once the server cannot write its append-only file.
         client.set(key, stamp, ex=60)
         if client.get(key) != stamp.encode():
@@ -215,8 +212,8 @@ def _queue_depths(ctx: Context, timeout: float) -> tuple[dict[str, int], int]:
         pipe = client.pipeline(transaction=False)
         # copytrack's tasks carry no priority, so each queue is one Redis list.
         for queue in QUEUES:
-            pipe.llen(queue)
-        pipe.hlen(UNACKED_KEY)
+            pipe.llen(ctx.keys.queue(queue))
+        pipe.hlen(ctx.keys.unacked)
         *depths, unacked = pipe.execute()
     finally:
         client.close()
@@ -227,7 +224,7 @@ def _ping_workers(ctx: Context, timeout: float) -> list[str]:
     """Names of the workers that answer a broadcast ping within ``timeout`` seconds."""
     # An app of its own: the process's Celery app may be bound to another broker (or to
     # none yet), and the ping must reach the workers of this context's Redis.
-    probe = Celery("copytrack-health", broker=ctx.endpoints.redis_url, set_as_current=False)
+    probe = sender_app("copytrack-health", ctx.endpoints.redis_url, ctx.settings)
     try:
         replies = probe.control.ping(timeout=timeout)
     finally:
@@ -242,8 +239,7 @@ def _last_scan(ctx: Context, timeout: float) -> str | None:
         )
     if latest is None:
         return None
-    # pymongo hands back naive datetimes that are UTC.
-    return latest["scanned_at"].replace(tzinfo=UTC).isoformat()
+    return iso(latest["scanned_at"])
 
 
 def _crawls(ctx: Context, timeout: float) -> list[dict[str, Any]]:
@@ -258,13 +254,10 @@ def _crawls(ctx: Context, timeout: float) -> list[dict[str, Any]]:
             "campaign": run["campaign"],
             "run_id": str(run["_id"]),
             "state": run["state"],
-            # pymongo hands back naive datetimes that are UTC.
-            "started_at": run["started_at"].replace(tzinfo=UTC).isoformat(),
+            "started_at": iso(run["started_at"]),
             "worker": run.get("worker"),
             "pages_fetched": run.get("pages", {}).get("fetched", 0),
-            "heartbeat_age_s": round(
-                (now - run["heartbeat_at"].replace(tzinfo=UTC)).total_seconds()
-            ),
+            "heartbeat_age_s": round((now - run["heartbeat_at"]).total_seconds()),
         }
         for run in runs
     ]

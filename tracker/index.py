@@ -6,11 +6,11 @@ Two interchangeable backends behind one interface (datasketch-style storage):
 - `RedisIndex`: the production index in Redis/Valkey, compact, sizing itself as it grows,
   one round trip per query.
 
-RedisIndex layout (prefix ``ct:ix`` by default). A fingerprint is first mixed by a bijection
-of its ``fingerprint_bits`` (so skewed fingerprints still spread evenly); the low
-``SHARD_BITS`` of the mixed value pick one of 16 shards, the rest (``h``) a block of the
-shard by linear hashing, and ``h`` without its low ``MIN_LEVEL`` bits (which every block
-number holds) is the record's key:
+RedisIndex layout (prefix ``copytrack:ix`` by default: tracker.keys). A fingerprint is first
+mixed by a bijection of its ``fingerprint_bits`` (so skewed fingerprints still spread
+evenly); the low ``SHARD_BITS`` of the mixed value pick one of 16 shards, the rest (``h``)
+a block of the shard by linear hashing, and ``h`` without its low ``MIN_LEVEL`` bits (which
+every block number holds) is the record's key:
 
 - ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout`` and
   ``generation`` (see `tracker.generation`).
@@ -549,7 +549,7 @@ class RedisIndex(InvertedIndex):
     layout stored with the index, and a process using another gets IndexVersionMismatch.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str = "ct:ix", fingerprint_bits: int = 64):
+    def __init__(self, client: redis.Redis, prefix: str, fingerprint_bits: int = 64):
         if not 32 <= fingerprint_bits <= 64:
             raise ValueError("fingerprint_bits must be within 32..64")
         self.client = client

@@ -13,7 +13,6 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from itertools import chain
 from typing import Any
 
@@ -26,6 +25,7 @@ from .context import Context
 from .generation import postings_added, postings_removing
 from .index import MAX_MASTER_ID
 from .store import next_id
+from .times import now
 
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
@@ -62,10 +62,6 @@ class AddResult:
 
 def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _chapters(text: str) -> list[str]:
@@ -258,7 +254,7 @@ def _document(ctx: Context, piece: _Piece) -> dict[str, Any]:
         "sha256": piece.sha,
         "chars": len(piece.text),
         "params_version": ctx.params.version,
-        "updated_at": _now(),
+        "updated_at": now(),
     }
 
 
@@ -286,11 +282,11 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
     ]
     # Ids just taken from the counter: nothing of theirs can be in the index yet.
     postings_added(ctx, ctx.index.add_many(list(zip(ids, values, strict=True)), fresh=True))
-    now = _now()
+    created_at = now()
     docs = [
         {
             "_id": master_id,
-            "created_at": now,
+            "created_at": created_at,
             **_document(ctx, piece),
             "state": "indexed",
             "fingerprints": len(fps),
@@ -353,7 +349,7 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
         )
     old = ctx.db.masters.find_one_and_update(
         {"_id": master_id},
-        {"$set": {"state": "indexing", "updated_at": _now()}},
+        {"$set": {"state": "indexing", "updated_at": now()}},
         {"text": 1, "state": 1},
     )
     values = fingerprint_values(ctx, old["text"])
@@ -425,9 +421,9 @@ def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:
 def library_size(ctx: Context) -> int:
     """How many masters the library holds, counted at most LIBRARY_COUNT_SECONDS ago (the
     matcher scales a threshold with it; the count comes from the collection's metadata)."""
-    now = time.monotonic()
-    if ctx.library_count is None or now - ctx.library_count[0] > LIBRARY_COUNT_SECONDS:
-        ctx.library_count = (now, ctx.db.masters.estimated_document_count())
+    at = time.monotonic()
+    if ctx.library_count is None or at - ctx.library_count[0] > LIBRARY_COUNT_SECONDS:
+        ctx.library_count = (at, ctx.db.masters.estimated_document_count())
     return ctx.library_count[1]
 
 

@@ -22,6 +22,7 @@ from bson.errors import InvalidId
 from .context import Context
 from .findings import STATUSES
 from .library import find_masters
+from .times import iso
 
 #: Statuses a reviewer still has to act on (or wait on).
 OPEN_STATUSES = ("new", "confirmed", "notice_sent")
@@ -29,7 +30,6 @@ OPEN_STATUSES = ("new", "confirmed", "notice_sent")
 SORT_KEYS = ("last_seen", "first_seen", "score", "hits", "master_coverage", "domain")
 DEFAULT_SORT = "-last_seen"
 MAX_PER_PAGE = 200
-DASHBOARD_KEY = "copytrack:dashboard"
 DASHBOARD_MAX_AGE_S = 60
 DAYS_CHARTED = 30
 
@@ -326,7 +326,7 @@ def passages(
 
 def invalidate_dashboard(ctx: Context) -> None:
     """Drop the cached dashboard figures (after a reviewer changed statuses)."""
-    ctx.redis.delete(DASHBOARD_KEY)
+    ctx.redis.delete(ctx.keys.dashboard)
 
 
 def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
@@ -413,11 +413,11 @@ def dashboard(ctx: Context, max_age_s: int = DASHBOARD_MAX_AGE_S) -> dict[str, A
     The aggregations scan the findings; caching keeps a busy dashboard from scanning on
     every request, and a status change drops the cache so reviewers see their own work.
     """
-    cached = ctx.redis.get(DASHBOARD_KEY)
+    cached = ctx.redis.get(ctx.keys.dashboard)
     if cached is not None:
         return json.loads(cached)
     figures = _compute_dashboard(ctx, datetime.now(UTC))
-    ctx.redis.set(DASHBOARD_KEY, json.dumps(figures), ex=max_age_s)
+    ctx.redis.set(ctx.keys.dashboard, json.dumps(figures), ex=max_age_s)
     return figures
 
 
@@ -441,8 +441,8 @@ CSV_COLUMNS = (
     ("work_coverage", lambda f: f.get("master_coverage")),
     ("page_coverage", lambda f: f.get("suspect_coverage")),
     ("hits", lambda f: f.get("hits")),
-    ("first_seen", lambda f: _iso(f.get("first_seen"))),
-    ("last_seen", lambda f: _iso(f.get("last_seen"))),
+    ("first_seen", lambda f: iso(f.get("first_seen"))),
+    ("last_seen", lambda f: iso(f.get("last_seen"))),
     # Two hashes, named for what they hash: the captured bytes (the evidence file) and
     # the text extracted from them (what was matched).
     ("page_capture_sha256", lambda f: f.get("capture_sha256")),
@@ -450,12 +450,6 @@ CSV_COLUMNS = (
 )
 # A spreadsheet runs a cell starting with these as a formula (or DDE command).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%")
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=value.tzinfo or UTC).isoformat(timespec="seconds")
 
 
 def safe_cell(value: Any) -> str:

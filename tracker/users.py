@@ -16,7 +16,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from functools import cache
 from typing import Any
 
@@ -24,6 +24,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from .context import Context
+from .times import now
 
 ROLES = ("viewer", "reviewer", "admin")
 MIN_PASSWORD_CHARS = 10
@@ -80,10 +81,6 @@ def _check_password(password: str) -> None:
         raise UserError("password too simple: use more different characters")
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def get_user(ctx: Context, name: str) -> dict[str, Any] | None:
     """The user document (with its password hash), or None."""
     return ctx.db.users.find_one({"_id": name})
@@ -111,7 +108,7 @@ def add_user(ctx: Context, name: str, password: str, role: str) -> None:
             "password_hash": _hasher.hash(password),
             # Random, not 0: sessions of a removed user of the same name stay dead.
             "session_epoch": secrets.randbelow(2**31),
-            "created_at": _now(),
+            "created_at": now(),
         }
     )
 
@@ -202,8 +199,8 @@ def create_token(
             "label": label,
             "role": role,
             "hash": _secret_hash(secret),
-            "created_at": _now(),
-            "expires_at": _now() + timedelta(days=days),
+            "created_at": now(),
+            "expires_at": now() + timedelta(days=days),
             "last_used": None,
         }
     )
@@ -221,12 +218,12 @@ def verify_token(ctx: Context, token: str) -> Principal | None:
     if doc is None or not hmac.compare_digest(doc["hash"], _secret_hash(secret)):
         return None
     expires = doc.get("expires_at")
-    if expires is not None and expires.replace(tzinfo=expires.tzinfo or UTC) <= _now():
+    if expires is not None and expires <= now():
         return None
     user = get_user(ctx, doc["user"])
     if user is None:
         return None
-    ctx.db.tokens.update_one({"_id": token_id}, {"$set": {"last_used": _now()}})
+    ctx.db.tokens.update_one({"_id": token_id}, {"$set": {"last_used": now()}})
     # The lower of the token's and the user's current role: demoting a user demotes its tokens.
     role = min(doc["role"], user["role"], key=ROLES.index)
     return Principal(doc["user"], role, token_id=token_id)
@@ -302,15 +299,15 @@ class LoginThrottle:
     account: Backoff = Backoff(free=10, base_s=5, cap_s=60)
     client: Backoff = Backoff(free=30, base_s=5, cap_s=60)
     window_s: int = 900
-    prefix: str = "copytrack:login-fail"
 
-    def _keys(self, client: str, name: str) -> tuple[str, str, str]:
+    def _keys(self, ctx: Context, client: str, name: str) -> tuple[str, str, str]:
+        prefix = ctx.keys.login_failures
         name_digest = hashlib.sha256(name.lower().encode()).hexdigest()[:32]
         pair_digest = hashlib.sha256(f"{client}\0{name.lower()}".encode()).hexdigest()[:32]
         return (
-            f"{self.prefix}:pair:{pair_digest}",
-            f"{self.prefix}:account:{name_digest}",
-            f"{self.prefix}:client:{client}",
+            f"{prefix}:pair:{pair_digest}",
+            f"{prefix}:account:{name_digest}",
+            f"{prefix}:client:{client}",
         )
 
     def attempt(self, ctx: Context, client: str, name: str) -> int:
@@ -320,14 +317,14 @@ class LoginThrottle:
         args: list[float] = [self.window_s * 1000]
         for rule in (self.pair, self.account, self.client):
             args += [rule.free, rule.base_s * 1000, rule.cap_s * 1000]
-        keys = self._keys(client, name)
+        keys = self._keys(ctx, client, name)
         wait_ms = int(ctx.redis.eval(_LUA_ATTEMPT, len(keys), *keys, *args))
         return -(-wait_ms // 1000)
 
     def succeeded(self, ctx: Context, client: str, name: str) -> None:
         """Forget the failures of this name (from anywhere), and this attempt from the
         client's count."""
-        pair, account, whole = self._keys(client, name)
+        pair, account, whole = self._keys(ctx, client, name)
         with ctx.redis.pipeline() as pipe:
             pipe.delete(pair, account)
             pipe.hincrby(whole, "failures", -1)

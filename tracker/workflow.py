@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +20,7 @@ from pymongo import ReturnDocument
 from .context import Context
 from .findings import REOPEN_AS, STATUSES
 from .reports import Passage, domain_query, invalidate_dashboard, passages
+from .times import now
 
 #: Where a reviewer may move a finding from each status.
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -48,10 +48,6 @@ class FindingNotFound(LookupError):
     """No finding has this id."""
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 #: Why a finding is dismissed: reports and the review queue tell them apart.
 DISMISS_REASONS = {
     "false_positive": "False positive",
@@ -62,7 +58,7 @@ DISMISS_REASONS = {
 
 
 def _entry(status: str, by: str, note: str | None, reason: str | None = None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"at": _now(), "status": status, "by": by}
+    entry: dict[str, Any] = {"at": now(), "status": status, "by": by}
     if note:
         entry["note"] = note[:MAX_NOTE_CHARS]
     if reason:
@@ -84,7 +80,7 @@ def _check_reason(status: str, reason: str | None) -> None:
 def _move(status: str, by: str, note: str | None, reason: str | None = None) -> dict[str, Any]:
     """The update that moves a finding to ``status`` and records it in the history."""
     update: dict[str, Any] = {
-        "$set": {"status": status, "status_at": _now()},
+        "$set": {"status": status, "status_at": now()},
         # A status someone chose: a later scan must not put back the one copytrack closed.
         "$unset": {REOPEN_AS: ""},
         "$push": {"history": _entry(status, by, note, reason)},
@@ -217,7 +213,7 @@ def _suppress(ctx: Context, query: dict[str, Any], domain: str, by: str) -> int:
             {
                 "$set": {
                     "status": "licensed",
-                    "status_at": _now(),
+                    "status_at": now(),
                     "licensed_by": domain,
                     "status_before_license": status,
                 },
@@ -232,7 +228,7 @@ def add_licensed_domain(ctx: Context, domain: str, by: str, note: str | None = N
     domain = normalize_domain(domain)
     ctx.db.whitelist.update_one(
         {"_id": domain},
-        {"$set": {"note": (note or "")[:MAX_NOTE_CHARS]}, "$setOnInsert": {"by": by, "at": _now()}},
+        {"$set": {"note": (note or "")[:MAX_NOTE_CHARS]}, "$setOnInsert": {"by": by, "at": now()}},
         upsert=True,
     )
     changed = _suppress(ctx, domain_query(domain), domain, by)
@@ -254,7 +250,7 @@ def remove_licensed_domain(ctx: Context, domain: str, by: str) -> int:
         restored += ctx.db.findings.update_many(
             {"licensed_by": domain, "status": "licensed", "status_before_license": status},
             {
-                "$set": {"status": status, "status_at": _now()},
+                "$set": {"status": status, "status_at": now()},
                 "$unset": {"licensed_by": "", "status_before_license": ""},
                 "$push": {"history": _entry(status, by, f"{domain} is no longer licensed")},
             },
@@ -462,7 +458,7 @@ def record_notice(
         "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(),
         "recipient": recipient,
         "by": by,
-        "sent_at": _now(),
+        "sent_at": now(),
     }
     record["_id"] = ctx.db.notices.insert_one(record).inserted_id
     invalidate_dashboard(ctx)

@@ -11,7 +11,7 @@ another meaning, and no accepted request starts being refused (that needs /api/v
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -269,14 +269,10 @@ class HealthOut(BaseModel):
     problems: list[str] = Field(description="One sentence each; empty when all is well.")
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    return value.replace(tzinfo=value.tzinfo or UTC) if value else None
-
-
 def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
     history = None
     if with_history:
-        history = [HistoryOut(**{**h, "at": _utc(h["at"])}) for h in doc.get("history", [])]
+        history = [HistoryOut(**{**h, "at": h["at"]}) for h in doc.get("history", [])]
     return FindingOut(
         id=str(doc["_id"]),
         status=doc["status"],
@@ -290,8 +286,8 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
         hits=doc["hits"],
         work_coverage=doc["master_coverage"],
         page_coverage=doc["suspect_coverage"],
-        first_seen=_utc(doc["first_seen"]),
-        last_seen=_utc(doc["last_seen"]),
+        first_seen=doc["first_seen"],
+        last_seen=doc["last_seen"],
         page_id=str(doc["page_id"]),
         dismiss_reason=doc.get("dismiss_reason"),
         history=history,
@@ -305,8 +301,8 @@ def _run_out(run: dict[str, Any]) -> RunOut:
         campaign=run["campaign"],
         state=run.get("state", "unknown"),
         trigger=run.get("trigger"),
-        started_at=_utc(run.get("started_at")),
-        finished_at=_utc(run.get("finished_at")),
+        started_at=run.get("started_at"),
+        finished_at=run.get("finished_at"),
         figures=progress["figures"],
         error=run.get("error"),
         health=progress["health"]["level"],

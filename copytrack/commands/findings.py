@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from tracker.context import open_context
 from tracker.findings import STATUSES, list_findings
-
-
-def _iso(value: datetime | None) -> str | None:
-    # pymongo returns naive datetimes that are UTC.
-    return value.replace(tzinfo=UTC).isoformat() if value else None
+from tracker.times import iso
 
 
 def finding_record(doc: dict[str, Any]) -> dict[str, Any]:
@@ -27,8 +22,8 @@ def finding_record(doc: dict[str, Any]) -> dict[str, Any]:
         "master_coverage": doc.get("master_coverage"),
         "suspect_coverage": doc.get("suspect_coverage"),
         "status": doc.get("status"),
-        "first_seen": _iso(doc.get("first_seen")),
-        "last_seen": _iso(doc.get("last_seen")),
+        "first_seen": iso(doc.get("first_seen")),
+        "last_seen": iso(doc.get("last_seen")),
         "campaign": doc.get("campaign"),
         "domain": doc.get("domain"),
         "page_id": str(doc["page_id"]),

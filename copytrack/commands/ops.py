@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-import pymongo
 import redis
 from pymongo.errors import PyMongoError
 
@@ -44,6 +43,7 @@ from tracker.servers import (
     server_status,
     stop_servers,
 )
+from tracker.times import mongo_client
 
 log = logging.getLogger(__name__)
 
@@ -450,9 +450,7 @@ def _status_context(settings: Settings, found: _Found) -> Context | None:
     }
     if set(urls) != {MONGO, VALKEY}:
         return None
-    mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(
-        urls[MONGO], serverSelectionTimeoutMS=5000
-    )
+    mongo = mongo_client(urls[MONGO], serverSelectionTimeoutMS=5000)
     # The index's memory figure walks every index key: a generous timeout for a big index.
     client = redis.Redis.from_url(urls[VALKEY], socket_timeout=30, socket_connect_timeout=5)
     return Context(

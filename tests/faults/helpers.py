@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from bson import ObjectId
-from celery import Celery
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed import attacks
 from tests.processes import clean_env, wait_until
-from tracker.celery_app import ROUTES
+from tracker.celery_app import sender_app
 from tracker.config import Settings
 from tracker.context import Context
 from tracker.pages import PageInput, store_page
@@ -97,8 +96,7 @@ def one_line_failure(done: subprocess.CompletedProcess[str], *words: str) -> str
 def send_scans(redis_url: str, page_ids: list[ObjectId]) -> None:
     """Queue scans as tracker.tasks.enqueue_scan does (same task name, same route), through
     a Celery app of the test's own: the module-level app keeps its first broker."""
-    sender = Celery("fault-tests", broker=redis_url, set_as_current=False)
-    sender.conf.task_routes = ROUTES
+    sender = sender_app("fault-tests", redis_url, Settings())
     try:
         for page_id in page_ids:
             sender.send_task("tracker.scan_page", args=[str(page_id)])

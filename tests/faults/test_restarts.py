@@ -47,12 +47,12 @@ VISIBILITY = "20"
 
 
 def _index_content(ctx: Context) -> dict[bytes, Any]:
-    """Every key of the index (prefix ``ct:ix``) with its value: what must survive. The
+    """Every key of the index (under ``ctx.keys.index``) with its value: what must survive. The
     generation is left out: it names the build, and a rebuild is a new one by design. A
     block is a set of fixed-size records in the order they were added: compared as a set."""
     content: dict[bytes, Any] = {}
     record = ctx.index.record_bytes
-    for key in ctx.redis.scan_iter(match=b"ct:ix*", count=1000):
+    for key in ctx.redis.scan_iter(match=f"{ctx.keys.index}*", count=1000):
         if ctx.redis.type(key) == b"hash":
             content[key] = ctx.redis.hgetall(key)
             content[key].pop(b"generation", None)
@@ -100,7 +100,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
     try:
         assert _index_content(ctx) == index
         assert [match_text(ctx, text) for text in copies] == before
-        assert ctx.redis.llen("scan") == 3
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == 3
         add_work(ctx, Work(text=works[3], external_id="news-3"))
         [copy_of_4th] = pirate_copies(works[3:], 1)
         pages += store_pages(ctx, [copy_of_4th], "late")
@@ -117,15 +117,15 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
     log = tmp_path / "worker.log"
     try:
         assert _index_content(ctx) == grown
-        assert ctx.redis.llen("scan") == len(pages) == 7
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == len(pages) == 7
         env = installation_env(endpoints, own, COPYTRACK_VISIBILITY_TIMEOUT=VISIBILITY)
         with process_group(SCAN_WORKER, env, log):
             wait_until(lambda: scanned(ctx) == len(pages), 60, "scan of every page", log)
-            wait_until(lambda: ctx.redis.hlen("unacked") == 0, 10, "acknowledgements", log)
+            wait_until(lambda: ctx.redis.hlen(ctx.keys.unacked) == 0, 10, "acknowledgements", log)
         masters = {m["external_id"]: m["_id"] for m in ctx.db.masters.find({}, {"external_id": 1})}
         copied = [masters[f"news-{n}"] for n in range(4)]
         assert findings_of(ctx) == set(zip([*pages[:3], pages[6]], copied, strict=True))
-        assert ctx.redis.llen("scan") == 0
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == 0
     finally:
         ctx.close()
 
@@ -160,9 +160,9 @@ def test_a_worker_carries_on_when_a_server_is_killed(
             # This process's clients find the server again on its own.
             assert [match_text(ctx, text) for text in copies[:3]] == before
             wait_until(lambda: scanned(ctx) == len(pages), 120, "scan of every page", log)
-            wait_until(lambda: ctx.redis.hlen("unacked") == 0, 60, "acknowledgements", log)
+            wait_until(lambda: ctx.redis.hlen(ctx.keys.unacked) == 0, 60, "acknowledgements", log)
         assert findings_of(ctx) == expected
-        assert ctx.redis.llen("scan") == 0
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == 0
     finally:
         ctx.close()
 

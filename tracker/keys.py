@@ -1,0 +1,61 @@
+"""Every Redis key copytrack writes, under one prefix per installation.
+
+Installations sharing one Redis set different COPYTRACK_REDIS_PREFIX values and keep
+apart their index, Celery queues and results, sessions, login throttles, campaign locks,
+crawl frontiers and caches. Nothing else in copytrack spells a key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    """The keys of the installation named ``prefix``."""
+
+    prefix: str
+
+    @property
+    def index(self) -> str:
+        """Prefix of the inverted index's keys (tracker.index)."""
+        return f"{self.prefix}:ix"
+
+    @property
+    def celery(self) -> str:
+        """kombu's ``global_keyprefix``: put before every key of the queues and results."""
+        return f"{self.prefix}:celery:"
+
+    def queue(self, name: str) -> str:
+        """The list of a Celery queue's waiting tasks."""
+        return self.celery + name
+
+    @property
+    def unacked(self) -> str:
+        """The hash of tasks delivered to workers and not yet acknowledged."""
+        return self.celery + "unacked"
+
+    @property
+    def dashboard(self) -> str:
+        return f"{self.prefix}:dashboard"
+
+    def session(self, sid_digest: str) -> str:
+        return f"{self.prefix}:session:{sid_digest}"
+
+    @property
+    def login_failures(self) -> str:
+        """Prefix of the login throttle's counters."""
+        return f"{self.prefix}:login-fail"
+
+    def campaign_lock(self, campaign: str) -> str:
+        return f"{self.prefix}:campaign:{campaign}:lock"
+
+    def frontier(self, run_id: object) -> str:
+        """Prefix of a run's shared crawl frontier (COPYTRACK_CRAWL_FRONTIER=redis)."""
+        return f"{self.prefix}:frontier:{run_id}"
+
+    def durability_mark(self, host: str, pid: int) -> str:
+        return f"{self.prefix}:durable:{host}:{pid}"
+
+    def health_probe(self, host: str, pid: int) -> str:
+        return f"{self.prefix}:health:{host}:{pid}"
