@@ -134,11 +134,13 @@ def test_app_finds_its_broker_lazily(endpoints: Endpoints, embedded_data_dir: Pa
             "COPYTRACK_REDIS_URL": url,
             "COPYTRACK_MONGO_URL": "mongodb://127.0.0.1:1/",
             "COPYTRACK_VISIBILITY_TIMEOUT": "120",
+            "COPYTRACK_REDIS_PREFIX": "press",
         }
     )
     assert configured["touched_on_import"] is False
     assert configured["broker"] == configured["backend"] == url
     assert configured["transport"] == {
+        "global_keyprefix": "press:celery:",
         "visibility_timeout": 120,
         "unacked_restore_interval": 12,
         "unacked_restore_throttle": 1,
