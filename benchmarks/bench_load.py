@@ -56,12 +56,11 @@ from tracker.context import Context, open_context
 from tracker.health import health
 from tracker.library import Work, add_work, reindex
 from tracker.pages import PageInput, scan_page, store_page
+from tracker.processes import descendants, proc_stat
 from tracker.servers import (
     MONGO,
     VALKEY,
-    descendants,
     ensure_servers,
-    proc_stat,
     server_status,
     stop_servers,
 )

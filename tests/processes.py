@@ -17,7 +17,8 @@ import pytest
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from tracker.config import Settings
 from tracker.context import Context
-from tracker.servers import Endpoints, proc_stat
+from tracker.processes import proc_stat
+from tracker.servers import Endpoints
 
 
 def clean_env(**copytrack: str) -> dict[str, str]:

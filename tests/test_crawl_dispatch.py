@@ -38,7 +38,7 @@ from tracker.celery_app import app, configure
 from tracker.context import Context
 from tracker.health import health
 from tracker.library import Work, add_work
-from tracker.servers import proc_stat
+from tracker.processes import proc_stat
 
 pytestmark = pytest.mark.timeout(120)
 

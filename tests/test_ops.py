@@ -27,7 +27,8 @@ from tracker.celery_app import sender_app
 from tracker.config import Settings
 from tracker.index import RedisIndex
 from tracker.keys import RedisKeys
-from tracker.servers import descendants, free_port, proc_stat, server_status, stop_servers
+from tracker.processes import descendants, proc_stat
+from tracker.servers import free_port, server_status, stop_servers
 
 
 def _status(data_dir: Path, *args: str, **extra: str) -> tuple[int, str]:

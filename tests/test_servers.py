@@ -18,11 +18,11 @@ import redis
 
 from tracker import servers
 from tracker.config import Settings
+from tracker.processes import proc_stat
 from tracker.servers import (
     Endpoints,
     ServerStartError,
     ensure_servers,
-    proc_stat,
     server_status,
     stop_servers,
 )

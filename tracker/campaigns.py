@@ -32,7 +32,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -54,7 +53,7 @@ from .celery_app import CRAWL_TASK, app
 from .context import Context
 from .netguard import check_url
 from .pages import needs_scan, scan_mark, scan_page
-from .servers import descendants, process_running
+from .processes import descendants, pid_space, process_running
 
 log = logging.getLogger(__name__)
 
@@ -391,18 +390,9 @@ def start_run(ctx: Context, name: str, trigger: str = "manual", queued: bool = F
     return run_id
 
 
-def _pid_space() -> str:
-    """Where a pid names a process: this host and, in a container, its PID namespace."""
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:  # no procfs
-        namespace = ""
-    return f"{socket.gethostname()} {namespace}".rstrip()
-
-
 def _crawl_process(pid: int) -> dict[str, Any]:
     """How a run records one of its crawl processes."""
-    return {"where": _pid_space(), "pid": pid}
+    return {"where": pid_space(), "pid": pid}
 
 
 def _crawl_died(run: Mapping[str, Any]) -> bool:
@@ -412,7 +402,7 @@ def _crawl_died(run: Mapping[str, Any]) -> bool:
     by another process (after a reboot, say) does not keep a dead run alive.
     """
     processes = run.get("crawl_processes") or []
-    here, marker = _pid_space(), str(run["_id"])
+    here, marker = pid_space(), str(run["_id"])
     return bool(processes) and all(
         p["where"] == here and not process_running(p["pid"], marker) for p in processes
     )

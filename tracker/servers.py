@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from typing import Any
 
 from tracker.config import Settings
 from tracker.failures import data_dir_error
+from tracker.processes import proc_info, terminate
 
 log = logging.getLogger(__name__)
 
@@ -254,77 +254,13 @@ def _locked(data_dir: Path) -> Iterator[None]:
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
-_HAVE_PROCFS = os.path.isdir("/proc/self")
-
-
-def proc_stat(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name: [0] state, [1] parent pid, …,
-    [11] [12] user and system CPU ticks; None if there is no such process (or no procfs)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            # They follow the parenthesized name, which may itself contain ")".
-            return fh.read().rpartition(")")[2].split() or None
-    except OSError:
-        return None
-
-
-def _proc_info(pid: int) -> tuple[str, str] | None:
-    """(state letter, command line) of a process, or None if there is none."""
-    if _HAVE_PROCFS:
-        stat = proc_stat(pid)
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return None
-        return (stat[0], cmdline) if stat else None
-    # No procfs (macOS): ask ps.
-    try:
-        out = subprocess.run(
-            ["ps", "-o", "stat=", "-o", "command=", "-p", str(pid)],
-            capture_output=True, text=True, timeout=5, check=False,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if not out:
-        return None
-    state, _, cmdline = out.partition(" ")
-    return state[:1], cmdline
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes under pid (its children, theirs, …), from procfs; [] without it."""
-    if not _HAVE_PROCFS:
-        return []
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        stat = proc_stat(entry.name) if entry.name.isdigit() else None
-        if stat:  # not if it ended meanwhile
-            children.setdefault(int(stat[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def process_running(pid: int, marker: str) -> bool:
-    """True if pid is a live (non-zombie) process whose command line contains ``marker``.
-
-    The marker tells the process apart from another that got its pid after it ended.
-    """
-    info = _proc_info(pid)
-    return info is not None and info[0] != "Z" and marker in info[1]
-
-
 def _live_info(pid: int) -> tuple[str, str] | None:
     """(state, command line) of a live process; None once it exited (reaped if ours)."""
     child = _CHILDREN.get(pid)
     if child is not None and child.poll() is not None:
         del _CHILDREN[pid]
         return None
-    info = _proc_info(pid)
+    info = proc_info(pid)
     if info is not None and info[0] != "Z":
         return info
     if child is not None:
@@ -357,26 +293,13 @@ def _terminate(procs: dict[int, int | None], timeout: float) -> None:
     stays blocked in accept() after its listening socket is closed, and its stop()
     then waits 2 s for that thread; an incoming connection wakes it at once.
     """
-    alive = list(procs)
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        alive = [p for p in alive if not _gone(p)]
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while alive and time.monotonic() < deadline:
-            time.sleep(_POLL)
-            alive = [p for p in alive if not _gone(p)]
-            if sig == signal.SIGTERM:
-                for pid in alive:
-                    port = procs[pid]
-                    if port:
-                        _port_open(port)
-        if not alive:
-            return
-        if sig == signal.SIGTERM:
-            log.warning("pids %s ignored SIGTERM for %.0fs, killing them", alive, timeout)
-    log.error("pids %s still present after SIGKILL", alive)
+
+    def wake(pid: int) -> None:
+        port = procs[pid]
+        if port:
+            _port_open(port)
+
+    terminate(procs, _gone, timeout, while_waiting=wake)
 
 
 def free_port() -> int:

@@ -34,6 +34,7 @@ from tracker.celery_app import QUEUES, app, configure
 from tracker.config import Settings
 from tracker.context import Context, open_index
 from tracker.health import health, unprobed
+from tracker.processes import terminate
 from tracker.servers import (
     MONGO,
     VALKEY,
@@ -131,37 +132,13 @@ def stack_processes(data_dir: Path) -> list[StackProcess]:
     return sorted(found, key=lambda p: p.started_at)
 
 
-def _wait_for(done: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(_POLL)
-    return True
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL pid, and its whole process group when it leads one (as `up`'s children do)."""
-    with contextlib.suppress(ProcessLookupError):
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-
-
 def _stop(pid: int, gone: Callable[[], bool], timeout: float) -> None:
     """SIGTERM pid (a Celery worker then finishes its running tasks); SIGKILL after timeout.
 
     A killed worker's unfinished tasks are not lost: they were not acknowledged, so Redis
     hands them out again after the visibility timeout.
     """
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    if _wait_for(gone, timeout):
-        return
-    log.warning("pid %d did not stop within %.0f s; killing it", pid, timeout)
-    _kill(pid)
-    _wait_for(gone, 5.0)
+    terminate([pid], lambda _pid: gone(), timeout)
 
 
 # --------------------------------------------------------------------------- worker

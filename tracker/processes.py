@@ -1,0 +1,147 @@
+"""Process supervision: what a process is, whether it still runs, and stopping it.
+
+One place for the procfs look-ups, the wait loops and the SIGTERM-then-SIGKILL sequence
+that the embedded servers, the stack's workers and the crawl processes all need.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+POLL = 0.05  # seconds between two looks at a process
+KILL_WAIT = 5.0  # seconds a SIGKILLed process is given to disappear
+
+_HAVE_PROCFS = os.path.isdir("/proc/self")
+
+
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name: [0] state, [1] parent pid, …,
+    [11] [12] user and system CPU ticks; None if there is no such process (or no procfs)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            # They follow the parenthesized name, which may itself contain ")".
+            return fh.read().rpartition(")")[2].split() or None
+    except OSError:
+        return None
+
+
+def proc_info(pid: int) -> tuple[str, str] | None:
+    """(state letter, command line) of a process, or None if there is none."""
+    if _HAVE_PROCFS:
+        stat = proc_stat(pid)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return None
+        return (stat[0], cmdline) if stat else None
+    # No procfs (macOS): ask ps.
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "stat=", "-o", "command=", "-p", str(pid)],
+            capture_output=True, text=True, timeout=5, check=False,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not out:
+        return None
+    state, _, cmdline = out.partition(" ")
+    return state[:1], cmdline
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under pid (its children, theirs, …), from procfs; [] without it."""
+    if not _HAVE_PROCFS:
+        return []
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        stat = proc_stat(entry.name) if entry.name.isdigit() else None
+        if stat:  # not if it ended meanwhile
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def process_running(pid: int, marker: str) -> bool:
+    """True if pid is a live (non-zombie) process whose command line contains ``marker``.
+
+    The marker tells the process apart from another that got its pid after it ended.
+    """
+    info = proc_info(pid)
+    return info is not None and info[0] != "Z" and marker in info[1]
+
+
+def pid_space() -> str:
+    """Where a pid names a process: this host and, in a container, its PID namespace."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no procfs
+        namespace = ""
+    return f"{socket.gethostname()} {namespace}".rstrip()
+
+
+def wait_for(done: Callable[[], bool], timeout: float, poll: float = POLL) -> bool:
+    """Poll until done() is true (True) or ``timeout`` seconds passed (False)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
+def kill(pid: int) -> None:
+    """SIGKILL pid, and its whole process group when it leads one (a process started in a
+    session of its own: its children go too)."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+
+
+def terminate(
+    pids: Iterable[int],
+    gone: Callable[[int], bool],
+    timeout: float,
+    while_waiting: Callable[[int], object] | None = None,
+) -> list[int]:
+    """SIGTERM the processes, wait up to ``timeout`` seconds for ``gone(pid)``, then SIGKILL
+    the rest (with their groups) and wait for them a little; returns the pids still there.
+
+    ``while_waiting(pid)`` is called for each process still running at every poll (to wake
+    a server blocked in accept(), say).
+    """
+    alive = [pid for pid in pids if not gone(pid)]
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+    def all_gone() -> bool:
+        alive[:] = [pid for pid in alive if not gone(pid)]
+        if while_waiting is not None:
+            for pid in alive:
+                while_waiting(pid)
+        return not alive
+
+    if wait_for(all_gone, timeout):
+        return []
+    log.warning("pids %s ignored SIGTERM for %.0f s, killing them", alive, timeout)
+    for pid in alive:
+        kill(pid)
+    if not wait_for(all_gone, KILL_WAIT):
+        log.error("pids %s still present after SIGKILL", alive)
+    return alive
