@@ -16,8 +16,8 @@ from croniter import croniter
 
 from tracker import campaigns as tracker_campaigns
 from tracker.campaigns import ACTIVE_STATES, Campaign, CampaignError
+from tracker.campaigns.outcomes import ProblemPage, outcome_counts, problem_page, run_health
 from tracker.context import Context
-from tracker.run_outcomes import ProblemPage, outcome_counts, problem_page, run_health
 
 #: Form fields holding one item per line.
 LIST_FIELDS = ("seeds", "allowed_domains", "allow", "deny")

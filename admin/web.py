@@ -13,8 +13,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import select_autoescape
 
+from tracker.campaigns.outcomes import explain
 from tracker.findings import STATUSES
-from tracker.run_outcomes import explain
 from tracker.workflow import DISMISS_REASONS, TRANSITIONS
 
 from .campaigns import progress as run_progress

@@ -44,10 +44,10 @@ from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.decoding import UnusableContent, decode_html
 from extractor.extraction import extract
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
+from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
 from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
-from tracker.run_outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.tasks import enqueue_scan
 
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem

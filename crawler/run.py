@@ -40,7 +40,7 @@ from tracker.campaigns import (
 )
 from tracker.config import ConfigError, Settings
 from tracker.context import Context, follow_servers, process_context
-from tracker.failures import CONNECTION_ERRORS
+from tracker.failures import CONNECTION_ERRORS, describe
 from tracker.keys import RedisKeys
 from tracker.servers import ServerStartError
 
@@ -198,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         run = join_run(ctx, run_id)
     except (InvalidId, CampaignError, ConfigError) as err:
         print(f"crawler.run: {err}", file=sys.stderr)
+        return 2
+    except CONNECTION_ERRORS as err:
+        # Its run, unjoined, is failed by whoever looks at it next (its process is gone).
+        print(f"crawler.run: {describe(err, Settings.from_env())}", file=sys.stderr)
         return 2
     resume_since = run.get("resume_since")
 

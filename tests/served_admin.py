@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import uvicorn
 
 from admin.app import create_app
+from tests.processes import wait_until
 from tracker.context import Context
 from tracker.servers import free_port
 
@@ -26,10 +26,7 @@ def served_admin(ctx: Context, **options: Any) -> Iterator[int]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "the admin did not start"
-        time.sleep(0.05)
+    wait_until(lambda: server.started, 15, "start of the admin")
     try:
         yield port
     finally:

@@ -14,7 +14,6 @@ from bson import ObjectId
 from admin.routes.api import ReviewStatus
 from tests.admin_seed import PASSWORD, ZH, client, login, seed
 from tests.processes import wait_until
-from tracker import campaigns as tracker_campaigns
 from tracker.celery_app import QUEUES
 from tracker.config import Settings
 from tracker.context import open_context
@@ -178,7 +177,8 @@ def test_campaigns_are_listed_and_admins_trigger_runs(api, ctx, monkeypatch):
 
     launched = []
     monkeypatch.setattr(
-        tracker_campaigns, "launch_crawl", lambda ctx, name, run_id: launched.append(run_id)
+        "tracker.campaigns.dispatch.launch_crawl",
+        lambda ctx, name, run_id: launched.append(run_id),
     )
     url = "/api/v1/campaigns/pirate-sites/runs"
     assert http.post(url).status_code == 401

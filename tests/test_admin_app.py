@@ -401,7 +401,8 @@ def test_campaign_form_validates_and_run_now_starts_a_run(ctx, web, seeded, monk
 
     launched = []
     monkeypatch.setattr(
-        tracker_campaigns, "launch_crawl", lambda ctx, name, run_id: launched.append(run_id)
+        "tracker.campaigns.dispatch.launch_crawl",
+        lambda ctx, name, run_id: launched.append(run_id),
     )
     ran = web.post("/campaigns/blogs/run", data={"csrf_token": token})
     assert ran.status_code == 200 and "started" in ran.text and len(launched) == 1

@@ -114,3 +114,19 @@ def test_a_redis_prefix_names_one_installation() -> None:
     assert Settings.from_env({"COPYTRACK_REDIS_PREFIX": "press-2"}).redis_prefix == "press-2"
     with pytest.raises(ConfigError, match=r"COPYTRACK_REDIS_PREFIX='a b'.*letters, digits"):
         Settings.from_env({"COPYTRACK_REDIS_PREFIX": "a b"})
+
+
+def test_settings_survive_the_trip_through_a_child_environment(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "COPYTRACK_MONGO_URL": "mongodb://db.example:27017/",
+            "COPYTRACK_TRUSTED_PROXIES": "10.0.0.2, 10.1.0.0/16",
+            "COPYTRACK_SECURE_COOKIES": "yes",
+            "COPYTRACK_DATA_DIR": str(tmp_path / "d"),
+            "COPYTRACK_REDIS_PREFIX": "press",
+            "COPYTRACK_SCAN_QUEUE_MAX": "0",
+            "COPYTRACK_CRAWL_DISPATCH": "queue",
+        }
+    )
+    assert Settings.from_env(settings.to_env()) == settings
+    assert Settings.from_env(Settings.from_env({}).to_env()) == Settings.from_env({})

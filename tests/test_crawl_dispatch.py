@@ -21,12 +21,13 @@ from tests.processes import kill_crawl, process_state, wait_until, worker_proces
 
 # Tasks by their module: pytest's collection would read a task imported here, and that
 # configures the Celery app (starting embedded servers in ./.copytrack).
-from tracker import campaigns, tasks
+from tracker import tasks
 from tracker.campaigns import (
     HEARTBEAT_STALE,
     QUEUE_WAIT,
     CampaignBusy,
     crawl_queued_run,
+    dispatch,
     get_campaign,
     get_run,
     refresh_run,
@@ -115,7 +116,7 @@ def test_a_crawl_process_that_fails_to_start_or_report_fails_its_run(
 ) -> None:
     save_site_campaign(queue_ctx, *site, "broken")
     run_id = trigger_run(queue_ctx, "broken")
-    monkeypatch.setattr(campaigns, "CRAWL_COMMAND", command)
+    monkeypatch.setattr(dispatch, "CRAWL_COMMAND", command)
     done = crawl_queued_run(queue_ctx, "broken", run_id, worker="crawler-test")
     assert done == {"run_id": str(run_id), "crawled": True, "state": "failed"}
     run = get_run(queue_ctx, run_id)

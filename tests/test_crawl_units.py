@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.request import Request as UrlRequest
 
 import pytest
@@ -26,6 +29,7 @@ from crawler.middlewares import (
 from crawler.run import scrapy_settings
 from crawler.urls import UrlScope, canonicalize
 from extractor import NoArticleText, html_to_text
+from tests.processes import clean_env
 from tracker.campaigns import Campaign
 from tracker.config import ConfigError
 from tracker.context import Context
@@ -197,3 +201,21 @@ def test_crawl_tunables_are_read_from_the_environment(
             ConfigError, match=f"COPYTRACK_MAX_LINKS_PER_PAGE='{bad}': give a whole"
         ):
             scrapy_settings(campaign, ObjectId(), ctx, "memory")
+
+
+def test_a_crawl_process_that_cannot_reach_its_servers_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # Port 1 on loopback: nothing listens there.
+    env = clean_env(
+        COPYTRACK_MONGO_URL="mongodb://127.0.0.1:1/",
+        COPYTRACK_REDIS_URL="redis://127.0.0.1:1/0",
+        COPYTRACK_DATA_DIR=str(tmp_path),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "crawler.run", "--campaign", "news", "--run-id", str(ObjectId())],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "MongoDB at COPYTRACK_MONGO_URL does not answer" in done.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from redis.cluster import RedisCluster
 
 from copytrack.cli import main
 from tests.corpus import texts
+from tests.processes import wait_until
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.index import MemoryIndex, RedisIndex
@@ -26,14 +26,6 @@ from tracker.matcher import match_text
 from tracker.servers import free_port, valkey_binary
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
-
-
-def _until(done, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"cluster: {what} within {timeout:.0f} s")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -80,18 +72,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
             except redis.ConnectionError:
                 return False
 
-        _until(answering, "nodes answer")
+        wait_until(answering, 30, "cluster nodes answering")
         for node, (first, last) in zip(nodes, SLOTS, strict=True):
             node.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
         for node in nodes[1:]:
             node.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0])
-        _until(
+        wait_until(
             lambda: all(
                 b"cluster_state:ok" in node.execute_command("CLUSTER", "INFO")
                 and b"cluster_known_nodes:3" in node.execute_command("CLUSTER", "INFO")
                 for node in nodes
             ),
-            "every node sees 3 nodes and all slots",
+            30,
+            "every cluster node seeing 3 nodes and all slots",
         )
         client = RedisCluster(host="127.0.0.1", port=ports[0])
         client.url = f"redis://127.0.0.1:{ports[0]}"

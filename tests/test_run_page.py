@@ -20,8 +20,8 @@ import pytest
 from tests.admin_seed import PASSWORD, client, login
 from tests.security.fakes import ARTICLE, scripted_crawl
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
+from tracker.campaigns.outcomes import run_health
 from tracker.context import Context
-from tracker.run_outcomes import run_health
 from tracker.users import add_user, create_token
 
 GONE = 60  # links to pages that answer 404: more than one page of the run's list

@@ -236,6 +236,21 @@ class Settings:
                 raise _invalid(setting, raw, str(expected)) from None
         return cls(**values)
 
+    def to_env(self) -> dict[str, str]:
+        """The COPYTRACK_* variables that give these settings back (``from_env``): the
+        environment of a child process that must work on the same installation."""
+        return {s.variable: _text(getattr(self, s.field)) for s in SETTINGS}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
 
 def _invalid(setting: Setting, value: str, expected: str) -> ConfigError:
     # Never echo a password from a URL into logs or terminals.

@@ -23,10 +23,10 @@ import click
 from tqdm import tqdm
 
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
+from tracker.campaigns.outcomes import run_health
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work
-from tracker.run_outcomes import run_health
 from tracker.servers import stop_servers
 from tracker.users import add_user, get_user, set_password
 

@@ -24,7 +24,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ASCENDING
 
-from .context import Context
+from ..context import Context
 
 OUTCOMES = ("skipped", "failed")
 #: URLs kept per crawl process and run; the counters still count every one.
