@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,9 @@ def clean_env(**copytrack: str) -> dict[str, str]:
 
 
 def installation_env(endpoints: Endpoints, settings: Settings, **extra: str) -> dict[str, str]:
-    """clean_env with the servers, database and data dir of one installation, plus extra."""
-    return clean_env(
-        COPYTRACK_MONGO_URL=endpoints.mongo_url,
-        COPYTRACK_REDIS_URL=endpoints.redis_url,
-        COPYTRACK_MONGO_DB=settings.mongo_db,
-        COPYTRACK_DATA_DIR=str(settings.data_dir),
-        **extra,
-    )
+    """clean_env with the settings of one installation on its servers, plus extra."""
+    on_servers = replace(settings, mongo_url=endpoints.mongo_url, redis_url=endpoints.redis_url)
+    return clean_env(**{**on_servers.to_env(), **extra})
 
 
 @contextlib.contextmanager

@@ -16,6 +16,8 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +152,11 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         raise testbed_missing(err) from None
     if serve:
         _check_port(port)
-    os.environ.setdefault("COPYTRACK_DATA_DIR", DEMO_DATA_DIR)
-    os.environ["COPYTRACK_ALLOW_PRIVATE_NETWORKS"] = "1"  # the test web is on loopback
-    os.environ["COPYTRACK_CRAWL_DISPATCH"] = "local"  # it starts no crawler worker
-    settings = Settings.from_env()
+    settings = replace(
+        Settings.from_env({"COPYTRACK_DATA_DIR": DEMO_DATA_DIR, **os.environ}),
+        allow_private_networks=True,  # the test web is on loopback
+        crawl_dispatch="local",  # it starts no crawler worker
+    )
     if "COPYTRACK_LOG_LEVEL" not in os.environ:  # a bar and a summary, not a line per page
         logging.getLogger().setLevel(logging.WARNING)
     click.echo(f"starting the embedded servers in {settings.data_dir} …")
@@ -190,7 +193,7 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
             f"\nadmin: {admin_url}  user {DEMO_USER}  password {password}\n(Ctrl-C stops the demo)"
         )
         uvicorn.run(
-            create_app(ctx, url_to_text=fetch_text),
+            create_app(ctx, url_to_text=partial(fetch_text, allow_private=True)),
             host="127.0.0.1",
             port=port,
             log_level="warning",

@@ -329,7 +329,7 @@ def up(concurrency: int | None, admin_port: int) -> None:
             ensure_servers(settings)
             # Children find the embedded servers as any command does, through the data
             # dir's state file: so they follow a server that died and came back.
-            env = dict(os.environ, COPYTRACK_DATA_DIR=str(settings.data_dir))
+            env = {**os.environ, **settings.to_env()}
             for name, args in _services(concurrency, admin_port, settings.crawl_dispatch):
                 children.append(_start_child(name, args, env))
             _print_stack(settings, children)

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,15 +48,12 @@ def launch_crawl(ctx: Context, name: str, run_id: ObjectId) -> subprocess.Popen[
     """Start the crawl process of a run, detached, logging to DATA/logs/crawl-RUN.log."""
     log_path = crawl_log_path(ctx, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The child talks to exactly the servers and database of this context.
-    env = dict(
-        os.environ,
-        COPYTRACK_MONGO_URL=ctx.endpoints.mongo_url,
-        COPYTRACK_REDIS_URL=ctx.endpoints.redis_url,
-        COPYTRACK_MONGO_DB=ctx.settings.mongo_db,
-        COPYTRACK_DATA_DIR=str(ctx.settings.data_dir),
-        COPYTRACK_ALLOW_PRIVATE_NETWORKS="1" if ctx.settings.allow_private_networks else "0",
+    # The child works on exactly this context's installation: its settings, and the
+    # servers it found (the embedded ones by their URLs).
+    settings = replace(
+        ctx.settings, mongo_url=ctx.endpoints.mongo_url, redis_url=ctx.endpoints.redis_url
     )
+    env = {**os.environ, **settings.to_env()}
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
             [*CRAWL_COMMAND, "--campaign", name, "--run-id", str(run_id)],
