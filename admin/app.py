@@ -17,9 +17,9 @@ from starlette.routing import Match
 
 from tracker.context import Context, process_context, reconnected
 from tracker.failures import describe
+from tracker.findings import FilterError
 from tracker.generation import IndexNotReady
 from tracker.health import index_health, server_health
-from tracker.reports import FilterError
 from tracker.servers import ServerStartError
 
 from .limits import BodyGuard

@@ -14,8 +14,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import select_autoescape
 
 from tracker.campaigns.outcomes import explain
-from tracker.findings import STATUSES
-from tracker.workflow import DISMISS_REASONS, TRANSITIONS
+from tracker.findings import DISMISS_REASONS, LABELS, STATUSES, TRANSITIONS
 
 from .campaigns import progress as run_progress
 from .security import pop_flashes, session_of
@@ -24,15 +23,6 @@ HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
 #: Highest page number a list takes: beyond it, 422 rather than a skip MongoDB cannot hold.
 MAX_PAGE = 1_000_000
-
-STATUS_LABELS = {
-    "new": "New",
-    "confirmed": "Confirmed",
-    "dismissed": "Dismissed",
-    "notice_sent": "Notice sent",
-    "removed": "Removed",
-    "licensed": "Licensed",
-}
 
 
 def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
@@ -60,7 +50,7 @@ templates.env.autoescape = select_autoescape(default=True, default_for_string=Tr
 templates.env.filters.update(dt=_datetime, pct=_percent, query=_query)
 templates.env.globals.update(
     STATUSES=STATUSES,
-    STATUS_LABELS=STATUS_LABELS,
+    STATUS_LABELS=LABELS,
     TRANSITIONS=TRANSITIONS,
     DISMISS_REASONS=DISMISS_REASONS,
     run_progress=run_progress,

@@ -18,10 +18,10 @@ from testbed.attacks import combine, excerpt, insert_ads, reflow
 from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
+from tracker.findings import record_notice, set_status
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
 from tracker.users import add_user
-from tracker.workflow import record_notice, set_status
 
 PASSWORD = "correct horse battery"
 XSS = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'

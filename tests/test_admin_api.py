@@ -17,9 +17,9 @@ from tests.processes import wait_until
 from tracker.celery_app import QUEUES
 from tracker.config import Settings
 from tracker.context import open_context
+from tracker.findings import TRANSITIONS
 from tracker.servers import VALKEY, server_status
 from tracker.users import add_user, create_token, revoke_token
-from tracker.workflow import TRANSITIONS
 
 
 @pytest.fixture

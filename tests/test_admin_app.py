@@ -35,8 +35,8 @@ from tests.admin_seed import (
 from tests.corpus import novel_chapters
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
+from tracker.findings import domain_report, work_report
 from tracker.library import Work, add_work, add_works
-from tracker.reports import domain_report, work_report
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from tests.corpus import texts
 from tracker.celery_app import sender_app
 from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.findings import dashboard
 from tracker.library import Work, add_works
 from tracker.matcher import match_text
-from tracker.reports import dashboard
 from tracker.servers import Endpoints
 from tracker.users import Principal
 

@@ -8,35 +8,33 @@ import pytest
 from bson import ObjectId
 
 from tests.corpus import texts
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.reports import (
+from tracker.findings import (
+    TRANSITIONS,
     FilterError,
     FindingFilter,
-    dashboard,
-    domain_report,
-    find_findings,
-    findings_csv,
-    parse_filter,
-    safe_cell,
-    work_report,
-)
-from tracker.workflow import (
-    TRANSITIONS,
     FindingNotFound,
     WorkflowError,
     add_licensed_domain,
     build_notice,
     bulk_set_status,
+    dashboard,
+    domain_report,
+    find_findings,
+    findings_csv,
     licensed_domain_of,
     normalize_domain,
     notices_of,
+    parse_filter,
     record_notice,
     remove_licensed_domain,
+    safe_cell,
     set_notice_sender,
     set_status,
     suppress_licensed,
+    work_report,
 )
+from tracker.library import Work, add_work
+from tracker.pages import PageInput, scan_page, store_page
 
 ZH = [t for t in texts("zh_news", 40) if len(t) > 550][:6]
 

@@ -13,10 +13,9 @@ from typing import Any
 from bson import Binary, ObjectId
 
 from .context import Context
-from .findings import RecordResult, record_findings
+from .findings import RecordResult, record_findings, suppress_licensed
 from .generation import current, require
 from .matcher import match_text
-from .workflow import suppress_licensed
 
 log = logging.getLogger(__name__)
 

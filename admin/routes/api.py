@@ -22,13 +22,22 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from fingerprinter import DEFAULT_PARAMS
 from fingerprinter.initials import common_letters_class
 from tracker.campaigns import CampaignBusy
-from tracker.findings import STATUSES
+from tracker.findings import (
+    DISMISS_REASONS,
+    REVIEWER_STATUSES,
+    SORT_KEYS,
+    STATUSES,
+    FindingNotFound,
+    WorkflowError,
+    find_findings,
+    parse_filter,
+    parse_object_id,
+    set_status,
+)
 from tracker.health import health
 from tracker.library import Work
 from tracker.loaders import Loaded
 from tracker.matcher import match_text
-from tracker.reports import SORT_KEYS, find_findings, parse_filter, parse_object_id
-from tracker.workflow import DISMISS_REASONS, FindingNotFound, WorkflowError, set_status
 
 from .. import campaigns as campaign_seam
 from ..security import Admin, Reviewer, Viewer, app_context
@@ -195,7 +204,7 @@ class FindingList(BaseModel):
 
 
 #: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
-ReviewStatus = Literal["new", "confirmed", "dismissed", "notice_sent", "removed"]
+ReviewStatus = Literal[REVIEWER_STATUSES]  # type: ignore[valid-type]
 DismissReason = Literal[tuple(DISMISS_REASONS)]  # type: ignore[valid-type]
 
 

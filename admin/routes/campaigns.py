@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from tracker.campaigns import Campaign
-from tracker.reports import recent_runs
+from tracker.findings import recent_runs
 
 from .. import campaigns as seam
 from ..security import Admin, Viewer, app_context, flash

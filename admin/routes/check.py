@@ -13,8 +13,8 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from tracker.context import Context
+from tracker.findings import Passage, passages
 from tracker.matcher import Match, match_text
-from tracker.reports import Passage, passages
 
 from ..security import Viewer, app_context
 from ..web import render

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from tracker.reports import dashboard as dashboard_figures
-from tracker.reports import recent_runs
+from tracker.findings import dashboard as dashboard_figures
+from tracker.findings import recent_runs
 
 from ..charts import bar_chart
 from ..security import Viewer, app_context

@@ -8,8 +8,15 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from tracker.reports import Report, domain_report, findings_csv, parse_filter, work_report
-from tracker.workflow import WorkflowError, normalize_domain
+from tracker.findings import (
+    Report,
+    WorkflowError,
+    domain_report,
+    findings_csv,
+    normalize_domain,
+    parse_filter,
+    work_report,
+)
 
 from ..security import Viewer, app_context
 from ..web import STATIC_DIR, render, templates

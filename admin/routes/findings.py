@@ -11,14 +11,20 @@ from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from tracker.context import Context
-from tracker.reports import find_findings, neighbours, parse_filter, parse_object_id, passages
-from tracker.workflow import (
+from tracker.findings import (
+    LABELS,
     NOTICE_LANGUAGES,
+    OPEN,
     FindingNotFound,
     WorkflowError,
     build_notice,
     bulk_set_status,
+    find_findings,
+    neighbours,
     notices_of,
+    parse_filter,
+    parse_object_id,
+    passages,
     record_notice,
     set_status,
 )
@@ -35,16 +41,7 @@ SIBLINGS_SHOWN = 20
 SIBLING_FIELDS = {"master_title": 1, "master_external_id": 1, "score": 1, "status": 1}
 _CHARSET = re.compile(r"^[A-Za-z0-9_.:-]{1,40}$")
 #: Status filters offered in the list, in the order a reviewer uses them.
-STATUS_CHOICES = (
-    ("", "Any status"),
-    ("new,confirmed,notice_sent", "Open"),
-    ("new", "New"),
-    ("confirmed", "Confirmed"),
-    ("notice_sent", "Notice sent"),
-    ("removed", "Removed"),
-    ("dismissed", "Dismissed"),
-    ("licensed", "Licensed"),
-)
+STATUS_CHOICES = (("", "Any status"), (",".join(OPEN), "Open"), *LABELS.items())
 SORT_CHOICES = (
     ("-last_seen", "Last seen"),
     ("-first_seen", "First seen"),

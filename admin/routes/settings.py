@@ -8,6 +8,15 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
+from tracker.findings import (
+    SENDER_FIELDS,
+    WorkflowError,
+    add_licensed_domain,
+    list_licensed_domains,
+    notice_sender,
+    remove_licensed_domain,
+    set_notice_sender,
+)
 from tracker.users import (
     ROLES,
     UserError,
@@ -17,15 +26,6 @@ from tracker.users import (
     remove_user,
     set_password,
     set_role,
-)
-from tracker.workflow import (
-    SENDER_FIELDS,
-    WorkflowError,
-    add_licensed_domain,
-    list_licensed_domains,
-    notice_sender,
-    remove_licensed_domain,
-    set_notice_sender,
 )
 
 from ..security import Admin, UserAdmin, Viewer, app_context, flash

@@ -24,10 +24,10 @@ from tests.processes import process_group, wait_until
 from tracker import generation
 from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.findings import set_status
 from tracker.health import index_health
 from tracker.library import Work, add_work, fingerprint_values, reindex
 from tracker.pages import PageInput, scan_page, store_page
-from tracker.workflow import set_status
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -9,15 +9,15 @@ from urllib.parse import urlsplit
 
 from pymongo import UpdateOne
 
-from .context import Context
-from .matcher import Match
+from ..context import Context
+from ..matcher import Match
+from .status import CLOSED, NEW, REMOVED, history_entry
 
-#: Workflow states a reviewer moves a finding through.
-STATUSES = ("new", "confirmed", "dismissed", "notice_sent", "removed", "licensed")
-_CLOSED = ("dismissed", "removed", "licensed")
 #: Set on a finding that a scan closed (``removed``): the status to reopen it with if the
 #: page copies the work again. A reviewer's change of status drops it.
 REOPEN_AS = "reopen_as"
+_GONE = "the page no longer copies this work"
+_BACK = "the page copies this work again"
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,8 @@ def record_findings(
                 "$set": {**page_fields, **_finding_fields(match)},
                 "$setOnInsert": {
                     "first_seen": now,
-                    "status": "new",
-                    "history": [{"at": now, "status": "new", "by": "copytrack"}],
+                    "status": NEW,
+                    "history": [history_entry(NEW, now)],
                 },
             },
             upsert=True,
@@ -81,10 +81,6 @@ def record_findings(
     return RecordResult(new=new, updated=updated, removed=removed)
 
 
-def _history(status: str, at: datetime, note: str) -> dict[str, Any]:
-    return {"at": at, "status": status, "by": "copytrack", "note": note}
-
-
 def _ids_by(ctx: Context, query: dict[str, Any], field: str) -> dict[str, list[Any]]:
     """Ids of the findings matching query, grouped by the value of field (usually none)."""
     groups: dict[str, list[Any]] = {}
@@ -96,15 +92,17 @@ def _ids_by(ctx: Context, query: dict[str, Any], field: str) -> dict[str, list[A
 def _close_gone(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> int:
     """Mark ``removed`` the open findings of the page for works it no longer copies,
     remembering each one's status to reopen it with."""
-    query = {"page_id": page_id, "master_id": {"$nin": matched}, "status": {"$nin": list(_CLOSED)}}
+    query = {"page_id": page_id, "master_id": {"$nin": matched}, "status": {"$nin": list(CLOSED)}}
     removed = 0
     for status, ids in _ids_by(ctx, query, "status").items():
         removed += ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": status},
             {
-                "$set": {"status": "removed", "last_checked": now, REOPEN_AS: status},
+                "$set": {"status": REMOVED, "last_checked": now, REOPEN_AS: status},
                 "$push": {
-                    "history": _history("removed", now, "the page no longer copies this work")
+                    "history": history_entry(
+                        REMOVED, now, note="the page no longer copies this work"
+                    )
                 },
             },
         ).modified_count
@@ -116,16 +114,18 @@ def _reopen(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> No
     query = {
         "page_id": page_id,
         "master_id": {"$in": matched},
-        "status": "removed",
+        "status": REMOVED,
         REOPEN_AS: {"$exists": True},
     }
     for status, ids in _ids_by(ctx, query, REOPEN_AS).items():
         ctx.db.findings.update_many(
-            {"_id": {"$in": ids}, "status": "removed"},
+            {"_id": {"$in": ids}, "status": REMOVED},
             {
                 "$set": {"status": status, "last_checked": now},
                 "$unset": {REOPEN_AS: ""},
-                "$push": {"history": _history(status, now, "the page copies this work again")},
+                "$push": {
+                    "history": history_entry(status, now, note="the page copies this work again")
+                },
             },
         )
 

@@ -1,0 +1,119 @@
+"""Dashboard figures: findings by status, by day and by domain, the most copied works and
+the latest runs, aggregated at most once a minute (cached in Redis)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..context import Context
+from .queries import day_start
+from .status import NOT_COPIES, OPEN, STATUSES
+
+DASHBOARD_MAX_AGE_S = 60
+
+
+DAYS_CHARTED = 30
+
+
+def invalidate_dashboard(ctx: Context) -> None:
+    """Drop the cached dashboard figures (after a reviewer changed statuses)."""
+    ctx.redis.delete(ctx.keys.dashboard)
+
+
+def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
+    findings = ctx.db.findings
+    by_status = {s: 0 for s in STATUSES}
+    for row in findings.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}]):
+        by_status[row["_id"]] = row["n"]
+    first_day = (now - timedelta(days=DAYS_CHARTED - 1)).date()
+    per_day = dict.fromkeys(
+        ((first_day + timedelta(days=n)).isoformat() for n in range(DAYS_CHARTED)), 0
+    )
+    for row in findings.aggregate(
+        [
+            {"$match": {"first_seen": {"$gte": day_start(first_day)}}},
+            {
+                "$group": {
+                    "_id": {"$dateToString": {"format": "%Y-%m-%d", "date": "$first_seen"}},
+                    "n": {"$sum": 1},
+                }
+            },
+        ]
+    ):
+        if row["_id"] in per_day:
+            per_day[row["_id"]] = row["n"]
+    live = {"status": {"$nin": list(NOT_COPIES)}}
+    top_domains = [
+        {"domain": row["_id"], "findings": row["n"], "works": len(row["works"])}
+        for row in findings.aggregate(
+            [
+                {"$match": live},
+                {
+                    "$group": {
+                        "_id": "$domain",
+                        "n": {"$sum": 1},
+                        "works": {"$addToSet": "$master_id"},
+                    }
+                },
+                {"$sort": {"n": -1, "_id": 1}},
+                {"$limit": 10},
+            ]
+        )
+    ]
+    top_works = [
+        {
+            "master_id": row["_id"],
+            "external_id": row["external_id"],
+            "title": row["title"],
+            "pages": row["n"],
+            "domains": len(row["domains"]),
+        }
+        for row in findings.aggregate(
+            [
+                {"$match": live},
+                {
+                    "$group": {
+                        "_id": "$master_id",
+                        "n": {"$sum": 1},
+                        "external_id": {"$first": "$master_external_id"},
+                        "title": {"$first": "$master_title"},
+                        "domains": {"$addToSet": "$domain"},
+                    }
+                },
+                {"$sort": {"n": -1, "_id": 1}},
+                {"$limit": 10},
+            ]
+        )
+    ]
+    week_ago = now - timedelta(days=7)
+    return {
+        "computed_at": now.isoformat(),
+        "by_status": by_status,
+        "open": sum(by_status[s] for s in OPEN),
+        "new_this_week": findings.count_documents({"first_seen": {"$gte": week_ago}}),
+        "per_day": [{"day": day, "findings": n} for day, n in per_day.items()],
+        "top_domains": top_domains,
+        "top_works": top_works,
+        "works": ctx.db.masters.estimated_document_count(),
+    }
+
+
+def dashboard(ctx: Context, max_age_s: int = DASHBOARD_MAX_AGE_S) -> dict[str, Any]:
+    """Dashboard figures, aggregated at most once per ``max_age_s`` (cached in Redis).
+
+    The aggregations scan the findings; caching keeps a busy dashboard from scanning on
+    every request, and a status change drops the cache so reviewers see their own work.
+    """
+    cached = ctx.redis.get(ctx.keys.dashboard)
+    if cached is not None:
+        return json.loads(cached)
+    figures = _compute_dashboard(ctx, datetime.now(UTC))
+    ctx.redis.set(ctx.keys.dashboard, json.dumps(figures), ex=max_age_s)
+    return figures
+
+
+def recent_runs(ctx: Context, limit: int = 10) -> list[dict[str, Any]]:
+    """The latest runs of all campaigns, newest first."""
+    return list(ctx.db.runs.find().sort([("started_at", -1), ("_id", -1)]).limit(limit))

@@ -1,0 +1,77 @@
+"""Findings as CSV, each cell safe to open in a spreadsheet."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+from ..context import Context
+from ..times import iso
+from .queries import FindingFilter, finding_query, sort_spec
+
+CSV_COLUMNS = (
+    ("id", lambda f: str(f["_id"])),
+    ("status", lambda f: f.get("status")),
+    ("work_id", lambda f: f.get("master_external_id")),
+    ("work_title", lambda f: f.get("master_title")),
+    ("domain", lambda f: f.get("domain")),
+    ("url", lambda f: f.get("url")),
+    ("campaign", lambda f: f.get("campaign")),
+    ("dismiss_reason", lambda f: f.get("dismiss_reason")),
+    ("score", lambda f: f.get("score")),
+    ("work_coverage", lambda f: f.get("master_coverage")),
+    ("page_coverage", lambda f: f.get("suspect_coverage")),
+    ("hits", lambda f: f.get("hits")),
+    ("first_seen", lambda f: iso(f.get("first_seen"))),
+    ("last_seen", lambda f: iso(f.get("last_seen"))),
+    # Two hashes, named for what they hash: the captured bytes (the evidence file) and
+    # the text extracted from them (what was matched).
+    ("page_capture_sha256", lambda f: f.get("capture_sha256")),
+    ("page_text_sha256", lambda f: f.get("page_sha256")),
+)
+
+
+# A spreadsheet runs a cell starting with these as a formula (or DDE command).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%")
+
+
+def safe_cell(value: Any) -> str:
+    """A CSV cell that a spreadsheet shows as text, never evaluates (formula injection)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | float):
+        return str(value)
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def findings_csv(ctx: Context, flt: FindingFilter, batch: int = 500) -> Iterator[str]:
+    """The filtered findings as CSV text chunks: a BOM (so Excel reads UTF-8), header, rows."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow([name for name, _ in CSV_COLUMNS])
+    yield "\ufeff" + _drain(buffer)
+    cursor = ctx.db.findings.find(finding_query(ctx, flt), {"history": 0, "spans": 0}).sort(
+        sort_spec(flt.sort)
+    )
+    while chunk := list(islice(cursor, batch)):
+        captures = {
+            page["_id"]: page.get("raw_sha256")
+            for page in ctx.db.pages.find(
+                {"_id": {"$in": [f["page_id"] for f in chunk]}}, {"raw_sha256": 1}
+            )
+        }
+        for finding in chunk:
+            finding["capture_sha256"] = captures.get(finding["page_id"])
+            writer.writerow([safe_cell(get(finding)) for _, get in CSV_COLUMNS])
+        yield _drain(buffer)
+
+
+def _drain(buffer: io.StringIO) -> str:
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text

@@ -1,0 +1,275 @@
+"""Which findings a reviewer asks for: filters read from a request, their MongoDB query, a
+page of results and a finding's neighbours in that list.
+
+The admin (web pages, JSON API) and the command line share these, so a filter means the
+same everywhere and an export holds exactly what a reviewer sees.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+from bson import ObjectId
+from bson.errors import InvalidId
+
+from ..context import Context
+from ..library import find_masters
+from .status import STATUSES
+
+#: Sort keys a findings list accepts; ``-key`` sorts descending.
+SORT_KEYS = ("last_seen", "first_seen", "score", "hits", "master_coverage", "domain")
+
+
+DEFAULT_SORT = "-last_seen"
+
+
+MAX_PER_PAGE = 200
+
+
+class FilterError(ValueError):
+    """A findings filter parameter that cannot be understood, naming it."""
+
+
+def parse_object_id(value: str, what: str = "finding") -> ObjectId:
+    """An ObjectId from its 24-hex form; raises FilterError naming ``what`` otherwise."""
+    try:
+        return ObjectId(value)
+    except (InvalidId, TypeError):
+        raise FilterError(f"{value!r} is not a {what} id (24 hexadecimal digits)") from None
+
+
+@dataclass(frozen=True)
+class FindingFilter:
+    """Which findings to list; every field is optional (None matches everything)."""
+
+    status: tuple[str, ...] = ()
+    work: str | None = None  # external id, integer master id or work id
+    q: str | None = None  # words in the work's title or id, the page's title or URL
+    domain: str | None = None  # also matches its subdomains
+    campaign: str | None = None
+    min_score: float | None = None
+    max_score: float | None = None
+    since: date | None = None  # first seen on or after
+    until: date | None = None  # first seen on or before
+    page_id: ObjectId | None = None  # the findings of one page (a whole book copies many works)
+    sort: str = DEFAULT_SORT
+
+    def as_params(self) -> dict[str, str]:
+        """The filter as query parameters (for links that keep it)."""
+        params = {
+            "status": ",".join(self.status),
+            "work": self.work,
+            "q": self.q,
+            "domain": self.domain,
+            "campaign": self.campaign,
+            "min_score": self.min_score,
+            "max_score": self.max_score,
+            "since": self.since,
+            "until": self.until,
+            "page_id": self.page_id,
+            "sort": self.sort if self.sort != DEFAULT_SORT else None,
+        }
+        return {key: str(value) for key, value in params.items() if value not in (None, "")}
+
+
+def _bounded(params: Mapping[str, str], name: str, top: float, what: str) -> float | None:
+    """The number in parameter ``name``, between 0 and ``top``; None if not given."""
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= top:
+        raise FilterError(f"{name}={raw!r}: give {what} between 0 and {top:g}")
+    return value
+
+
+def _share(params: Mapping[str, str], name: str) -> float | None:
+    """A score bound given as a fraction (``min_score=0.8``) or, as the admin's form
+    asks people for it, a percentage (``min_pct=80``)."""
+    fraction = _bounded(params, f"{name}_score", 1, "a number")
+    if fraction is not None:
+        return fraction
+    percent = _bounded(params, f"{name}_pct", 100, "a percentage")
+    return None if percent is None else percent / 100
+
+
+def _date(params: Mapping[str, str], name: str) -> date | None:
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise FilterError(f"{name}={raw!r}: give a date as YYYY-MM-DD") from None
+
+
+def parse_filter(params: Mapping[str, str]) -> FindingFilter:
+    """A FindingFilter from query parameters; raises FilterError naming a bad parameter.
+
+    ``status`` may list several statuses separated by commas.
+    """
+    statuses = tuple(s for s in (params.get("status") or "").replace(" ", "").split(",") if s)
+    for status in statuses:
+        if status not in STATUSES:
+            raise FilterError(f"status={status!r}: use one of {', '.join(STATUSES)}")
+    sort = (params.get("sort") or DEFAULT_SORT).strip()
+    if sort.lstrip("-") not in SORT_KEYS:
+        raise FilterError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)} (prefix - to reverse)")
+
+    def text(name: str) -> str | None:
+        return (params.get(name) or "").strip() or None
+
+    return FindingFilter(
+        status=statuses,
+        work=text("work"),
+        q=text("q"),
+        domain=(text("domain") or "").lower() or None,
+        campaign=text("campaign"),
+        min_score=_share(params, "min"),
+        max_score=_share(params, "max"),
+        since=_date(params, "since"),
+        until=_date(params, "until"),
+        page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,
+        sort=sort,
+    )
+
+
+def day_start(day: date) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def domain_query(domain: str) -> dict[str, Any]:
+    """Findings on ``domain`` or any of its subdomains."""
+    return {"$or": [{"domain": domain}, {"domain": {"$regex": rf"\.{re.escape(domain)}$"}}]}
+
+
+#: Pages whose title matches a search, at most: a search as common as "the" is cut here.
+SEARCH_PAGES = 10_000
+
+
+def _search(ctx: Context, words: str) -> dict[str, Any]:
+    """Findings whose work title or id, page URL or page title contains ``words`` (any
+    case): "红楼梦" finds the findings of every chapter titled so."""
+    pattern = {"$regex": re.escape(words), "$options": "i"}
+    titled = ctx.db.pages.find({"title": pattern}, {"_id": 1}).limit(SEARCH_PAGES)
+    return {
+        "$or": [
+            {"master_title": pattern},
+            {"master_external_id": pattern},
+            {"url": pattern},
+            {"page_id": {"$in": [page["_id"] for page in titled]}},
+        ]
+    }
+
+
+def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
+    """The MongoDB query of a filter (an unknown work matches nothing)."""
+    clauses: list[dict[str, Any]] = []
+    if flt.status:
+        clauses.append({"status": {"$in": list(flt.status)}})
+    if flt.work:
+        ids = [m["_id"] for m in find_masters(ctx, flt.work)]
+        clauses.append({"master_id": {"$in": ids}})
+    if flt.q:
+        clauses.append(_search(ctx, flt.q))
+    if flt.domain:
+        clauses.append(domain_query(flt.domain))
+    if flt.campaign:
+        clauses.append({"campaign": flt.campaign})
+    if flt.page_id:
+        clauses.append({"page_id": flt.page_id})
+    score: dict[str, float] = {}
+    if flt.min_score is not None:
+        score["$gte"] = flt.min_score
+    if flt.max_score is not None:
+        score["$lte"] = flt.max_score
+    if score:
+        clauses.append({"score": score})
+    seen: dict[str, datetime] = {}
+    if flt.since:
+        seen["$gte"] = day_start(flt.since)
+    if flt.until:  # its last moment: the day after 9999-12-31 is no date
+        seen["$lte"] = datetime.combine(flt.until, time.max, tzinfo=UTC)
+    if seen:
+        clauses.append({"first_seen": seen})
+    return {"$and": clauses} if clauses else {}
+
+
+def sort_spec(sort: str) -> list[tuple[str, int]]:
+    key = sort.lstrip("-")
+    # _id breaks ties, so pages never repeat or skip a finding.
+    return [(key, -1 if sort.startswith("-") else 1), ("_id", -1)]
+
+
+@dataclass(frozen=True)
+class FindingPage:
+    """One page of a findings list."""
+
+    items: list[dict[str, Any]]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def find_findings(
+    ctx: Context, flt: FindingFilter, page: int = 1, per_page: int = 50
+) -> FindingPage:
+    """A page of findings matching the filter, in the filter's order (history left out)."""
+    per_page = max(1, min(per_page, MAX_PER_PAGE))
+    page = max(1, page)
+    query = finding_query(ctx, flt)
+    total = ctx.db.findings.count_documents(query)
+    cursor = (
+        ctx.db.findings.find(query, {"history": 0, "spans": 0})
+        .sort(sort_spec(flt.sort))
+        .skip((page - 1) * per_page)
+        .limit(per_page)
+    )
+    return FindingPage(list(cursor), total, page, per_page)
+
+
+#: Findings of a list looked at for a finding's neighbours: past them, no previous/next.
+NEIGHBOURS_SCANNED = 5000
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """Where a finding sits in a filtered list: the findings before and after it."""
+
+    previous: ObjectId | None
+    next: ObjectId | None
+    position: int | None  # 1-based; None when the finding is not in the list (any more)
+    total: int
+
+
+def neighbours(ctx: Context, flt: FindingFilter, finding_id: ObjectId) -> Neighbours:
+    """The findings before and after ``finding_id`` in the filter's order, so a reviewer
+    goes through a list one finding after another."""
+    query = finding_query(ctx, flt)
+    ids = [
+        f["_id"]
+        for f in ctx.db.findings.find(query, {"_id": 1})
+        .sort(sort_spec(flt.sort))
+        .limit(NEIGHBOURS_SCANNED)
+    ]
+    total = ctx.db.findings.count_documents(query)
+    if finding_id not in ids:
+        return Neighbours(None, ids[0] if ids else None, None, total)
+    at = ids.index(finding_id)
+    return Neighbours(
+        ids[at - 1] if at > 0 else None,
+        ids[at + 1] if at + 1 < len(ids) else None,
+        at + 1,
+        total,
+    )
