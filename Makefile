@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.system-runtime
 TEST_STAMP := $(VENV)/.system-test
 
-.PHONY: demo test test-security lint bench clean
+.PHONY: demo test test-fast test-security lint bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -37,6 +37,10 @@ test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
+
+# A quick loop while working: everything but the tests marked slow (make test runs all).
+test-fast: $(STAMP) $(TEST_STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # The regression tests of the attacks in docs/security.md, alone (make test runs them too).
 test-security: $(STAMP) $(TEST_STAMP)

@@ -49,7 +49,8 @@ import redis
 
 from benchmarks.shared_corpus import iter_documents, require_shared
 from copytrack.commands.ops import COPYTRACK_COMMAND
-from tracker import attacks, tasks
+from testbed import attacks
+from tracker import tasks
 from tracker.celery_app import app, configure
 from tracker.config import Settings
 from tracker.context import Context, open_context

@@ -18,7 +18,7 @@ import pytest
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from tracker.config import Settings
 from tracker.context import Context
-from tracker.processes import proc_stat
+from tracker.processes import kill, proc_stat
 from tracker.servers import Endpoints
 
 
@@ -53,8 +53,7 @@ def process_group(
     try:
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill(proc.pid)  # and its group: the worker's pool, the crawl's extraction processes
         proc.wait(timeout=10)
 
 

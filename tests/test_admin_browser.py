@@ -41,9 +41,12 @@ DOCS = (
     else Path(tempfile.mkdtemp(prefix="copytrack-shots-"))
 )
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="needs Debian's Chromium: apt-get install chromium"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's Chromium: apt-get install chromium"
+    ),
+]
 
 
 @pytest.fixture

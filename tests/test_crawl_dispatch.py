@@ -41,7 +41,7 @@ from tracker.health import health
 from tracker.library import Work, add_work
 from tracker.processes import proc_stat
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,8 @@ from tracker.campaigns import (
 )
 from tracker.context import Context
 
+pytestmark = pytest.mark.slow
+
 RECALL = 0.95
 RUN_TIMEOUT = 240
 ZH_TEXT = "这是一篇足够长的文章正文，用来检验条件请求：内容没有变化时服务器回答304。" * 3

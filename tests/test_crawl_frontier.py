@@ -22,6 +22,8 @@ from tracker.campaigns import (
 from tracker.config import Settings
 from tracker.context import Context, open_context
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def running() -> Iterator[RunningWeb]:

@@ -35,6 +35,8 @@ from crawler.spiders.campaign import CampaignSpider, problem_of
 from tracker.campaigns import Campaign, crawl_log_path, save_campaign, trigger_run, wait_for_run
 from tracker.context import Context
 
+pytestmark = pytest.mark.slow
+
 MAX_LINKS = crawl_settings.COPYTRACK_MAX_LINKS_PER_PAGE
 MAX_REDIRECTS = crawl_settings.REDIRECT_MAX_TIMES
 MAX_BYTES = crawl_settings.DOWNLOAD_MAXSIZE

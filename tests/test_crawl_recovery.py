@@ -7,6 +7,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from tracker.campaigns import (
 from tracker.context import Context
 from tracker.library import Work, add_work
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,8 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
     tmp_path: Path,
 ) -> None:
     bound = 4
-    monkeypatch.setenv("COPYTRACK_SCAN_QUEUE_MAX", str(bound))  # the crawl process's setting
+    # The crawl process works with the settings of the context that starts it.
+    monkeypatch.setattr(crawl_ctx, "settings", replace(crawl_ctx.settings, scan_queue_max=bound))
     save_site_campaign(crawl_ctx, web, running, "backoff", delay=0, concurrency=4)
     with _deepest(crawl_ctx, "scan") as deepest:
         run_id = trigger_run(crawl_ctx, "backoff")

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tracker.servers import server_status
+
+pytestmark = pytest.mark.slow
 
 
 def test_demo_crawls_the_test_web_and_reports_findings(tmp_path: Path) -> None:

@@ -37,6 +37,8 @@ from testbed.evaluation import (
 from tests.corpus import documents
 from tracker.matcher import DEFAULT_MATCH_SETTINGS
 
+pytestmark = pytest.mark.slow
+
 CORPUS = (("zh_news", 300), ("zh_novel", 60), ("en_news", 300), ("en_novel", 40))
 
 # The defaults measure F1, precision and recall 1.000 in both languages on this benchmark,

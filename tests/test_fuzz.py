@@ -45,6 +45,8 @@ from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.matcher import match_text
 
+pytestmark = pytest.mark.slow
+
 WEBPAGES = Path(__file__).parents[1] / ".." / "shared" / "webpages"
 needs_webpages = pytest.mark.skipif(
     not (WEBPAGES / "manifest.jsonl").exists(),

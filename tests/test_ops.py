@@ -30,6 +30,8 @@ from tracker.keys import RedisKeys
 from tracker.processes import descendants, proc_stat
 from tracker.servers import free_port, server_status, stop_servers
 
+pytestmark = pytest.mark.slow
+
 
 def _status(data_dir: Path, *args: str, **extra: str) -> tuple[int, str]:
     """Exit status and output of `copytrack status ARGS`, run in this process."""

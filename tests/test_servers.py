@@ -34,6 +34,8 @@ _ENSURE_SCRIPT = """
 import json
 from tracker.config import Settings
 from tracker.servers import ensure_servers, server_status
+
+pytestmark = pytest.mark.slow
 s = Settings.from_env()
 e = ensure_servers(s)
 print(json.dumps({"mongo": e.mongo_url, "redis": e.redis_url,

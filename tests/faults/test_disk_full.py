@@ -8,9 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from tests.corpus import texts
 from tests.faults.helpers import copytrack, data_dir_env, fill_disk, one_line_failure, servers_of
+
+pytestmark = pytest.mark.slow
 
 
 def _stretches(count: int, size: int = 600) -> list[str]:

@@ -29,7 +29,7 @@ from tracker.health import index_health
 from tracker.library import Work, add_work, fingerprint_values, reindex
 from tracker.pages import PageInput, scan_page, store_page
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _statuses(ctx: Context) -> dict[tuple[object, int], str]:

@@ -16,6 +16,8 @@ from tests.faults.helpers import copytrack, data_dir_env, one_line_failure, serv
 from tests.processes import clean_env
 from tracker.servers import free_port
 
+pytestmark = pytest.mark.slow
+
 GOOD = texts("zh_news", 4)
 
 

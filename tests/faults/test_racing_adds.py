@@ -7,11 +7,15 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
+import pytest
+
 from tests.corpus import texts
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_works
 from tracker.store import ensure_indexes
+
+pytestmark = pytest.mark.slow
 
 TEXTS = texts("zh_news", 60)
 

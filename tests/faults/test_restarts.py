@@ -40,8 +40,7 @@ from tracker.library import Work, add_work
 from tracker.matcher import match_text
 from tracker.servers import MONGO, VALKEY, ensure_servers
 
-pytestmark = pytest.mark.timeout(180)
-
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 #: A task whose acknowledgement was lost with a killed server comes back within the test.
 VISIBILITY = "20"
 
