@@ -273,3 +273,22 @@ def test_a_dismissal_says_why_and_a_reopening_forgets_it(library):
     other = found_on(ctx, "https://quote.example/2", 1)
     assert bulk_set_status(ctx, [other], "dismissed", "rui", None, "false_positive").changed == 1
     assert ctx.db.findings.find_one({"_id": other})["dismiss_reason"] == "false_positive"
+
+
+def test_sites_on_one_host_but_other_ports_are_told_apart(library):
+    ctx = library
+    found_on(ctx, "http://127.0.0.1:8001/a", 0)
+    found_on(ctx, "http://127.0.0.1:8002/b", 1)
+    found_on(ctx, "http://127.0.0.1:8002/c", 2)
+    # A finding recorded before sites were kept counts under its host.
+    found_on(ctx, "http://old.example/d", 0)
+    ctx.db.findings.update_one({"url": "http://old.example/d"}, {"$unset": {"site": ""}})
+    assert dashboard(ctx)["top_domains"] == [
+        {"domain": "127.0.0.1:8002", "findings": 2, "works": 2},
+        {"domain": "127.0.0.1:8001", "findings": 1, "works": 1},
+        {"domain": "old.example", "findings": 1, "works": 1},
+    ]
+    one_site = find_findings(ctx, parse_filter({"domain": "127.0.0.1:8001"}))
+    assert [f["url"] for f in one_site.items] == ["http://127.0.0.1:8001/a"]
+    # The host alone still covers every port.
+    assert find_findings(ctx, parse_filter({"domain": "127.0.0.1"})).total == 3

@@ -184,6 +184,7 @@ class FindingOut(BaseModel):
     work_title: str | None
     url: str
     domain: str
+    site: str = Field(description="Host and port, when the URL names a port")
     campaign: str | None
     score: float
     hits: int
@@ -290,6 +291,7 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
         work_title=doc.get("master_title"),
         url=doc["url"],
         domain=doc["domain"],
+        site=doc.get("site") or doc["domain"],
         campaign=doc.get("campaign"),
         score=doc["score"],
         hits=doc["hits"],

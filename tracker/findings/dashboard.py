@@ -17,6 +17,10 @@ DASHBOARD_MAX_AGE_S = 60
 DAYS_CHARTED = 30
 
 
+#: A finding's site (host[:port]); findings recorded before sites were kept have their host.
+_SITE = {"$ifNull": ["$site", "$domain"]}
+
+
 def invalidate_dashboard(ctx: Context) -> None:
     """Drop the cached dashboard figures (after a reviewer changed statuses)."""
     ctx.redis.delete(ctx.keys.dashboard)
@@ -52,7 +56,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
                 {"$match": live},
                 {
                     "$group": {
-                        "_id": "$domain",
+                        "_id": _SITE,
                         "n": {"$sum": 1},
                         "works": {"$addToSet": "$master_id"},
                     }
@@ -79,7 +83,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
                         "n": {"$sum": 1},
                         "external_id": {"$first": "$master_external_id"},
                         "title": {"$first": "$master_title"},
-                        "domains": {"$addToSet": "$domain"},
+                        "domains": {"$addToSet": _SITE},
                     }
                 },
                 {"$sort": {"n": -1, "_id": 1}},

@@ -21,6 +21,7 @@ from ..library import find_masters
 from .status import STATUSES
 
 #: Sort keys a findings list accepts; ``-key`` sorts descending.
+_WITH_PORT = re.compile(r"[^:]+:\d{1,5}")
 SORT_KEYS = ("last_seen", "first_seen", "score", "hits", "master_coverage", "domain")
 
 
@@ -146,7 +147,10 @@ def day_start(day: date) -> datetime:
 
 
 def domain_query(domain: str) -> dict[str, Any]:
-    """Findings on ``domain`` or any of its subdomains."""
+    """Findings on ``domain`` or any of its subdomains; with a port (``host:8001``), on
+    that site alone."""
+    if _WITH_PORT.fullmatch(domain):
+        return {"site": domain}
     return {"$or": [{"domain": domain}, {"domain": {"$regex": rf"\.{re.escape(domain)}$"}}]}
 
 

@@ -39,6 +39,19 @@ def _finding_fields(match: Match) -> dict[str, Any]:
     }
 
 
+def site_of(url: str) -> str:
+    """The host of a URL with its port when it names one: sites on one host but other
+    ports (a test web, a mirror on :8080) are told apart; ``domain`` (the host alone)
+    groups them for licensing and filters."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # a port that is no number: the host alone
+        port = None
+    host = parts.hostname or ""
+    return f"{host}:{port}" if port else host
+
+
 def record_findings(
     ctx: Context, page: dict[str, Any], matches: list[Match], run_id: Any = None
 ) -> RecordResult:
@@ -51,6 +64,7 @@ def record_findings(
     page_fields = {
         "url": page["url"],
         "domain": urlsplit(page["url"]).hostname or "",
+        "site": site_of(page["url"]),
         "campaign": page.get("campaign"),
         "page_sha256": page.get("content_sha256"),
         "last_seen": now,
