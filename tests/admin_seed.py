@@ -18,7 +18,7 @@ from testbed.attacks import combine, excerpt, insert_ads, reflow
 from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
-from tracker.findings import record_notice, set_status
+from tracker.findings import record_notice, set_notice_sender, set_status
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
 from tracker.users import add_user
@@ -114,6 +114,7 @@ def _decide(ctx: Context, seeded: Seeded) -> None:
     for finding_id in ids[:5]:
         set_status(ctx, finding_id, "confirmed", "rui", "verbatim copy with ads")
     set_status(ctx, ids[5], "dismissed", "rui", "quotation within fair use")
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
     record_notice(
         ctx, ids[0], lang="zh", subject="侵权通知", body="请删除。", recipient="abuse@x", by="rui"
     )

@@ -322,9 +322,20 @@ def test_finding_detail_aligns_highlighted_passages_and_shows_evidence(ctx, web,
 
 
 def test_notice_is_generated_in_both_languages_and_recorded(ctx, web, seeded):
-    token = login(web, "rui")
     finding_id = seeded.findings[3]
     finding = ctx.db.findings.find_one({"_id": finding_id})
+    # No sender (any more): an administrator is sent to Settings, where a bad e-mail is
+    # refused.
+    ctx.db.settings.delete_many({})
+    token = login(web, "ada")
+    blocked = web.get(f"/findings/{finding_id}/notice?lang=zh")
+    assert blocked.url.path == "/settings" and "needs its sender" in blocked.text
+    sender = {"organization": "Example Press", "email": "legal at press", "csrf_token": token}
+    refused = web.post("/settings", data=sender)
+    assert refused.status_code == 400 and "is not an e-mail address" in refused.text
+    assert 'value="Example Press"' in refused.text  # the form keeps what was typed
+    web.post("/settings", data={**sender, "email": "legal@press.example"})
+    token = login(web, "rui")
     zh = web.get(f"/findings/{finding_id}/notice?lang=zh").text
     assert "侵权删除通知" in zh and finding["url"] in zh and finding["master_external_id"] in zh
     en = web.get(f"/findings/{finding_id}/notice?lang=en").text

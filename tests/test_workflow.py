@@ -13,6 +13,7 @@ from tracker.findings import (
     FilterError,
     FindingFilter,
     FindingNotFound,
+    NoSender,
     WorkflowError,
     add_licensed_domain,
     build_notice,
@@ -159,6 +160,13 @@ def test_notices_need_a_confirmed_finding_and_are_recorded_with_their_hash(libra
     set_status(ctx, finding_id, "confirmed", "rui")
     with pytest.raises(WorkflowError, match="no notice template"):
         build_notice(ctx, finding_id, "fr")
+    # No notice without who sends it, nor with an address nobody can answer.
+    with pytest.raises(NoSender, match="organization and email.*Settings"):
+        build_notice(ctx, finding_id, "en")
+    with pytest.raises(NoSender):
+        record_notice(ctx, finding_id, lang="en", subject="s", body="b", recipient="x", by="r")
+    with pytest.raises(WorkflowError, match="'legal at news' is not an e-mail address"):
+        set_notice_sender(ctx, organization="示例报业集团", email="legal at news")
     set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
     page = ctx.db.pages.find_one({"url": "https://copy.example/n"})
     for lang, phrase in (("zh", "侵权删除通知"), ("en", "Copyright infringement notice")):

@@ -16,6 +16,7 @@ from tracker.findings import (
     NOTICE_LANGUAGES,
     OPEN,
     FindingNotFound,
+    NoSender,
     WorkflowError,
     build_notice,
     bulk_set_status,
@@ -202,6 +203,9 @@ def notice_form(request: Request, user: Reviewer, finding_id: str, lang: str = "
         notice = build_notice(app_context(request), _oid(finding_id), lang)
     except FindingNotFound:
         raise HTTPException(404, "no such finding") from None
+    except NoSender as err:
+        flash(request, str(err), "error")
+        return redirect("/settings" if user.can("admin") else f"/findings/{finding_id}")
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(f"/findings/{finding_id}")

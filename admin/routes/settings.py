@@ -105,7 +105,14 @@ def settings(request: Request, user: Admin) -> HTMLResponse:
 async def save_settings(request: Request, user: Admin) -> Response:
     form = await request.form()
     values = {name: str(form.get(name) or "") for name in SENDER_FIELDS}
-    set_notice_sender(app_context(request), **values)
+    try:
+        set_notice_sender(app_context(request), **values)
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+        # The form as typed, to be corrected.
+        return render(
+            request, "settings.html", sender=values, fields=SENDER_FIELDS, status_code=400
+        )
     flash(request, "Settings saved.")
     return redirect("/settings")
 

@@ -4,6 +4,7 @@ sender set in Settings, and recorded on the finding when sent."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +20,6 @@ from .workflow import FindingNotFound, WorkflowError, status_update
 NOTICE_LANGUAGES = ("zh", "en")
 
 
-DEFAULT_SENDER = {"zh": "我方", "en": "The copyright holder"}
-
-
 NOTICE_PASSAGES = 3
 
 
@@ -31,6 +29,8 @@ NOTICE_PASSAGE_CHARS = 120
 _SENDER_ID = "notice_sender"
 
 
+# Something@domain.tld, no spaces: a typo check, not RFC 5322.
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 SENDER_FIELDS = ("organization", "email", "address", "signature")
 
 
@@ -104,13 +104,37 @@ def notice_sender(ctx: Context) -> dict[str, str]:
     return {name: doc.get(name) or "" for name in SENDER_FIELDS}
 
 
+class NoSender(WorkflowError):
+    """No notice can go out before Settings say who sends it."""
+
+
 def set_notice_sender(ctx: Context, **fields: str) -> None:
-    """Store who signs the notices; unknown field names are refused."""
+    """Store who signs the notices; unknown field names and a malformed e-mail address are
+    refused (WorkflowError)."""
     unknown = set(fields) - set(SENDER_FIELDS)
     if unknown:
         raise WorkflowError(f"unknown sender fields: {', '.join(sorted(unknown))}")
     values = {name: (value or "").strip()[:MAX_NOTE_CHARS] for name, value in fields.items()}
+    email = values.get("email")
+    if email and not _EMAIL.fullmatch(email):
+        raise WorkflowError(
+            f"{email!r} is not an e-mail address: give one where site operators can answer "
+            "(e.g. legal@your-paper.example)"
+        )
     ctx.db.settings.update_one({"_id": _SENDER_ID}, {"$set": values}, upsert=True)
+
+
+def check_sender(ctx: Context) -> dict[str, str]:
+    """The notice sender; raises NoSender when the organization or the e-mail is missing:
+    a notice must say who claims the right and where to answer."""
+    sender = notice_sender(ctx)
+    missing = [name for name in ("organization", "email") if not sender[name]]
+    if missing:
+        raise NoSender(
+            f"a notice needs its sender's {' and '.join(missing)}: an administrator sets "
+            "them in Settings (/settings) first"
+        )
+    return sender
 
 
 def _finding(ctx: Context, finding_id: ObjectId) -> dict[str, Any]:
@@ -137,7 +161,7 @@ def build_notice(ctx: Context, finding_id: ObjectId, lang: str) -> Notice:
         f"  [{n}] {_one_line(p.page_text, NOTICE_PASSAGE_CHARS)}"
         for n, p in enumerate(sorted(shown, key=lambda p: p.page_start), start=1)
     )
-    sender = notice_sender(ctx)
+    sender = check_sender(ctx)
     fetched = page.get("fetched_at")
     author = master.get("author")
     fields = {
@@ -154,7 +178,7 @@ def build_notice(ctx: Context, finding_id: ObjectId, lang: str) -> Notice:
         "fetched_at": fetched.strftime("%Y-%m-%d %H:%M UTC") if fetched else "—",
         "raw_sha256": page.get("raw_sha256") or "—",
         "content_sha256": page.get("content_sha256") or "—",
-        "organization": sender["organization"] or DEFAULT_SENDER[lang],
+        "organization": sender["organization"],
         "signature": "\n".join(
             part for part in (sender["signature"], sender["address"], sender["email"]) if part
         ),
@@ -193,6 +217,7 @@ def record_notice(
         raise WorkflowError("say where the notice went (an e-mail address or the site's form)")
     if not body:
         raise WorkflowError("the notice is empty")
+    check_sender(ctx)
     note = f"{lang} notice sent to {recipient}"
     updated = ctx.db.findings.find_one_and_update(
         {"_id": finding_id, "status": {"$in": list(NOTICE_READY)}},
