@@ -35,7 +35,7 @@ from tests.admin_seed import (
 from tests.corpus import novel_chapters
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
-from tracker.findings import domain_report, work_report
+from tracker.findings import domain_report, set_status, work_report
 from tracker.library import Work, add_work, add_works
 
 
@@ -359,13 +359,24 @@ def test_notice_is_generated_in_both_languages_and_recorded(ctx, web, seeded):
 def test_whitelisting_a_domain_marks_its_findings_licensed_and_back(ctx, web, seeded):
     token = login(web, "ada")
     domain = "copycat.example"
+    on_domain = ctx.db.findings.find_one({"domain": "m." + domain, "status": "new"})
+    set_status(ctx, on_domain["_id"], "confirmed", "rui")  # a reviewer's decision
     before = {f["_id"]: f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
-    web.post("/whitelist", data={"domain": domain, "note": "partner", "csrf_token": token})
+    form = {"domain": domain, "note": "partner", "csrf_token": token}
+    # Reviewers' decisions would be relabelled: the admin asks first, nothing changes yet.
+    asked = web.post("/whitelist", data=form)
+    assert asked.status_code == 200 and f"License {domain}?" in asked.text
+    assert "will be marked licensed" in asked.text
+    now = {f["_id"]: f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
+    assert now == before
+    web.post("/whitelist", data={**form, "confirm": "true"})
     statuses = {f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
     assert statuses == {"licensed"}
     listed = web.get(f"/findings/{next(iter(before))}")
     assert "Licensed" in listed.text
-    web.post(f"/whitelist/{domain}/delete", data={"csrf_token": token})
+    asked = web.post(f"/whitelist/{domain}/delete", data={"csrf_token": token})
+    assert f"Stop licensing {domain}?" in asked.text
+    web.post(f"/whitelist/{domain}/delete", data={"csrf_token": token, "confirm": "true"})
     after = {f["_id"]: f["status"] for f in ctx.db.findings.find({"domain": "m." + domain})}
     assert after == before
 

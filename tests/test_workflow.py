@@ -19,6 +19,8 @@ from tracker.findings import (
     build_notice,
     bulk_set_status,
     dashboard,
+    decisions_relabelled_by_adding,
+    decisions_relabelled_by_removing,
     domain_report,
     find_findings,
     findings_csv,
@@ -100,7 +102,10 @@ def test_whitelisting_suppresses_old_and_new_findings_and_lifting_it_restores(li
     sub = found_on(ctx, "https://news.partner.example/b", 1)
     other = found_on(ctx, "https://notpartner.example/c", 2)
     set_status(ctx, sub, "confirmed", "rui")
+    # What to warn about first: a reviewer's decision the change would relabel.
+    assert decisions_relabelled_by_adding(ctx, "partner.example") == {"confirmed": 1}
     assert add_licensed_domain(ctx, "https://Partner.example/path", "ada", "contract 2026") == 2
+    assert decisions_relabelled_by_removing(ctx, "partner.example") == {"confirmed": 1}
     assert status(ctx, partner) == status(ctx, sub) == "licensed"
     assert status(ctx, other) == "new"
     history = ctx.db.findings.find_one({"_id": sub})["history"][-1]
@@ -118,6 +123,9 @@ def test_whitelisting_suppresses_old_and_new_findings_and_lifting_it_restores(li
     assert status(ctx, partner) == "new" and status(ctx, sub) == "confirmed"
     with pytest.raises(WorkflowError, match="not on the whitelist"):
         remove_licensed_domain(ctx, "partner.example", "ada")
+    # Licensed again without a note: the contract note comes back.
+    add_licensed_domain(ctx, "partner.example", "ada")
+    assert ctx.db.whitelist.find_one({"_id": "partner.example"})["note"] == "contract 2026"
 
 
 def test_overlapping_whitelist_entries_keep_covered_findings_licensed(library):
@@ -161,7 +169,7 @@ def test_notices_need_a_confirmed_finding_and_are_recorded_with_their_hash(libra
     with pytest.raises(WorkflowError, match="no notice template"):
         build_notice(ctx, finding_id, "fr")
     # No notice without who sends it, nor with an address nobody can answer.
-    with pytest.raises(NoSender, match="organization and email.*Settings"):
+    with pytest.raises(NoSender, match=r"organization and email.*Settings"):
         build_notice(ctx, finding_id, "en")
     with pytest.raises(NoSender):
         record_notice(ctx, finding_id, lang="en", subject="s", body="b", recipient="x", by="r")

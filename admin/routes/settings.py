@@ -12,6 +12,8 @@ from tracker.findings import (
     SENDER_FIELDS,
     WorkflowError,
     add_licensed_domain,
+    decisions_relabelled_by_adding,
+    decisions_relabelled_by_removing,
     list_licensed_domains,
     notice_sender,
     remove_licensed_domain,
@@ -128,9 +130,14 @@ def whitelist_add(
     user: Admin,
     domain: Annotated[str, Form(max_length=300)],
     note: Annotated[str, Form(max_length=2000)] = "",
+    confirm: Annotated[bool, Form()] = False,
 ) -> Response:
+    ctx = app_context(request)
     try:
-        count = add_licensed_domain(app_context(request), domain, user.name, note)
+        decided = decisions_relabelled_by_adding(ctx, domain)
+        if decided and not confirm:
+            return _confirm_page(request, "add", domain, decided, note)
+        count = add_licensed_domain(ctx, domain, user.name, note)
     except WorkflowError as err:
         flash(request, str(err), "error")
     else:
@@ -138,10 +145,28 @@ def whitelist_add(
     return redirect("/whitelist")
 
 
+def _confirm_page(
+    request: Request, action: str, domain: str, decided: dict[str, int], note: str = ""
+) -> HTMLResponse:
+    """Ask before a whitelist change relabels findings reviewers decided on."""
+    return render(
+        request,
+        "whitelist.html",
+        entries=list_licensed_domains(app_context(request)),
+        pending={"action": action, "domain": domain, "note": note, "decided": decided},
+    )
+
+
 @router.post("/whitelist/{domain}/delete")
-def whitelist_remove(request: Request, user: Admin, domain: str) -> Response:
+def whitelist_remove(
+    request: Request, user: Admin, domain: str, confirm: Annotated[bool, Form()] = False
+) -> Response:
+    ctx = app_context(request)
     try:
-        count = remove_licensed_domain(app_context(request), domain, user.name)
+        decided = decisions_relabelled_by_removing(ctx, domain)
+        if decided and not confirm:
+            return _confirm_page(request, "remove", domain, decided)
+        count = remove_licensed_domain(ctx, domain, user.name)
     except WorkflowError as err:
         flash(request, str(err), "error")
     else:

@@ -22,7 +22,10 @@ from .dashboard import (
 )
 from .export import CSV_COLUMNS, findings_csv, safe_cell
 from .licensing import (
+    DECIDED,
     add_licensed_domain,
+    decisions_relabelled_by_adding,
+    decisions_relabelled_by_removing,
     licensed_domain_of,
     list_licensed_domains,
     normalize_domain,
@@ -100,6 +103,7 @@ __all__ = [
     "CSV_COLUMNS",
     "DASHBOARD_MAX_AGE_S",
     "DAYS_CHARTED",
+    "DECIDED",
     "DEFAULT_SORT",
     "DISMISSED",
     "DISMISS_REASONS",
@@ -143,6 +147,8 @@ __all__ = [
     "bulk_set_status",
     "check_sender",
     "dashboard",
+    "decisions_relabelled_by_adding",
+    "decisions_relabelled_by_removing",
     "domain_query",
     "domain_report",
     "find_findings",

@@ -15,7 +15,7 @@ from ..context import Context
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .queries import domain_query
-from .status import LICENSED, MAX_NOTE_CHARS, REVIEWER_STATUSES, history_entry
+from .status import LICENSED, MAX_NOTE_CHARS, NOTICE_READY, REVIEWER_STATUSES, history_entry
 from .workflow import WorkflowError
 
 
@@ -73,12 +73,47 @@ def _suppress(ctx: Context, query: dict[str, Any], domain: str, by: str) -> int:
     return changed
 
 
-def add_licensed_domain(ctx: Context, domain: str, by: str, note: str | None = None) -> int:
-    """Whitelist a domain (and its subdomains); returns how many findings it suppressed."""
+#: Reviewers' decisions a whitelist change relabels: worth a warning first.
+DECIDED = NOTICE_READY
+
+
+def _count_by(ctx: Context, query: dict[str, Any], field: str) -> dict[str, int]:
+    rows = ctx.db.findings.aggregate(
+        [{"$match": query}, {"$group": {"_id": f"${field}", "n": {"$sum": 1}}}]
+    )
+    return {row["_id"]: row["n"] for row in rows if row["_id"] in DECIDED}
+
+
+def decisions_relabelled_by_adding(ctx: Context, domain: str) -> dict[str, int]:
+    """How many findings reviewers decided on (confirmed, notice sent) whitelisting
+    ``domain`` would mark licensed, by status: what to warn about before doing it."""
     domain = normalize_domain(domain)
+    query = {"$and": [domain_query(domain), {"status": {"$in": list(DECIDED)}}]}
+    return _count_by(ctx, query, "status")
+
+
+def decisions_relabelled_by_removing(ctx: Context, domain: str) -> dict[str, int]:
+    """How many licensed findings taking ``domain`` off the whitelist would give back a
+    reviewer's decision (confirmed, notice sent), by that status."""
+    domain = normalize_domain(domain)
+    query = {"licensed_by": domain, "status": LICENSED}
+    return _count_by(ctx, query, "status_before_license")
+
+
+def add_licensed_domain(ctx: Context, domain: str, by: str, note: str | None = None) -> int:
+    """Whitelist a domain (and its subdomains); returns how many findings it suppressed.
+
+    Without a note, a domain added again keeps the note it had (also after a removal)."""
+    domain = normalize_domain(domain)
+    note = (note or "").strip()[:MAX_NOTE_CHARS]
+    if not note:
+        earlier = ctx.db.whitelist.find_one({"_id": domain}) or ctx.db.whitelist_removed.find_one(
+            {"_id": domain}
+        )
+        note = (earlier or {}).get("note") or ""
     ctx.db.whitelist.update_one(
         {"_id": domain},
-        {"$set": {"note": (note or "")[:MAX_NOTE_CHARS]}, "$setOnInsert": {"by": by, "at": now()}},
+        {"$set": {"note": note}, "$setOnInsert": {"by": by, "at": now()}},
         upsert=True,
     )
     changed = _suppress(ctx, domain_query(domain), domain, by)
@@ -93,8 +128,13 @@ def remove_licensed_domain(ctx: Context, domain: str, by: str) -> int:
     Returns how many findings were restored.
     """
     domain = normalize_domain(domain)
-    if ctx.db.whitelist.delete_one({"_id": domain}).deleted_count == 0:
+    entry = ctx.db.whitelist.find_one_and_delete({"_id": domain})
+    if entry is None:
         raise WorkflowError(f"{domain} is not on the whitelist")
+    # Its note (a contract, an expiry) comes back if the domain is licensed again.
+    ctx.db.whitelist_removed.replace_one(
+        {"_id": domain}, {"note": entry.get("note") or "", "by": by, "at": now()}, upsert=True
+    )
     restored = 0
     for status in REVIEWER_STATUSES:
         restored += ctx.db.findings.update_many(
