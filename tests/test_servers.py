@@ -27,6 +27,7 @@ from tracker.servers import (
     stop_servers,
 )
 
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
 
 # Runs in a separate interpreter, as a second CLI invocation would.
@@ -34,8 +35,6 @@ _ENSURE_SCRIPT = """
 import json
 from tracker.config import Settings
 from tracker.servers import ensure_servers, server_status
-
-pytestmark = pytest.mark.slow
 s = Settings.from_env()
 e = ensure_servers(s)
 print(json.dumps({"mongo": e.mongo_url, "redis": e.redis_url,
