@@ -83,7 +83,11 @@ def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
     assert len(second) == len(WORKS)
     # Everything printed as added was on disk: the second run found it there.
     assert {second[work_id] for work_id in printed} == {"unchanged"}
-    assert list(second.values()).count("added") == len(WORKS) - len(printed)
+    # The rest went in now, or had reached the disk before the failure was noticed (a
+    # batch is stored while the one before waits for the disk): saved, not yet reported.
+    assert {second[work_id] for work_id in second.keys() - printed.keys()} <= {
+        "added", "unchanged"
+    }
     listed = copytrack(["library", "list"], env, cwd=tmp_path)
     assert listed.returncode == 0 and "NOT INDEXED" not in listed.stdout
 
