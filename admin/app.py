@@ -20,11 +20,11 @@ from tracker.failures import describe
 from tracker.findings import FilterError
 from tracker.generation import IndexNotReady
 from tracker.health import index_health, server_health
+from tracker.rechecks import PageFetcher
 from tracker.servers import ServerStartError
 
 from .limits import BodyGuard
 from .routes import account, api, campaigns, check, dashboard, exports, findings, settings, works
-from .routes.check import UrlToText
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
 from .web import STATIC_DIR, plain_problem, redirect, render
 
@@ -111,9 +111,12 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(request, 503, str(err))
 
 
-def create_app(ctx: Context | None = None, url_to_text: UrlToText | None = None) -> FastAPI:
-    """The admin app on ``ctx`` (default: this process's context, opened on first use);
-    ``url_to_text`` lets reviewers check a page by its URL (without it, by its text)."""
+def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None) -> FastAPI:
+    """The admin app on ``ctx`` (default: this process's context, opened on first use).
+
+    ``fetch_page`` (the crawler's, which the admin cannot import) lets reviewers check a
+    page by its URL and re-check a noticed page now; without it they check texts only and
+    re-checks wait for the scheduler."""
     app = FastAPI(
         title="copytrack admin",
         # The JSON API's schema and reference are served by the api router, behind the gate;
@@ -124,7 +127,7 @@ def create_app(ctx: Context | None = None, url_to_text: UrlToText | None = None)
         dependencies=[Depends(gate)],
     )
     app.state.ctx = ctx or process_context()
-    app.state.url_to_text = url_to_text
+    app.state.fetch_page = fetch_page
     app.state.sessions = SessionStore(app.state.ctx)
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)

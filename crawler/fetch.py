@@ -1,6 +1,7 @@
-"""One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`.
+"""One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`, ``fetch_page(url)``
+for the re-check of a page after a takedown notice (tracker.rechecks).
 
-``fetch_text`` uses a plain HTTP client (urllib) with the crawler's User-Agent and limits
+Both use a plain HTTP client (urllib) with the crawler's User-Agent and limits
 (crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
 DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects. Every connection,
 redirects included, is made by ``tracker.netguard.connect``: the host is resolved once and
@@ -15,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from dataclasses import dataclass
 from email.message import Message
 from http.client import HTTPResponse
 from typing import IO, Any
@@ -22,11 +24,13 @@ from typing import IO, Any
 from extractor import html_to_text
 from tracker.config import Settings
 from tracker.netguard import Lookup, PrivateAddressError, system_lookup
+from tracker.pages import PageInput
 
 from . import settings as crawl_settings
 from .connections import guarded_opener
+from .pipelines import GONE_STATUSES, digest
 
-__all__ = ["FetchError", "fetch_text"]
+__all__ = ["FetchError", "fetch_page", "fetch_text"]
 
 _CHUNK = 65536
 # Content-Encodings fetch_text asks for and decompresses (wbits: gzip or zlib header, then
@@ -117,6 +121,46 @@ def _decompress(body: bytes, url: str, max_bytes: int) -> bytes:
     raise FetchError(f"{url}: its compressed body is corrupt ({problem}); try again later")
 
 
+@dataclass(frozen=True)
+class _Download:
+    body: bytes
+    content_type: str | None
+    final_url: str
+    status: int
+    headers: dict[str, str]
+
+
+def _download(url: str, allow_private: bool | None, timeout: float, max_bytes: int,
+              lookup: Lookup) -> _Download:  # fmt: skip
+    """The body of ``url`` (decompressed), or FetchError; HTTPError is left to the caller."""
+    if allow_private is None:
+        allow_private = Settings.from_env().allow_private_networks
+    _check_scheme(url)
+    opener = guarded_opener(allow_private, lookup, _CountedRedirects())
+    headers = {"User-Agent": crawl_settings.USER_AGENT, "Accept-Encoding": _ACCEPT_ENCODING}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body = _read(response, url, max_bytes, timeout)
+            answer = dict(response.headers.items())
+            content_type = response.headers.get("Content-Type")
+            encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+            final_url: Any = response.url
+            status = response.status
+    except urllib.error.HTTPError:
+        raise  # the callers tell a gone page from a failure (it is a URLError, too)
+    except PrivateAddressError as err:  # this URL's host, or where it redirected
+        raise FetchError(f"{url}: {err}") from None
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise FetchError(f"{url}: cannot fetch: {reason}") from None
+    if encoding in _COMPRESSED:
+        body = _decompress(body, url, max_bytes)
+    elif encoding != "identity":
+        raise FetchError(f"{url}: sent in {encoding} encoding, which was not asked for")
+    return _Download(body, content_type, str(final_url), status, answer)
+
+
 def fetch_text(
     url: str,
     allow_private: bool | None = None,
@@ -131,30 +175,48 @@ def fetch_text(
     (a ValueError, its message starting with the URL) when the URL is refused,
     unreachable, too big, too slow, redirects too often or has no article text.
     """
-    if allow_private is None:
-        allow_private = Settings.from_env().allow_private_networks
-    _check_scheme(url)
-    opener = guarded_opener(allow_private, lookup, _CountedRedirects())
-    headers = {"User-Agent": crawl_settings.USER_AGENT, "Accept-Encoding": _ACCEPT_ENCODING}
-    request = urllib.request.Request(url, headers=headers)
     try:
-        with opener.open(request, timeout=timeout) as response:
-            body = _read(response, url, max_bytes, timeout)
-            content_type = response.headers.get("Content-Type")
-            encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
-            final_url: Any = response.url
+        got = _download(url, allow_private, timeout, max_bytes, lookup)
     except urllib.error.HTTPError as err:
         raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
-    except PrivateAddressError as err:  # this URL's host, or where it redirected
-        raise FetchError(f"{url}: {err}") from None
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        raise FetchError(f"{url}: cannot fetch: {reason}") from None
-    if encoding in _COMPRESSED:
-        body = _decompress(body, url, max_bytes)
-    elif encoding != "identity":
-        raise FetchError(f"{url}: sent in {encoding} encoding, which was not asked for")
     try:
-        return html_to_text(body, content_type, final_url)
+        return html_to_text(got.body, got.content_type, got.final_url)
     except ValueError as err:
         raise FetchError(f"{url}: {err}") from None
+
+
+def fetch_page(
+    url: str,
+    allow_private: bool | None = None,
+    timeout: float = crawl_settings.DOWNLOAD_TIMEOUT,
+    max_bytes: int = crawl_settings.DOWNLOAD_MAXSIZE,
+    lookup: Lookup = system_lookup,
+) -> PageInput:
+    """Fetch one URL as evidence, as a crawl stores it: its bytes, text and metadata.
+
+    A page without usable text comes back with its ``skip_reason``; one that answers
+    404/410 comes back empty as gone (its copies were taken down). Raises FetchError
+    when the URL is refused or cannot be fetched (any other HTTP error included).
+    """
+    try:
+        got = _download(url, allow_private, timeout, max_bytes, lookup)
+    except urllib.error.HTTPError as err:
+        if err.code not in GONE_STATUSES:
+            raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
+        return PageInput(url=url, text="", status=err.code,
+                         skip_reason=f"gone: HTTP {err.code} {err.reason}")  # fmt: skip
+    found = digest(got.body, got.content_type, got.final_url)
+    return PageInput(
+        url=url,
+        text=found.text,
+        raw=got.body,
+        final_url=got.final_url,
+        status=got.status,
+        headers=got.headers,
+        title=found.title,
+        author=found.author,
+        published=found.date,
+        encoding=found.encoding,
+        extractor=found.extractor,
+        skip_reason=f"{found.skip}: {found.detail}" if found.skip else None,
+    )

@@ -37,6 +37,7 @@ from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
 from tracker.findings import domain_report, set_status, work_report
 from tracker.library import Work, add_work, add_works
+from tracker.pages import PageInput
 
 
 @pytest.fixture
@@ -600,12 +601,12 @@ def test_findings_sort_by_column_and_filter_scores_in_percent(ctx, web, seeded):
 def test_check_a_text_or_a_url_in_the_admin(ctx, seeded):
     pages = {"https://news.example/a": f"转载：\n{ZH[2]}\n（完）"}
 
-    def fetch(url: str) -> str:
+    def fetch(url: str) -> PageInput:
         if url not in pages:
-            raise ValueError(f"{url}: HTTP 404")
-        return pages[url]
+            raise ValueError(f"{url}: HTTP 500")
+        return PageInput(url, pages[url])
 
-    http = TestClient(create_app(ctx, url_to_text=fetch), base_url="http://127.0.0.1")
+    http = TestClient(create_app(ctx, fetch_page=fetch), base_url="http://127.0.0.1")
     token = login(http, "vic")
     work = ctx.db.masters.find_one({"text": ZH[2]})
     pasted = http.post("/check", data={"csrf_token": token, "text": ZH[2][40:400]})
@@ -614,7 +615,7 @@ def test_check_a_text_or_a_url_in_the_admin(ctx, seeded):
     by_url = http.post("/check", data={"csrf_token": token, "url": "https://news.example/a"})
     assert by_url.status_code == 200 and f'href="/works/{work["_id"]}"' in by_url.text
     missing = http.post("/check", data={"csrf_token": token, "url": "https://news.example/b"})
-    assert missing.status_code == 400 and "https://news.example/b: HTTP 404" in missing.text
+    assert missing.status_code == 400 and "https://news.example/b: HTTP 500" in missing.text
     unrelated = http.post(
         "/check", data={"csrf_token": token, "text": "与任何作品都无关的一句话。" * 5}
     )

@@ -19,7 +19,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from crawler.fetch import FetchError, _CountedRedirects, fetch_text
+from crawler.fetch import FetchError, _CountedRedirects, fetch_page, fetch_text
 from crawler.middlewares import (
     SEED,
     CampaignScopeMiddleware,
@@ -129,6 +129,10 @@ def test_scope_middleware() -> None:
 class _Page(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.hits += 1  # type: ignore[attr-defined]
+        answer = {"/gone.html": 410, "/broken.html": 500}.get(self.path, 200)
+        if answer != 200:
+            self.send_error(answer)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=gbk")
         self.end_headers()
@@ -159,6 +163,21 @@ def test_fetch_text(page_server: ThreadingHTTPServer) -> None:
     assert "这是第0段正文" in text and "这是第7段正文" in text
     with pytest.raises(FetchError, match="only http and https"):
         fetch_text("file:///etc/passwd", allow_private=True)
+
+
+def test_fetch_page_hands_over_the_evidence_of_a_page(page_server: ThreadingHTTPServer) -> None:
+    site = f"http://127.0.0.1:{page_server.server_port}"
+    with pytest.raises(FetchError, match="loopback"):
+        fetch_page(f"{site}/a.html", allow_private=False)
+    assert page_server.hits == 0  # type: ignore[attr-defined]
+    page = fetch_page(f"{site}/a.html", allow_private=True)
+    assert page.raw == ARTICLE and page.encoding == "gb18030" and page.status == 200
+    assert "这是第7段正文" in page.text and page.skip_reason is None
+    # Taken down: an empty page saying so (its scan closes the findings); a failure raises.
+    gone = fetch_page(f"{site}/gone.html", allow_private=True)
+    assert gone.text == "" and gone.status == 410 and gone.skip_reason.startswith("gone: HTTP 410")
+    with pytest.raises(FetchError, match=r"broken.html: HTTP 500"):
+        fetch_page(f"{site}/broken.html", allow_private=True)
 
 
 def test_redirects_to_other_schemes_are_refused() -> None:

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 import pytest
 from bson import ObjectId
 
-from tests.corpus import texts
+from tests.copies import ZH, found_on
 from tracker.findings import (
     TRANSITIONS,
     FilterError,
@@ -38,15 +38,6 @@ from tracker.findings import (
 )
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
-
-ZH = [t for t in texts("zh_news", 40) if len(t) > 550][:6]
-
-
-def found_on(ctx, url: str, work: int, raw: bytes = b"<html>copy</html>") -> ObjectId:
-    """Store and scan a page copying ``ZH[work]``; returns its finding."""
-    page_id, _ = store_page(ctx, PageInput(url=url, text="转载 " + ZH[work], raw=raw))
-    scan_page(ctx, page_id)
-    return ctx.db.findings.find_one({"page_id": page_id})["_id"]
 
 
 @pytest.fixture

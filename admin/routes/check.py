@@ -4,7 +4,6 @@ Nothing is stored: a check is a question, not a finding."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from tracker.context import Context
 from tracker.findings import Passage, passages
 from tracker.matcher import Match, match_text
+from tracker.rechecks import PageFetcher
 
 from ..security import Viewer, app_context
 from ..web import render
@@ -23,11 +23,6 @@ router = APIRouter(include_in_schema=False)
 PASSAGE_CHARS = 240
 MAX_CHECK_CHARS = 1_000_000  # a whole book; more is a job for `copytrack check`
 MATCHES_SHOWN = 20
-
-#: Turns a URL into its article text (raising ValueError that names the URL); the shell
-#: gives the crawler's guarded fetch to `create_app`, the admin cannot import the crawler.
-UrlToText = Callable[[str], str]
-
 
 @dataclass(frozen=True)
 class CheckedWork:
@@ -68,7 +63,7 @@ async def check_submitted(
     url: Annotated[str, Form(max_length=2000)] = "",
 ) -> HTMLResponse:
     ctx = app_context(request)
-    fetch: UrlToText | None = request.app.state.url_to_text
+    fetch: PageFetcher | None = request.app.state.fetch_page
     text, url = text.strip(), url.strip()
     problem = None
     if url and not text:
@@ -76,9 +71,12 @@ async def check_submitted(
             problem = "this admin cannot fetch pages: paste the page's text instead"
         else:
             try:
-                text = await run_in_threadpool(fetch, url)
+                page = await run_in_threadpool(fetch, url)
             except ValueError as err:
                 problem = str(err)
+            else:
+                text = page.text
+                problem = f"{url}: {page.skip_reason}" if page.skip_reason else None
     if not problem and not text:
         problem = "give a text, or the URL of a page"
     if not problem and len(text) > MAX_CHECK_CHARS:

@@ -18,7 +18,7 @@ def admin(host: str, port: int) -> None:
     import uvicorn  # only this command needs a web server
 
     from admin.app import create_app
-    from crawler.fetch import fetch_text  # the admin's "check a URL" fetches like a crawl
+    from crawler.fetch import fetch_page  # the admin's "check a URL" fetches like a crawl
 
     ctx = open_context()
     if not ctx.db.users.count_documents({"role": "admin"}, limit=1):
@@ -28,7 +28,7 @@ def admin(host: str, port: int) -> None:
         )
     click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
     # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
-    app = create_app(ctx, url_to_text=fetch_text)
+    app = create_app(ctx, fetch_page=fetch_page)
     uvicorn.run(
         app, host=host, port=port, log_level="info", log_config=None,
         **server_options(ctx.settings),

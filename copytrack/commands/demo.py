@@ -187,13 +187,13 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         import uvicorn  # only the serving part needs a web server
 
         from admin.app import create_app
-        from crawler.fetch import fetch_text
+        from crawler.fetch import fetch_page
 
         click.echo(
             f"\nadmin: {admin_url}  user {DEMO_USER}  password {password}\n(Ctrl-C stops the demo)"
         )
         uvicorn.run(
-            create_app(ctx, url_to_text=partial(fetch_text, allow_private=True)),
+            create_app(ctx, fetch_page=partial(fetch_page, allow_private=True)),
             host="127.0.0.1",
             port=port,
             log_level="warning",

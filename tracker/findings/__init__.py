@@ -8,7 +8,7 @@
 - `passages`: the matched passages, the work's text beside the page's;
 - `dashboard`, `export` (CSV), `reports` (printable, per work or per domain);
 - `workflow`: reviewers' status changes; `licensing`: licensed domains; `notices`: takedown
-  notices.
+  notices; `deadlines`: what became of a copy after its notice's deadline.
 
 The public names of all of them are importable from ``tracker.findings``.
 """
@@ -19,6 +19,14 @@ from .dashboard import (
     dashboard,
     invalidate_dashboard,
     recent_runs,
+)
+from .deadlines import (
+    NOTICE_STAGES,
+    OUTCOME_LABELS,
+    STAGE_LABELS,
+    notice_stages,
+    record_check,
+    stage_query,
 )
 from .export import CSV_COLUMNS, findings_csv, safe_cell
 from .licensing import (
@@ -33,6 +41,7 @@ from .licensing import (
     suppress_licensed,
 )
 from .notices import (
+    NOTICE_DEADLINE_DAYS,
     NOTICE_LANGUAGES,
     NOTICE_PASSAGE_CHARS,
     NOTICE_PASSAGES,
@@ -46,6 +55,7 @@ from .notices import (
     notices_of,
     record_notice,
     set_notice_sender,
+    working_days_after,
 )
 from .passages import Passage, passages
 from .queries import (
@@ -113,20 +123,24 @@ __all__ = [
     "MAX_PER_PAGE",
     "NEIGHBOURS_SCANNED",
     "NEW",
+    "NOTICE_DEADLINE_DAYS",
     "NOTICE_LANGUAGES",
     "NOTICE_PASSAGES",
     "NOTICE_PASSAGE_CHARS",
     "NOTICE_READY",
     "NOTICE_SENT",
+    "NOTICE_STAGES",
     "NOTICE_TEMPLATES",
     "NOT_COPIES",
     "OPEN",
+    "OUTCOME_LABELS",
     "REMOVED",
     "REOPEN_AS",
     "REVIEWER_STATUSES",
     "SEARCH_PAGES",
     "SENDER_FIELDS",
     "SORT_KEYS",
+    "STAGE_LABELS",
     "STATUSES",
     "SYSTEM",
     "TRANSITIONS",
@@ -162,11 +176,13 @@ __all__ = [
     "neighbours",
     "normalize_domain",
     "notice_sender",
+    "notice_stages",
     "notices_of",
     "parse_filter",
     "parse_object_id",
     "passages",
     "recent_runs",
+    "record_check",
     "record_findings",
     "record_notice",
     "remove_licensed_domain",
@@ -174,7 +190,9 @@ __all__ = [
     "set_notice_sender",
     "set_status",
     "sources_of",
+    "stage_query",
     "status_update",
     "suppress_licensed",
     "work_report",
+    "working_days_after",
 ]

@@ -1,5 +1,6 @@
-"""Dashboard figures: findings by status, by day and by domain, the most copied works and
-the latest runs, aggregated at most once a minute (cached in Redis)."""
+"""Dashboard figures: findings by status, by day and by domain, the most copied works,
+where takedown notices stand and the latest runs, aggregated at most once a minute (cached
+in Redis)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..context import Context
+from .deadlines import notice_stages
 from .queries import day_start
 from .status import NOT_COPIES, OPEN, STATUSES
 
@@ -100,6 +102,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
         "per_day": [{"day": day, "findings": n} for day, n in per_day.items()],
         "top_domains": top_domains,
         "top_works": top_works,
+        "notices": notice_stages(ctx, now),
         "works": ctx.db.masters.estimated_document_count(),
     }
 

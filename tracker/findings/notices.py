@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -24,6 +25,11 @@ NOTICE_PASSAGES = 3
 
 
 NOTICE_PASSAGE_CHARS = 120
+
+
+#: Working days a notice gives the site to take the copy down (the notice says so); the
+#: page is re-checked once they are over (tracker.rechecks).
+NOTICE_DEADLINE_DAYS = 5
 
 
 _SENDER_ID = "notice_sender"
@@ -54,7 +60,7 @@ Evidence: we captured the page on {fetched_at} (final address {final_url}).
 SHA-256 of the captured page: {raw_sha256}
 SHA-256 of its text: {content_sha256}
 
-We ask you to remove the infringing content within 5 working days and to confirm the
+We ask you to remove the infringing content within {deadline_days} working days and to confirm the
 removal to us. We reserve all rights, including the right to take legal action.
 
 {signature}
@@ -79,7 +85,7 @@ removal to us. We reserve all rights, including the right to take legal action.
 网页正文 SHA-256：{content_sha256}
 
 根据《中华人民共和国著作权法》及《信息网络传播权保护条例》，请贵方于收到本通知后
-5 个工作日内删除上述侵权内容，并向我方回复确认。我方保留追究法律责任的权利。
+{deadline_days} 个工作日内删除上述侵权内容，并向我方回复确认。我方保留追究法律责任的权利。
 
 {signature}
 """,
@@ -179,6 +185,7 @@ def build_notice(ctx: Context, finding_id: ObjectId, lang: str) -> Notice:
         "raw_sha256": page.get("raw_sha256") or "—",
         "content_sha256": page.get("content_sha256") or "—",
         "organization": sender["organization"],
+        "deadline_days": NOTICE_DEADLINE_DAYS,
         "signature": "\n".join(
             part for part in (sender["signature"], sender["address"], sender["email"]) if part
         ),
@@ -198,6 +205,16 @@ def _one_line(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def working_days_after(start: datetime, days: int) -> datetime:
+    """``start`` moved on by ``days`` working days (Saturdays and Sundays do not count)."""
+    end = start
+    while days > 0:
+        end += timedelta(days=1)
+        if end.weekday() < 5:
+            days -= 1
+    return end
+
+
 def record_notice(
     ctx: Context,
     finding_id: ObjectId,
@@ -207,21 +224,32 @@ def record_notice(
     body: str,
     recipient: str,
     by: str,
+    deadline: datetime | None = None,
 ) -> dict[str, Any]:
     """Record that a notice was sent; the finding becomes ``notice_sent``. Returns the record.
 
     The text is stored as sent, with its SHA-256, so it can be produced later as proof.
+    ``deadline``: when the site should have removed the copy (default: NOTICE_DEADLINE_DAYS
+    working days from now); the page is re-checked after it.
     """
     recipient, body = recipient.strip(), body.strip()
     if not recipient:
         raise WorkflowError("say where the notice went (an e-mail address or the site's form)")
     if not body:
         raise WorkflowError("the notice is empty")
+    sent_at = now()
+    deadline = deadline or working_days_after(sent_at, NOTICE_DEADLINE_DAYS)
+    if deadline <= sent_at:
+        raise WorkflowError(
+            f"the deadline {deadline:%Y-%m-%d} has passed already: give the site a date to come"
+        )
     check_sender(ctx)
-    note = f"{lang} notice sent to {recipient}"
+    note = f"{lang} notice sent to {recipient}, deadline {deadline:%Y-%m-%d}"
+    update = status_update(NOTICE_SENT, by, note)
+    update["$set"]["notice_deadline"] = deadline
+    update["$unset"]["notice_check"] = ""  # a new notice: its own re-check is to come
     updated = ctx.db.findings.find_one_and_update(
-        {"_id": finding_id, "status": {"$in": list(NOTICE_READY)}},
-        status_update(NOTICE_SENT, by, note),
+        {"_id": finding_id, "status": {"$in": list(NOTICE_READY)}}, update
     )
     if updated is None:
         status = _finding(ctx, finding_id)["status"]
@@ -234,7 +262,8 @@ def record_notice(
         "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(),
         "recipient": recipient,
         "by": by,
-        "sent_at": now(),
+        "sent_at": sent_at,
+        "deadline": deadline,
     }
     record["_id"] = ctx.db.notices.insert_one(record).inserted_id
     invalidate_dashboard(ctx)

@@ -18,6 +18,8 @@ from bson.errors import InvalidId
 
 from ..context import Context
 from ..library import find_masters
+from ..times import now
+from .deadlines import NOTICE_STAGES, stage_query
 from .status import STATUSES
 
 #: Sort keys a findings list accepts; ``-key`` sorts descending.
@@ -57,6 +59,7 @@ class FindingFilter:
     since: date | None = None  # first seen on or after
     until: date | None = None  # first seen on or before
     page_id: ObjectId | None = None  # the findings of one page (a whole book copies many works)
+    notice: str | None = None  # where their takedown notice stands (deadlines.NOTICE_STAGES)
     sort: str = DEFAULT_SORT
 
     def as_params(self) -> dict[str, str]:
@@ -72,6 +75,7 @@ class FindingFilter:
             "since": self.since,
             "until": self.until,
             "page_id": self.page_id,
+            "notice": self.notice,
             "sort": self.sort if self.sort != DEFAULT_SORT else None,
         }
         return {key: str(value) for key, value in params.items() if value not in (None, "")}
@@ -120,6 +124,9 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
     for status in statuses:
         if status not in STATUSES:
             raise FilterError(f"status={status!r}: use one of {', '.join(STATUSES)}")
+    notice = (params.get("notice") or "").strip() or None
+    if notice is not None and notice not in NOTICE_STAGES:
+        raise FilterError(f"notice={notice!r}: use one of {', '.join(NOTICE_STAGES)}")
     sort = (params.get("sort") or DEFAULT_SORT).strip()
     if sort.lstrip("-") not in SORT_KEYS:
         raise FilterError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)} (prefix - to reverse)")
@@ -138,6 +145,7 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
         since=_date(params, "since"),
         until=_date(params, "until"),
         page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,
+        notice=notice,
         sort=sort,
     )
 
@@ -189,6 +197,8 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
         clauses.append({"campaign": flt.campaign})
     if flt.page_id:
         clauses.append({"page_id": flt.page_id})
+    if flt.notice:
+        clauses.append(stage_query(flt.notice, now()))
     score: dict[str, float] = {}
     if flt.min_score is not None:
         score["$gte"] = flt.min_score

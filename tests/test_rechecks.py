@@ -1,0 +1,130 @@
+"""A notice's deadline and the re-check after it, on real servers: the page is fetched
+again, stored and scanned; the finding says whether the copy is gone or still there."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from bson import ObjectId
+
+from tests.copies import ZH, found_on
+from tracker.findings import (
+    FindingFilter,
+    WorkflowError,
+    dashboard,
+    find_findings,
+    notice_stages,
+    record_notice,
+    set_notice_sender,
+    set_status,
+    working_days_after,
+)
+from tracker.library import Work, add_work
+from tracker.pages import PageInput
+from tracker.rechecks import due_pages, recheck_due, recheck_page
+from tracker.times import now
+
+
+@pytest.fixture
+def noticed(ctx):
+    """Four pages copying a work each, every finding confirmed and its notice sent."""
+    for i, text in enumerate(ZH[:4]):
+        add_work(ctx, Work(text=text, external_id=f"w{i}", title=f"作品{i}"))
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
+    findings = {}
+    for i, name in enumerate(("kept", "edited", "gone", "down")):
+        finding_id = found_on(ctx, f"https://copy.example/{name}", i)
+        set_status(ctx, finding_id, "confirmed", "rui")
+        record_notice(
+            ctx, finding_id, lang="zh", subject="s", body="通知", recipient="abuse@x", by="rui"
+        )
+        findings[name] = finding_id
+    return ctx, findings
+
+
+def finding(ctx, finding_id: ObjectId) -> dict:
+    return ctx.db.findings.find_one({"_id": finding_id})
+
+
+def test_deadlines_count_working_days():
+    friday = datetime(2026, 11, 27, 15, 0, tzinfo=UTC)
+    assert working_days_after(friday, 5) == datetime(2026, 12, 4, 15, 0, tzinfo=UTC)
+    assert working_days_after(friday, 1) == datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
+
+
+def test_a_notice_gives_the_site_a_deadline(noticed):
+    ctx, findings = noticed
+    kept = finding(ctx, findings["kept"])
+    sent = ctx.db.notices.find_one({"finding_id": findings["kept"]})
+    assert kept["notice_deadline"] == sent["deadline"] > now() + timedelta(days=4)
+    assert "deadline" in kept["history"][-1]["note"]
+    assert notice_stages(ctx, now())["awaiting"] == 4
+    assert due_pages(ctx) == []  # nothing is re-checked before its deadline
+    with pytest.raises(WorkflowError, match="has passed already"):
+        record_notice(
+            ctx, findings["kept"], lang="zh", subject="s", body="b", recipient="x", by="rui",
+            deadline=now() - timedelta(days=1),
+        )  # fmt: skip
+
+
+def test_after_the_deadline_each_page_is_fetched_again_and_the_outcome_recorded(noticed):
+    ctx, findings = noticed
+    ctx.db.findings.update_many({}, {"$set": {"notice_deadline": now() - timedelta(hours=1)}})
+    assert notice_stages(ctx, now())["overdue"] == 4
+    overdue = find_findings(ctx, FindingFilter(notice="overdue"), 1, 50)
+    assert {f["_id"] for f in overdue.items} == set(findings.values())
+
+    copies = {url: ctx.db.pages.find_one({"url": url})["text"] for url in (
+        "https://copy.example/kept", "https://copy.example/edited")}  # fmt: skip
+    fetched: list[str] = []
+
+    def fetch(url: str) -> PageInput:
+        fetched.append(url)
+        if url.endswith("/kept"):  # the same copy, still up
+            return PageInput(url, copies[url], raw=b"<p>same</p>")
+        if url.endswith("/edited"):  # the site cut the copied text
+            return PageInput(url, "本页内容已删除。", raw=b"<p>deleted</p>")
+        if url.endswith("/gone"):  # 404: the fetcher hands it over empty
+            return PageInput(url, "", status=404, skip_reason="gone: HTTP 404 Not Found")
+        raise ValueError(f"{url}: cannot fetch: timed out")
+
+    checks = {c.url.rsplit("/", 1)[1]: c for c in recheck_due(ctx, fetch)}
+    assert len(fetched) == 4
+    assert {name: c.outcome for name, c in checks.items()} == {
+        "kept": "still_there", "edited": "removed", "gone": "removed", "down": "unreachable",
+    }  # fmt: skip
+    assert "timed out" in checks["down"].detail
+    kept, edited = finding(ctx, findings["kept"]), finding(ctx, findings["edited"])
+    assert kept["status"] == "notice_sent" and kept["notice_check"]["outcome"] == "still_there"
+    assert "still copies" in kept["history"][-1]["note"]
+    assert edited["status"] == "removed" and edited["notice_check"]["outcome"] == "removed"
+    edited_page = ctx.db.pages.find_one({"url": "https://copy.example/edited"})
+    # The new capture is the evidence of the removal.
+    assert edited_page["raw_sha256"] == hashlib.sha256(b"<p>deleted</p>").hexdigest()
+    assert finding(ctx, findings["down"])["status"] == "notice_sent"
+    stages = notice_stages(ctx, now())
+    assert stages == {"awaiting": 0, "overdue": 0, "still_there": 1, "removed": 2}
+    assert dashboard(ctx)["notices"] == stages  # the re-check dropped the cache
+
+    assert recheck_due(ctx, fetch) == []  # each deadline is re-checked once
+    # A page that did not answer is tried again after a while; a new notice starts anew.
+    later = now() + timedelta(hours=7)
+    assert due_pages(ctx, later) == [finding(ctx, findings["down"])["page_id"]]
+    record_notice(
+        ctx, findings["kept"], lang="en", subject="s", body="again", recipient="x", by="rui"
+    )
+    assert "notice_check" not in finding(ctx, findings["kept"])
+    assert notice_stages(ctx, now())["awaiting"] == 1
+
+
+def test_a_reviewer_can_recheck_before_the_deadline_without_using_it_up(noticed):
+    ctx, findings = noticed
+    page_id = finding(ctx, findings["kept"])["page_id"]
+    text = ctx.db.pages.find_one({"_id": page_id})["text"]
+    check = recheck_page(ctx, page_id, lambda url: PageInput(url, text), by="rui")
+    assert check.outcome == "still_there" and check.findings == 1
+    assert finding(ctx, findings["kept"])["notice_check"]["settled"] is False
+    ctx.db.findings.update_many({}, {"$set": {"notice_deadline": now() - timedelta(hours=1)}})
+    assert page_id in due_pages(ctx)  # the check after the deadline is still to come
