@@ -28,7 +28,7 @@ from tracker.pages import PageInput
 
 from . import settings as crawl_settings
 from .connections import guarded_opener
-from .pipelines import GONE_STATUSES, digest
+from .digest import GONE_STATUSES, digest
 
 __all__ = ["FetchError", "fetch_page", "fetch_text"]
 
@@ -206,17 +206,4 @@ def fetch_page(
         return PageInput(url=url, text="", status=err.code,
                          skip_reason=f"gone: HTTP {err.code} {err.reason}")  # fmt: skip
     found = digest(got.body, got.content_type, got.final_url)
-    return PageInput(
-        url=url,
-        text=found.text,
-        raw=got.body,
-        final_url=got.final_url,
-        status=got.status,
-        headers=got.headers,
-        title=found.title,
-        author=found.author,
-        published=found.date,
-        encoding=found.encoding,
-        extractor=found.extractor,
-        skip_reason=f"{found.skip}: {found.detail}" if found.skip else None,
-    )
+    return found.page(url, got.body, got.final_url, got.status, got.headers)

@@ -29,7 +29,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from multiprocessing import forkserver
@@ -40,9 +39,6 @@ from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 from scrapy.crawler import Crawler
 
-from extractor.cpucap import CpuTimeExceeded, cpu_cap
-from extractor.decoding import UnusableContent, decode_html
-from extractor.extraction import extract
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
@@ -50,12 +46,10 @@ from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
 
+from .digest import GONE_STATUSES, digest
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
 from .lookup import PageLookup
 
-#: Media types decoded as pages; anything else is stored as skipped ("not_html").
-PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
-GONE_STATUSES = frozenset({404, 410})
 #: The Celery queue of the scans this pipeline sends.
 SCAN_QUEUE = ROUTES["tracker.scan_page"]["queue"]
 #: Seconds between readings of the scan queue's depth while the crawl is paused.
@@ -64,53 +58,6 @@ BACKOFF_POLL = 1.0
 DEPTH_REFRESH = 5.0
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Digest:
-    """What decoding and extraction made of a page's bytes."""
-
-    text: str = ""
-    title: str | None = None
-    author: str | None = None
-    date: str | None = None
-    extractor: str | None = None
-    encoding: str | None = None
-    skip: str | None = None  # reason key when the page has no usable text
-    detail: str = ""
-
-
-def digest(body: bytes, content_type: str | None, url: str, cpu_seconds: float = 0) -> Digest:
-    """Decode and extract one page (runs in a worker process).
-
-    ``cpu_seconds``: given up after this much CPU time (skip reason ``too_slow``); the
-    cap needs the main thread. 0: no cap.
-    """
-    try:
-        with cpu_cap(cpu_seconds):
-            return _digest(body, content_type, url)
-    except CpuTimeExceeded as err:
-        return Digest(skip="too_slow", detail=f"decoding and extraction took {err}")
-
-
-def _digest(body: bytes, content_type: str | None, url: str) -> Digest:
-    media_type = (content_type or "text/html").split(";")[0].strip().lower()
-    if media_type not in PAGE_TYPES:
-        return Digest(skip="not_html", detail=f"Content-Type {media_type}")
-    try:
-        decoded = decode_html(body, content_type)
-    except UnusableContent as err:
-        reason = "empty" if str(err).startswith("empty") else "binary"
-        return Digest(skip=reason, detail=str(err))
-    if decoded.undecodable:
-        detail = f"{decoded.replaced} undecodable byte sequences as {decoded.encoding}"
-        return Digest(encoding=decoded.encoding, skip="undecodable", detail=detail)
-    found = extract(decoded.text, url)
-    common = {"title": found.title, "author": found.author, "date": found.date}
-    if not found.text:
-        return Digest(**common, encoding=decoded.encoding, skip="no_main_text",
-                      detail=found.reason or "")  # fmt: skip
-    return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
 
 
 def store_fetched(
@@ -124,22 +71,8 @@ def store_fetched(
     """
     content_type = _header(item.headers, "content-type")
     found = digest(item.body, content_type, item.final_url, cpu_seconds)
-    page = PageInput(
-        url=item.url,
-        text=found.text,
-        raw=item.body,
-        final_url=item.final_url,
-        status=item.status,
-        headers=item.headers,
-        title=found.title,
-        author=found.author,
-        published=found.date,
-        encoding=found.encoding,
-        extractor=found.extractor,
-        campaign=campaign,
-        run_id=run_id,
-        skip_reason=f"{found.skip}: {found.detail}" if found.skip else None,
-    )
+    page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
+                      campaign=campaign, run_id=run_id)  # fmt: skip
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
     return counts + save_page(process_context(), page)
 

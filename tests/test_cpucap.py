@@ -15,8 +15,9 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from bson import ObjectId
 
+from crawler.digest import digest
 from crawler.items import FetchedPage
-from crawler.pipelines import digest, store_fetched
+from crawler.pipelines import store_fetched
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from tracker.celery_app import app, configure
 from tracker.context import Context, process_context

@@ -33,9 +33,9 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.utils.test import get_crawler
 
 from benchmarks.bench_extraction import read_page
+from crawler.digest import Digest, digest
 from crawler.fetch import html_to_text
 from crawler.items import DroppedLinks, FetchedPage, PageProblem
-from crawler.pipelines import Digest, digest
 from crawler.spiders.campaign import CampaignSpider
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.extraction import extract

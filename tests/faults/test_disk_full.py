@@ -85,9 +85,7 @@ def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
     assert {second[work_id] for work_id in printed} == {"unchanged"}
     # The rest went in now, or had reached the disk before the failure was noticed (a
     # batch is stored while the one before waits for the disk): saved, not yet reported.
-    assert {second[work_id] for work_id in second.keys() - printed.keys()} <= {
-        "added", "unchanged"
-    }
+    assert {second[work_id] for work_id in second.keys() - printed.keys()} <= {"added", "unchanged"}
     listed = copytrack(["library", "list"], env, cwd=tmp_path)
     assert listed.returncode == 0 and "NOT INDEXED" not in listed.stdout
 

@@ -1,0 +1,86 @@
+"""A fetched page's bytes made into its text and metadata, or the reason it has none: the
+crawl's pipeline and the one-page fetch (crawler.fetch) read pages alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from extractor.cpucap import CpuTimeExceeded, cpu_cap
+from extractor.decoding import UnusableContent, decode_html
+from extractor.extraction import extract
+from tracker.pages import PageInput
+
+#: Media types decoded as pages; anything else is stored as skipped ("not_html").
+PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
+#: A page answering so was taken down: stored empty, its scan closes its findings.
+GONE_STATUSES = frozenset({404, 410})
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What decoding and extraction made of a page's bytes."""
+
+    text: str = ""
+    title: str | None = None
+    author: str | None = None
+    date: str | None = None
+    extractor: str | None = None
+    encoding: str | None = None
+    skip: str | None = None  # reason key when the page has no usable text
+    detail: str = ""
+
+    def page(
+        self, url: str, raw: bytes, final_url: str, status: int, headers: dict[str, str],
+        campaign: str | None = None, run_id: Any = None,
+    ) -> PageInput:  # fmt: skip
+        """The page to store: its bytes and where they came from, with this text."""
+        return PageInput(
+            url=url,
+            text=self.text,
+            raw=raw,
+            final_url=final_url,
+            status=status,
+            headers=headers,
+            title=self.title,
+            author=self.author,
+            published=self.date,
+            encoding=self.encoding,
+            extractor=self.extractor,
+            skip_reason=f"{self.skip}: {self.detail}" if self.skip else None,
+            campaign=campaign,
+            run_id=run_id,
+        )
+
+
+def digest(body: bytes, content_type: str | None, url: str, cpu_seconds: float = 0) -> Digest:
+    """Decode and extract one page (runs in a worker process).
+
+    ``cpu_seconds``: given up after this much CPU time (skip reason ``too_slow``); the
+    cap needs the main thread. 0: no cap.
+    """
+    try:
+        with cpu_cap(cpu_seconds):
+            return _digest(body, content_type, url)
+    except CpuTimeExceeded as err:
+        return Digest(skip="too_slow", detail=f"decoding and extraction took {err}")
+
+
+def _digest(body: bytes, content_type: str | None, url: str) -> Digest:
+    media_type = (content_type or "text/html").split(";")[0].strip().lower()
+    if media_type not in PAGE_TYPES:
+        return Digest(skip="not_html", detail=f"Content-Type {media_type}")
+    try:
+        decoded = decode_html(body, content_type)
+    except UnusableContent as err:
+        reason = "empty" if str(err).startswith("empty") else "binary"
+        return Digest(skip=reason, detail=str(err))
+    if decoded.undecodable:
+        detail = f"{decoded.replaced} undecodable byte sequences as {decoded.encoding}"
+        return Digest(encoding=decoded.encoding, skip="undecodable", detail=detail)
+    found = extract(decoded.text, url)
+    common = {"title": found.title, "author": found.author, "date": found.date}
+    if not found.text:
+        return Digest(**common, encoding=decoded.encoding, skip="no_main_text",
+                      detail=found.reason or "")  # fmt: skip
+    return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
