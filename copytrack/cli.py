@@ -28,6 +28,7 @@ from .commands.eval import eval_command
 from .commands.findings import findings
 from .commands.library import library, reindex
 from .commands.ops import down, status, up, worker
+from .commands.recheck import recheck
 from .commands.rescan import rescan
 from .commands.users import token, user
 
@@ -78,6 +79,7 @@ for _command in (
     library,
     reindex,
     rescan,
+    recheck,
     check,
     eval_command,
     campaign,

@@ -4,11 +4,16 @@ again, stored and scanned; the finding says whether the copy is gone or still th
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from bson import ObjectId
+from click.testing import CliRunner
 
+from copytrack.cli import main
 from tests.copies import ZH, found_on
 from tracker.findings import (
     FindingFilter,
@@ -128,3 +133,59 @@ def test_a_reviewer_can_recheck_before_the_deadline_without_using_it_up(noticed)
     assert finding(ctx, findings["kept"])["notice_check"]["settled"] is False
     ctx.db.findings.update_many({}, {"$set": {"notice_deadline": now() - timedelta(hours=1)}})
     assert page_id in due_pages(ctx)  # the check after the deadline is still to come
+
+
+class _Site(BaseHTTPRequestHandler):
+    """A pirate page that is up until the site takes it down (``server.copy`` is None)."""
+
+    def do_GET(self) -> None:
+        copy = self.server.copy  # type: ignore[attr-defined]
+        if copy is None:
+            self.send_error(404)
+            return
+        body = f"<html><body><article><p>{copy}</p></article></body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def site() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    yield server
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+def test_copytrack_recheck_fetches_the_real_page(crawl_ctx, site):
+    ctx = crawl_ctx
+    add_work(ctx, Work(text=ZH[0], external_id="w0", title="作品0"))
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
+    url = f"http://127.0.0.1:{site.server_port}/book/1.html"
+    site.copy = ZH[0]
+    finding_id = found_on(ctx, url, 0)
+    set_status(ctx, finding_id, "confirmed", "rui")
+    record_notice(ctx, finding_id, lang="zh", subject="s", body="通知", recipient="x", by="rui")
+    runner = CliRunner()
+    quiet = runner.invoke(main, ["recheck"], catch_exceptions=False)
+    assert quiet.exit_code == 0 and "no notice is past its deadline" in quiet.stderr
+
+    ctx.db.findings.update_one(
+        {"_id": finding_id}, {"$set": {"notice_deadline": now() - timedelta(minutes=1)}}
+    )
+    still = runner.invoke(main, ["recheck"], catch_exceptions=False)
+    assert still.stdout == f"still_there\t{url}\t1 finding(s)\n"
+    site.copy = None  # taken down after all; a reviewer looks again
+    page_id = finding(ctx, finding_id)["page_id"]
+    gone = runner.invoke(main, ["recheck", "--page", str(page_id)], catch_exceptions=False)
+    assert gone.stdout.startswith(f"removed\t{url}\t1 finding(s)\tgone: HTTP 404")
+    assert finding(ctx, finding_id)["status"] == "removed"
+    bad = runner.invoke(main, ["recheck", "--page", "nope"])
+    assert bad.exit_code == 1 and "'nope' is not a page id" in bad.stderr

@@ -32,6 +32,7 @@ from tracker.failures import CONNECTION_ERRORS
 from tracker.servers import ServerStartError
 
 from .ops import interrupt_on_termination, recorded
+from .recheck import describe_recheck, recheck_due_pages
 
 HISTORY = 10
 
@@ -207,7 +208,8 @@ def rm(name: str) -> None:
 @click.option("--interval", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Seconds between two looks at the schedules.")  # fmt: skip
 def scheduler(interval: float) -> None:
-    """Start campaigns when their schedule (cron, UTC) fires, and close finished runs.
+    """Start campaigns when their schedule (cron, UTC) fires, close finished runs, and
+    re-check the pages whose takedown notices' deadlines passed.
 
     Several schedulers may run side by side: each fire time starts one run. Ctrl-C stops it;
     crawls it started go on.
@@ -231,6 +233,8 @@ def _tick(ctx: Context) -> Context:
         for run_id in run_due_campaigns(ctx, datetime.now(UTC)):
             click.echo(f"started scheduled run {run_id}")
         refresh_runs(ctx)
+        for check in recheck_due_pages(ctx):
+            click.echo(f"re-checked: {describe_recheck(check)}")
     except Exception as err:  # a server restarting must not end the scheduler
         click.echo(f"scheduler: tick failed ({type(err).__name__}: {err}); retrying", err=True)
         if isinstance(err, CONNECTION_ERRORS):
