@@ -14,7 +14,14 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import select_autoescape
 
 from tracker.campaigns.outcomes import explain
-from tracker.findings import DISMISS_REASONS, LABELS, STATUSES, TRANSITIONS
+from tracker.findings import (
+    DISMISS_REASONS,
+    LABELS,
+    OUTCOME_LABELS,
+    STAGE_LABELS,
+    STATUSES,
+    TRANSITIONS,
+)
 
 from .campaigns import progress as run_progress
 from .security import pop_flashes, session_of
@@ -53,6 +60,8 @@ templates.env.globals.update(
     STATUS_LABELS=LABELS,
     TRANSITIONS=TRANSITIONS,
     DISMISS_REASONS=DISMISS_REASONS,
+    NOTICE_STAGE_LABELS=STAGE_LABELS,
+    RECHECK_LABELS=OUTCOME_LABELS,
     run_progress=run_progress,
     explain=explain,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import get_args
 
 import pytest
@@ -122,11 +122,16 @@ def test_findings_are_listed_filtered_and_paginated(api, ctx):
     assert {f["status"] for f in confirmed["items"]} == {"confirmed"}
     by_work = http.get("/api/v1/findings?work=news-000&min_score=0.5", headers=auth["viewer"])
     assert all(f["work_id"] == "news-000" and f["score"] >= 0.5 for f in by_work.json()["items"])
+    noticed = http.get("/api/v1/findings?notice=awaiting", headers=auth["viewer"]).json()
+    assert noticed["total"] == ctx.db.findings.count_documents({"status": "notice_sent"}) > 0
+    deadline = datetime.fromisoformat(noticed["items"][0]["notice_deadline"])
+    assert deadline > datetime.now(UTC) and noticed["items"][0]["notice_check"] is None
     page = http.get("/api/v1/findings?per_page=2&page=2&sort=score", headers=auth["viewer"])
     assert page.json()["page"] == 2 and len(page.json()["items"]) == 2
     for query, status in (
         ("status=bogus", 422),  # enums and formats the document states
         ("sort=password", 422),
+        ("notice=late", 422),
         ("since=yesterday", 422),
         ("page_id=nothex", 400),  # a filter the pages offer, not in the document
         ("per_page=1000", 422),

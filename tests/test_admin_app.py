@@ -10,6 +10,7 @@ import io
 import json
 import re
 import zlib
+from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
@@ -355,6 +356,52 @@ def test_notice_is_generated_in_both_languages_and_recorded(ctx, web, seeded):
     notice = ctx.db.notices.find_one({"finding_id": finding_id})
     text = web.get(f"/notices/{notice['_id']}")
     assert "Please remove it." in text.text and text.headers["x-content-sha256"] == notice["sha256"]
+
+
+def test_a_notice_has_a_deadline_and_a_reviewer_can_recheck_the_page(ctx, seeded):
+    finding_id = seeded.findings[3]
+    page = ctx.db.pages.find_one({"_id": ctx.db.findings.find_one({"_id": finding_id})["page_id"]})
+    answers = {page["url"]: page["text"]}
+
+    def fetch(url: str) -> PageInput:
+        if url not in answers:
+            raise ValueError(f"{url}: cannot fetch: connection refused")
+        return PageInput(url, answers[url], raw=b"<p>again</p>")
+
+    http = TestClient(create_app(ctx, fetch_page=fetch), base_url="http://127.0.0.1")
+    token = login(http, "rui")
+    form = http.get(f"/findings/{finding_id}/notice?lang=en").text
+    default = re.search(r'id="notice-deadline" type="date"[^>]*value="([^"]+)"', form)
+    assert date.fromisoformat(default.group(1)) > date.today() + timedelta(days=4)
+    chosen = date.today() + timedelta(days=10)
+    http.post(
+        f"/findings/{finding_id}/notice",
+        data={"lang": "en", "subject": "Notice", "body": "Please remove it.",
+              "recipient": "abuse@x.example", "deadline": chosen.isoformat(), "csrf_token": token},
+    )  # fmt: skip
+    noticed = ctx.db.findings.find_one({"_id": finding_id})
+    assert noticed["notice_deadline"].date() == chosen
+    shown = http.get(f"/findings/{finding_id}").text
+    assert f"{chosen.isoformat()} 23:59" in shown and "the site still has time" in shown
+    awaiting = http.get("/findings?notice=awaiting").text
+    waiting = ctx.db.findings.count_documents({"notice_deadline": {"$gt": datetime.now(UTC)}})
+    assert f'href="/findings/{finding_id}' in awaiting
+    assert f'Findings <span class="muted">{waiting}</span>' in awaiting
+
+    # The deadline passes; the page is still there, then it cannot be fetched.
+    ctx.db.findings.update_one(
+        {"_id": finding_id}, {"$set": {"notice_deadline": datetime.now(UTC) - timedelta(days=1)}}
+    )
+    still = http.post(f"/findings/{finding_id}/recheck", data={"csrf_token": token})
+    assert "still copies the work" in still.text and "Still there" in still.text
+    dashboard_page = http.get("/").text
+    assert re.search(r'href="/findings\?notice=still_there"><b>1</b>', dashboard_page)
+    answers.clear()
+    down = http.post(f"/findings/{finding_id}/recheck", data={"csrf_token": token})
+    assert "could not be fetched: " + page["url"] in down.text
+    no_fetcher = client(ctx)
+    login(no_fetcher, "rui")
+    assert 'id="recheck-now"' not in no_fetcher.get(f"/findings/{finding_id}").text
 
 
 def test_whitelisting_a_domain_marks_its_findings_licensed_and_back(ctx, web, seeded):

@@ -24,6 +24,8 @@ from fingerprinter.initials import common_letters_class
 from tracker.campaigns import CampaignBusy
 from tracker.findings import (
     DISMISS_REASONS,
+    NOTICE_STAGES,
+    OUTCOME_LABELS,
     REVIEWER_STATUSES,
     SORT_KEYS,
     STATUSES,
@@ -176,6 +178,16 @@ class HistoryOut(BaseModel):
     reason: str | None = None
 
 
+class NoticeCheckOut(BaseModel):
+    at: datetime
+    outcome: Literal[tuple(OUTCOME_LABELS)] = Field(  # type: ignore[valid-type]
+        description="What fetching the page again found"
+    )
+    by: str
+    settled: bool = Field(description="Fetched after the deadline: the answer to the notice")
+    detail: str | None = None
+
+
 class FindingOut(BaseModel):
     id: str
     status: str
@@ -194,6 +206,8 @@ class FindingOut(BaseModel):
     last_seen: datetime
     page_id: str
     dismiss_reason: str | None = None
+    notice_deadline: datetime | None = Field(None, description="The latest notice's deadline")
+    notice_check: NoticeCheckOut | None = None
     history: list[HistoryOut] | None = None
 
 
@@ -207,6 +221,7 @@ class FindingList(BaseModel):
 #: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
 ReviewStatus = Literal[REVIEWER_STATUSES]  # type: ignore[valid-type]
 DismissReason = Literal[tuple(DISMISS_REASONS)]  # type: ignore[valid-type]
+NoticeStage = Literal[NOTICE_STAGES]  # type: ignore[valid-type]
 
 
 class StatusIn(Strict):
@@ -301,6 +316,8 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
         last_seen=doc["last_seen"],
         page_id=str(doc["page_id"]),
         dismiss_reason=doc.get("dismiss_reason"),
+        notice_deadline=doc.get("notice_deadline"),
+        notice_check=doc.get("notice_check"),
         history=history,
     )
 
@@ -425,6 +442,9 @@ def list_findings(
     max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     since: Annotated[date | None, Query(description="First seen on or after this day")] = None,
     until: Annotated[date | None, Query(description="First seen on or before this day")] = None,
+    notice: Annotated[
+        NoticeStage | None, Query(description="Where the findings' takedown notices stand")
+    ] = None,
     sort: Annotated[SortKey, Query(description="-key sorts in reverse")] = "-last_seen",
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,

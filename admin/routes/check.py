@@ -24,6 +24,7 @@ PASSAGE_CHARS = 240
 MAX_CHECK_CHARS = 1_000_000  # a whole book; more is a job for `copytrack check`
 MATCHES_SHOWN = 20
 
+
 @dataclass(frozen=True)
 class CheckedWork:
     match: Match

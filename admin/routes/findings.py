@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import re
 import zlib
+from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
 
 from bson import ObjectId
 from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from tracker.context import Context
 from tracker.findings import (
     LABELS,
+    NOTICE_DEADLINE_DAYS,
     NOTICE_LANGUAGES,
     OPEN,
     FindingNotFound,
@@ -28,7 +31,10 @@ from tracker.findings import (
     passages,
     record_notice,
     set_status,
+    working_days_after,
 )
+from tracker.rechecks import PageFetcher, recheck_page
+from tracker.times import now
 
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
 from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
@@ -164,6 +170,8 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
         languages=NOTICE_LANGUAGES,
         near=neighbours(ctx, flt, finding["_id"]),
         list_params=flt.as_params(),
+        now=now(),
+        can_recheck=request.app.state.fetch_page is not None,
     )
 
 
@@ -215,6 +223,9 @@ def notice_form(request: Request, user: Reviewer, finding_id: str, lang: str = "
         notice=notice,
         finding=_finding(app_context(request), finding_id),
         languages=NOTICE_LANGUAGES,
+        today=now().date().isoformat(),
+        deadline=working_days_after(now(), NOTICE_DEADLINE_DAYS).date().isoformat(),
+        deadline_days=NOTICE_DEADLINE_DAYS,
     )
 
 
@@ -227,6 +238,7 @@ def notice_sent(
     subject: Annotated[str, Form(max_length=500)],
     body: Annotated[str, Form(max_length=100_000)],
     recipient: Annotated[str, Form(max_length=500)],
+    deadline: Annotated[date | None, Form()] = None,
 ) -> Response:
     try:
         record_notice(
@@ -237,6 +249,8 @@ def notice_sent(
             body=body,
             recipient=recipient,
             by=user.name,
+            # The end of the day the reviewer chose, in UTC.
+            deadline=datetime.combine(deadline, time.max, tzinfo=UTC) if deadline else None,
         )
     except FindingNotFound:
         raise HTTPException(404, "no such finding") from None
@@ -245,6 +259,26 @@ def notice_sent(
         return redirect(f"/findings/{finding_id}/notice?lang={lang}")
     flash(request, f"Notice to {recipient} recorded; the finding is now 'notice sent'.")
     return redirect(f"/findings/{finding_id}")
+
+
+@router.post("/findings/{finding_id}/recheck")
+async def finding_recheck(request: Request, user: Reviewer, finding_id: str) -> Response:
+    """Fetch the finding's page again now and record whether it still copies the work."""
+    ctx = app_context(request)
+    finding = _finding(ctx, finding_id)
+    fetch: PageFetcher | None = request.app.state.fetch_page
+    if fetch is None:
+        flash(request, "This admin cannot fetch pages; `copytrack recheck` can.", "error")
+        return redirect(f"/findings/{finding_id}")
+    check = await run_in_threadpool(recheck_page, ctx, finding["page_id"], fetch, user.name)
+    messages = {
+        "still_there": ("The page still copies the work.", "warn"),
+        "removed": ("The copy is gone: the finding is now 'removed'.", "ok"),
+        "unreachable": (f"The page could not be fetched: {check.detail}", "error"),
+    }
+    message, level = messages[check.outcome]
+    flash(request, f"Re-checked {check.url}: {message}", level)
+    return redirect(f"/findings/{finding_id}#notices")
 
 
 @router.get("/notices/{notice_id}")
