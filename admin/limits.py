@@ -30,6 +30,7 @@ from .security import PUBLIC_ROUTES, SAFE_METHODS, resolve_auth
 #: Largest body per route prefix (bytes); the first match wins.
 BODY_CAPS: tuple[tuple[str, int], ...] = (
     ("/works/new", 2 * MAX_FILE_BYTES),  # uploads: a few files up to MAX_FILE_BYTES
+    ("/works/", 16 * 1024 * 1024),  # an edited work: 400,000 characters, form-encoded
     ("/api/v1/works", 2 * MAX_FILE_BYTES),
     ("/api/v1/check", 16 * 1024 * 1024),  # 2 M characters of text, JSON-escaped
 )

@@ -452,6 +452,53 @@ def test_works_upload_list_and_detail(ctx, web, seeded):
     assert "www.pirate-news.example" in detail
 
 
+def test_works_are_edited_and_deleted_with_their_findings_fate_stated(ctx, web, seeded):
+    master_id = seeded.masters[0]
+    master = ctx.db.masters.find_one({"_id": master_id})
+    findings = list(ctx.db.findings.find({"master_id": master_id}))
+    login(web, "vic")
+    assert 'id="edit-work"' not in web.get(f"/works/{master_id}").text  # viewers only read
+    assert web.get(f"/works/{master_id}/edit").status_code == 403
+    token = login(web, "rui")
+    form = web.get(f"/works/{master_id}/edit").text
+    assert master["text"][:50] in form
+    renamed = web.post(
+        f"/works/{master_id}/edit",
+        data={"csrf_token": token, "title": "改过的标题", "author": "",
+              "text": master["text"].replace("\n", "\r\n")},  # a browser's line ends
+    )  # fmt: skip
+    assert "Saved." in renamed.text and "改过的标题" in renamed.text
+    assert ctx.db.masters.find_one({"_id": master_id})["sha256"] == master["sha256"]
+    assert ctx.db.findings.find_one({"_id": findings[0]["_id"]})["master_title"] == "改过的标题"
+    too_short = web.post(
+        f"/works/{master_id}/edit", data={"csrf_token": token, "title": "t", "text": "短"}
+    )
+    assert too_short.status_code == 400 and "too short" in too_short.text
+    assert 'value="t"' in too_short.text  # the form keeps what was typed
+    rewritten = web.post(
+        f"/works/{master_id}/edit",
+        data={"csrf_token": token, "title": "改过的标题", "text": ZH[11]},
+    )
+    pages = len({f["page_id"] for f in findings})
+    assert f"The {pages} page(s) that copied the work were scanned again" in rewritten.text
+
+    decided = ctx.db.findings.count_documents(
+        {"master_id": master_id, "history": {"$elemMatch": {"by": {"$ne": "copytrack"}}}}
+    )
+    total = ctx.db.findings.count_documents({"master_id": master_id})
+    confirm = web.get(f"/works/{master_id}/delete").text
+    assert f"<b>{total - decided}</b> finding(s) nobody" in confirm
+    assert f"<b>{decided}</b> finding(s) a reviewer decided on" in confirm
+    deleted = web.post(f"/works/{master_id}/delete", data={"csrf_token": token})
+    assert f"{decided} reviewed finding(s) are kept as records" in deleted.text
+    assert deleted.url.path == "/works"
+    assert web.get(f"/works/{master_id}").status_code == 410
+    kept = ctx.db.findings.find_one({"master_id": master_id})
+    assert decided and kept is not None  # the seed's reviewers decided on some of them
+    record = web.get(f"/findings/{kept['_id']}").text
+    assert 'id="work-deleted"' in record and '<mark class="hl' in record
+
+
 def test_campaign_form_validates_and_run_now_starts_a_run(ctx, web, seeded, monkeypatch):
     token = login(web, "ada")
     form = {"name": "blogs", "seeds": "https://93.184.215.14/\n", "schedule": "every day",

@@ -76,7 +76,7 @@ def test_library_list_and_rm(run, files):
     run("library", "add", str(files / "a.txt"), str(files / "sub"))
     listed = run("library", "list", "--json").stdout.splitlines()
     assert [json.loads(line)["external_id"] for line in listed] == ["a", "b"]
-    assert run("library", "rm", "a").stdout == "removed\ta\n"
+    assert run("library", "rm", "a").stdout == "removed\ta\t0 findings deleted, 0 kept as records\n"
     missing = run("library", "rm", "a")
     assert missing.exit_code == 1 and "no work 'a'" in missing.stderr
     assert [

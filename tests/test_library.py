@@ -10,7 +10,8 @@ from tracker import library
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.index import IndexVersionMismatch
-from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, reindex, remove_work
+from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, reindex
+from tracker.library_edits import delete_works
 from tracker.matcher import match_text
 
 ZH = texts("zh_news", 40)
@@ -57,11 +58,11 @@ def test_removing_a_work_removes_its_postings(ctx):
     add_work(ctx, Work(text=ZH[0], external_id="keep"))
     postings = ctx.index.stats().postings
     add_work(ctx, Work(text=ZH[1], external_id="drop"))
-    assert remove_work(ctx, "drop") == ["drop"]
+    assert [r.external_id for r in delete_works(ctx, "drop", "rui")] == ["drop"]
     assert ctx.index.stats().postings == postings
     assert found(ctx, ZH[1]) == []
     assert found(ctx, ZH[0]) == ["keep"]
-    assert remove_work(ctx, "drop") == []
+    assert delete_works(ctx, "drop", "rui") == []
 
 
 def test_reindex_after_losing_redis_gives_identical_results(ctx):
@@ -89,7 +90,8 @@ def test_long_works_are_split_into_linked_chapters(ctx, monkeypatch):
     chapters = list(ctx.db.masters.find({"work_id": "book"}))
     assert len(chapters) == len(results) and "".join(c["text"] for c in chapters) == book
     assert found(ctx, NOVEL[-1][:600])[0].startswith("book#")
-    assert sorted(remove_work(ctx, "book")) == sorted(r.external_id for r in results)
+    removed = [r.external_id for r in delete_works(ctx, "book", "rui")]
+    assert sorted(removed) == sorted(r.external_id for r in results)
     assert ctx.index.stats().postings == 0
 
 

@@ -394,6 +394,35 @@ def _unindex(ctx: Context, master_id: int, text: str) -> None:
     ctx.index.remove(master_id, values)
 
 
+def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:
+    """Give a master a new text, re-indexed: ``updated``; ``unchanged`` when it is the same
+    text; ``duplicate`` (not updated) when another master has it. Raises LookupError for
+    an unknown master, ValueError for a text that cannot be fingerprinted or is longer than
+    one master holds (a long work is split into chapters: add it as a work instead)."""
+    master = ctx.db.masters.find_one({"_id": master_id}, {"text": 0})
+    if master is None:
+        raise LookupError(f"no work #{master_id}")
+    work = Work(
+        text=text,
+        external_id=master["external_id"],
+        **{name: master.get(name) for name in METADATA_FIELDS},
+    )
+    if not text.strip():
+        raise ValueError("empty text: give the work's text")
+    _validate(work, ctx)
+    if len(text) > MAX_MASTER_CHARS:
+        raise ValueError(
+            f"{len(text):,} characters: one work holds at most {MAX_MASTER_CHARS:,}; add a "
+            "text this long as a new work, which is split into chapters"
+        )
+    sha = text_sha256(text)
+    if sha == master["sha256"]:
+        return AddResult(master["external_id"], master_id, "unchanged")
+    values = fingerprint_values(ctx, text)
+    piece = _Piece(work, master["external_id"], text, sha, master.get("work_id"), values)
+    return _update(ctx, piece, master_id)
+
+
 def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
     """Masters named by external id, integer id, or work id (all chapters of a work)."""
     query: list[dict[str, Any]] = [{"external_id": key}, {"work_id": key}]
@@ -403,14 +432,11 @@ def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
     return list(ctx.db.masters.find({"$or": query}))
 
 
-def remove_work(ctx: Context, key: str) -> list[str]:
-    """Remove a work (or one master) and its postings; returns the external ids removed."""
-    removed = []
-    for master in find_masters(ctx, key):
-        _unindex(ctx, master["_id"], master["text"])
-        ctx.db.masters.delete_one({"_id": master["_id"]})
-        removed.append(master["external_id"])
-    return removed
+def remove_master(ctx: Context, master: dict[str, Any]) -> None:
+    """Take a master (its document, with its text) out of the index, then the library;
+    what becomes of its findings is tracker.library_edits'."""
+    _unindex(ctx, master["_id"], master["text"])
+    ctx.db.masters.delete_one({"_id": master["_id"]})
 
 
 def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:

@@ -7,16 +7,19 @@ import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi import Path as PathParam
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from tracker.context import Context
 from tracker.index import MAX_MASTER_ID
-from tracker.library import AddResult, Work, add_work
+from tracker.library import MAX_MASTER_CHARS, AddResult, Work, add_work
+from tracker.library_edits import ARCHIVE, EditResult, delete_work, edit_work, findings_fate
 from tracker.loaders import (
     HTML_SUFFIXES,
     JSONL_SUFFIXES,
@@ -27,8 +30,8 @@ from tracker.loaders import (
     load_works,
 )
 
-from ..security import Reviewer, Viewer, app_context
-from ..web import MAX_PAGE, render
+from ..security import Reviewer, Viewer, app_context, flash
+from ..web import MAX_PAGE, redirect, render
 
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 50
@@ -181,14 +184,30 @@ def upload(
     )
 
 
+MasterId = Annotated[int, PathParam(ge=0, le=MAX_MASTER_ID)]
+
+
+def _master(ctx: Context, master_id: int, projection: dict[str, int] | None = None) -> dict:
+    master = ctx.db.masters.find_one({"_id": master_id}, projection)
+    if master is None:
+        raise HTTPException(404, "no such work")
+    return master
+
+
 @router.get("/works/{master_id}")
-def work_detail(
-    request: Request, user: Viewer, master_id: Annotated[int, PathParam(ge=0, le=MAX_MASTER_ID)]
-) -> HTMLResponse:
+def work_detail(request: Request, user: Viewer, master_id: MasterId) -> HTMLResponse:
     ctx = app_context(request)
     master = ctx.db.masters.find_one({"_id": master_id})
     if master is None:
-        raise HTTPException(404, "no such work")
+        deleted = ctx.db[ARCHIVE].find_one({"_id": master_id}, {"text": 0})
+        if deleted is None:
+            raise HTTPException(404, "no such work")
+        raise HTTPException(
+            410,
+            f"work {deleted['external_id']} was deleted on {deleted['deleted_at']:%Y-%m-%d} by "
+            f"{deleted['deleted_by']}; the findings reviewers decided on are kept: "
+            f"/findings?work={master_id}",
+        )
     findings = list(
         ctx.db.findings.find({"master_id": master_id}, {"history": 0, "spans": 0})
         .sort([("score", -1), ("_id", 1)])
@@ -207,3 +226,75 @@ def work_detail(
         findings=findings,
         domains=sorted(domains.items(), key=lambda item: (-item[1], item[0])),
     )
+
+
+def _edit_message(result: EditResult) -> str:
+    """What an edit did, and what became of the work's findings."""
+    if result.text is None or result.text.status == "unchanged":
+        return "Saved."
+    if result.text.status == "duplicate":
+        return f"The text was not changed: {result.text.detail}."
+    if not result.rescanned:
+        return "Saved; the new text is matched from now on."
+    closed = result.rescanned - result.still_copied
+    return (
+        f"Saved; the new text is matched from now on. The {result.rescanned} page(s) that "
+        f"copied the work were scanned again: {result.still_copied} still copy it"
+        + (f", {closed} no longer do (their findings are now 'removed')." if closed else ".")
+    )
+
+
+@router.get("/works/{master_id}/edit")
+def edit_form(request: Request, user: Reviewer, master_id: MasterId) -> HTMLResponse:
+    master = _master(app_context(request), master_id)
+    return render(request, "work_edit.html", master=master, text=master["text"], problem=None,
+                  max_chars=MAX_MASTER_CHARS)  # fmt: skip
+
+
+@router.post("/works/{master_id}/edit")
+async def edit_submitted(
+    request: Request,
+    user: Reviewer,
+    master_id: MasterId,
+    title: Annotated[str, Form(max_length=500)] = "",
+    author: Annotated[str, Form(max_length=200)] = "",
+    text: Annotated[str, Form(max_length=MAX_MASTER_CHARS + 10_000)] = "",
+) -> Response:
+    ctx = app_context(request)
+    master = _master(ctx, master_id, {"text": 0})
+    # A browser sends CRLF line ends from a textarea: the stored text keeps LF.
+    text = text.replace("\r\n", "\n")
+    try:
+        result = await run_in_threadpool(
+            partial(edit_work, ctx, master_id, title=title, author=author, text=text)
+        )
+    except ValueError as err:
+        return render(request, "work_edit.html", status_code=400, problem=str(err),
+                      master={**master, "title": title, "author": author}, text=text,
+                      max_chars=MAX_MASTER_CHARS)  # fmt: skip
+    flash(
+        request,
+        _edit_message(result),
+        "ok" if not result.text or result.text.status != "duplicate" else "warn",
+    )
+    return redirect(f"/works/{master_id}")
+
+
+@router.get("/works/{master_id}/delete")
+def delete_form(request: Request, user: Reviewer, master_id: MasterId) -> HTMLResponse:
+    ctx = app_context(request)
+    master = _master(ctx, master_id, {"text": 0})
+    return render(request, "work_delete.html", master=master, fate=findings_fate(ctx, master_id))
+
+
+@router.post("/works/{master_id}/delete")
+async def delete_submitted(request: Request, user: Reviewer, master_id: MasterId) -> Response:
+    ctx = app_context(request)
+    _master(ctx, master_id, {"_id": 1})
+    result = await run_in_threadpool(delete_work, ctx, master_id, user.name)
+    flash(
+        request,
+        f"Deleted {result.external_id}: {result.findings_deleted} finding(s) nobody had decided "
+        f"on went with it; {result.findings_kept} reviewed finding(s) are kept as records.",
+    )
+    return redirect("/works")

@@ -17,8 +17,9 @@ from tracker.context import open_context
 from tracker.durability import wait_durable
 from tracker.generation import rebuild
 from tracker.generation import require as require_index
-from tracker.library import PreparedWorks, add_works, list_masters, prepare_works, remove_work
+from tracker.library import PreparedWorks, add_works, list_masters, prepare_works
 from tracker.library import reindex as rebuild_index
+from tracker.library_edits import delete_works
 from tracker.loaders import Loaded, LoadError, load_works
 
 
@@ -146,16 +147,25 @@ def list_(as_json: bool) -> None:
 @library.command()
 @click.argument("work_id")
 def rm(work_id: str) -> None:
-    """Remove a work (by external id, integer id or work id) and its index postings."""
-    removed = remove_work(open_context(), work_id)
+    """Remove a work (by external id, integer id or work id: every chapter) from the library
+    and the index.
+
+    Its findings nobody decided on are deleted with it; those a reviewer decided on are
+    kept as records, with the work's text archived. One line per work removed:
+    `removed<TAB>ID<TAB>N findings deleted, M kept as records`.
+    """
+    removed = delete_works(open_context(), work_id, by="cli")
     if not removed:
         click.echo(
             f"copytrack: no work {work_id!r} in the library (see `copytrack library list`)",
             err=True,
         )
         sys.exit(1)
-    for external_id in removed:
-        click.echo(f"removed\t{external_id}")
+    for result in removed:
+        click.echo(
+            f"removed\t{result.external_id}\t{result.findings_deleted} findings deleted, "
+            f"{result.findings_kept} kept as records"
+        )
 
 
 @click.command()
