@@ -19,9 +19,12 @@ from pathlib import Path
 import pytest
 from bson import ObjectId
 
+from admin.routes import works as works_routes
 from tests.admin_seed import PASSWORD, Seeded, scanned_page, seed
+from tests.corpus import texts
 from tests.served_admin import served_admin
 from tracker import campaigns as tracker_campaigns
+from tracker import library
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 
@@ -313,3 +316,40 @@ def test_the_side_by_side_panes_open_at_their_first_match(server, page, ctx):
         "m => { const c = m.closest('.text-col').getBoundingClientRect();"
         " const r = m.getBoundingClientRect(); return r.top >= c.top && r.top < c.bottom; }"
     )
+
+
+def test_a_big_upload_is_announced_first_then_shows_its_progress(
+    server, page, monkeypatch, tmp_path
+):
+    # Limits scaled down (the server runs in this process): a 60,000-character book is big.
+    for module in (library, works_routes):
+        monkeypatch.setattr(module, "MAX_MASTER_CHARS", 20_000)
+        monkeypatch.setattr(module, "CHAPTER_CHARS", 10_000)
+    book = tmp_path / "全本.txt"
+    book.write_text("\n".join(texts("zh_novel", 40))[:60_000], encoding="utf-8")
+    base, _ = server
+    _log_in(page, base, "rui")
+    page.goto(f"{base}/works/new")
+    assert not page.is_visible("#upload-warning")
+    page.set_input_files("#upload-form input[type=file]", str(book))
+    warning = page.inner_text("#upload-warning")
+    assert "全本.txt" in warning and "one work cut into about" in warning
+    page.click("#upload-form button[type=submit]")
+    assert not page.is_visible("#upload-progress")  # not before the reviewer agreed
+    page.evaluate(
+        """() => {
+          window.seen = [];
+          new MutationObserver(() => {
+            const status = document.getElementById("upload-status");
+            if (status && !status.hidden) window.seen.push(status.textContent);
+          }).observe(document.body, {subtree: true, childList: true, characterData: true,
+                                     attributes: true});
+        }"""
+    )
+    page.check("#upload-confirm")
+    page.click("#upload-form button[type=submit]")
+    notes = page.wait_for_selector("#upload-notes").inner_text()
+    assert "全本.txt: 60,000 characters, registered as one work cut into" in notes
+    assert "upload them as JSONL" in notes
+    assert any("Fingerprinting and indexing" in text for text in page.evaluate("window.seen"))
+    assert page.url == f"{base}/works/new"

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from tracker.context import Context
 from tracker.index import MAX_MASTER_ID
-from tracker.library import MAX_MASTER_CHARS, AddResult, Work, add_work
+from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, AddResult, Work, add_work
 from tracker.library_edits import ARCHIVE, EditResult, delete_work, edit_work, findings_fate
 from tracker.loaders import (
     HTML_SUFFIXES,
@@ -46,6 +46,7 @@ class Intake:
 
     results: list[tuple[AddResult, str]] = field(default_factory=list)  # (result, title)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a reviewer may not expect
 
 
 def register(
@@ -63,6 +64,13 @@ def register(
             intake.errors.append(f"{item.where}: {err}")
             continue
         intake.results += [(result, item.work.title or "") for result in results]
+        if len(results) > 1:
+            intake.notes.append(
+                f"{item.where}: {len(item.work.text):,} characters, registered as one work cut "
+                f"into {len(results)} chapters ({results[0].external_id} … "
+                f"{results[-1].external_id}). If it holds several works, delete it and upload "
+                "them as JSONL, one work per line."
+            )
     return intake
 
 
@@ -143,9 +151,27 @@ def works_list(
     )
 
 
+#: A file is announced as big (to be cut into chapters) past this size; a character takes
+#: 2-3 bytes in the encodings publishers use (GB18030, UTF-8).
+BYTES_PER_CHAR = 2.5
+
+
+def _upload_page(request: Request, intake: Intake | None, status_code: int = 200) -> HTMLResponse:
+    return render(
+        request,
+        "work_upload.html",
+        status_code=status_code,
+        intake=intake,
+        suffixes=UPLOAD_SUFFIXES,
+        big_bytes=int(MAX_MASTER_CHARS * BYTES_PER_CHAR),
+        chapter_bytes=int(CHAPTER_CHARS * BYTES_PER_CHAR),
+        chapter_chars=CHAPTER_CHARS,
+    )
+
+
 @router.get("/works/new")
 def upload_form(request: Request, user: Reviewer) -> HTMLResponse:
-    return render(request, "work_upload.html", intake=None, suffixes=UPLOAD_SUFFIXES)
+    return _upload_page(request, None)
 
 
 @router.post("/works/new")
@@ -175,13 +201,7 @@ def upload(
         register(ctx, [Loaded(work.external_id or "pasted text", work)], intake)
     if not intake.results and not intake.errors:
         intake.errors.append("nothing to add: choose files or paste a text")
-    return render(
-        request,
-        "work_upload.html",
-        status_code=200 if intake.results or not intake.errors else 400,
-        intake=intake,
-        suffixes=UPLOAD_SUFFIXES,
-    )
+    return _upload_page(request, intake, 200 if intake.results or not intake.errors else 400)
 
 
 MasterId = Annotated[int, PathParam(ge=0, le=MAX_MASTER_ID)]

@@ -133,4 +133,57 @@ document.addEventListener("DOMContentLoaded", () => {
     };
     setTimeout(poll, 2000);
   });
+
+  // Uploading works: big files are announced before they go (one file is one work, cut
+  // into chapters), and the upload shows its progress, then the wait while it is indexed.
+  const upload = document.getElementById("upload-form");
+  if (upload) {
+    const input = upload.querySelector('input[type="file"]');
+    const warning = document.getElementById("upload-warning");
+    const confirmBig = document.getElementById("upload-confirm");
+    const big = Number(upload.dataset.bigBytes);
+    const chapterBytes = Number(upload.dataset.chapterBytes);
+    input.addEventListener("change", () => {
+      const large = [...input.files].filter((file) => file.size > big);
+      warning.hidden = large.length === 0;
+      confirmBig.required = large.length > 0;
+      warning.querySelector("ul").replaceChildren(...large.map((file) => {
+        const item = document.createElement("li");
+        const chapters = Math.ceil(file.size / chapterBytes);
+        item.textContent = `${file.name}: ${(file.size / 2 ** 20).toFixed(1)} MB, registered as one work cut into about ${chapters} chapters`;
+        return item;
+      }));
+    });
+    upload.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const bar = document.getElementById("upload-progress");
+      const status = document.getElementById("upload-status");
+      const button = upload.querySelector('button[type="submit"]');
+      bar.hidden = status.hidden = false;
+      button.disabled = true;
+      const request = new XMLHttpRequest();
+      request.open("POST", upload.action);
+      request.upload.addEventListener("progress", (step) => {
+        if (!step.lengthComputable) return;
+        bar.max = step.total;
+        bar.value = step.loaded;
+        status.textContent = `Uploading… ${Math.round((100 * step.loaded) / step.total)} %`;
+      });
+      request.upload.addEventListener("load", () => {
+        bar.removeAttribute("value"); // indeterminate: the server is at work
+        status.textContent = "Uploaded. Fingerprinting and indexing the works…";
+      });
+      request.addEventListener("load", () => {
+        const answer = new DOMParser().parseFromString(request.responseText, "text/html");
+        document.title = answer.title;
+        document.body.replaceWith(answer.body);
+        window.scrollTo(0, 0);
+      });
+      request.addEventListener("error", () => {
+        status.textContent = "The upload failed: check the connection and upload again.";
+        button.disabled = false;
+      });
+      request.send(new FormData(upload));
+    });
+  }
 });
