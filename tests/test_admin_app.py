@@ -259,6 +259,13 @@ def test_a_hostile_page_is_shown_inert(ctx, web, seeded):
     assert csp.startswith("sandbox;") and "default-src 'none'" in csp  # …but inert
     assert raw.headers["x-frame-options"] == "SAMEORIGIN"
     assert 'sandbox=""' in page.text
+    marked = web.get(f"/pages/{finding['page_id']}/raw?mark={seeded.xss}")
+    assert marked.status_code == 200 and 'id="copytrack-first-mark"' in marked.text
+    assert "<script>" in marked.text and marked.headers["content-security-policy"] == csp
+    stored = ctx.db.pages.find_one({"_id": finding["page_id"]})
+    assert hashlib.sha256(raw.content).hexdigest() == stored["raw_sha256"]  # never altered
+    other = web.get(f"/pages/{finding['page_id']}/raw?mark={seeded.findings[0]}")
+    assert other.status_code == 404
 
 
 # ------------------------------------------------------------------ pages

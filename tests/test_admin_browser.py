@@ -116,7 +116,12 @@ def test_a_reviewer_works_through_a_finding(server, page, ctx):
     page.goto(f"{base}/findings?status=new&domain=www.pirate-news.example&sort=-score")
     page.locator("a.finding-link").first.click()
     page.wait_for_selector("#master-text mark.hl")
-    page.frame_locator("iframe.evidence").locator("h1").wait_for()
+    evidence = page.frame_locator("iframe.evidence")
+    evidence.locator("h1").wait_for()
+    # The capture opens at the copied passage, marked.
+    first_mark = evidence.locator("#copytrack-first-mark")
+    assert first_mark.is_visible() and len(first_mark.inner_text()) >= 8
+    assert first_mark.inner_text() in page.inner_text("#page-text")
     assert page.locator("#master-text mark.hl").count() >= 1
     assert page.locator("#page-text mark.hl").count() >= 1
     page.locator("#page-text mark.hl").first.click()

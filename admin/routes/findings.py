@@ -12,6 +12,7 @@ from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from extractor.decoding import UnusableContent, decode_html
 from tracker.context import Context
 from tracker.findings import (
     LABELS,
@@ -37,6 +38,7 @@ from tracker.library_edits import ARCHIVE
 from tracker.rechecks import PageFetcher, recheck_page
 from tracker.times import now
 
+from ..evidence import mark_passages
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
 from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
 
@@ -299,23 +301,49 @@ def notice_text(request: Request, user: Viewer, notice_id: str) -> PlainTextResp
 
 
 @router.get("/pages/{page_id}/raw")
-def page_raw(request: Request, user: Viewer, page_id: str, download: bool = False) -> Response:
-    """The captured page exactly as fetched, for the sandboxed evidence frame or download."""
-    page = app_context(request).db.pages.find_one(
-        {"_id": _oid(page_id)}, {"raw_zlib": 1, "encoding": 1, "raw_sha256": 1}
+def page_raw(
+    request: Request, user: Viewer, page_id: str, download: bool = False, mark: str = ""
+) -> Response:
+    """The captured page exactly as fetched, for the sandboxed evidence frame or download;
+    with ``mark`` (a finding of the page), a copy with that finding's passages marked."""
+    ctx = app_context(request)
+    page = ctx.db.pages.find_one(
+        {"_id": _oid(page_id)}, {"raw_zlib": 1, "encoding": 1, "raw_sha256": 1, "text": 1}
     )
     if page is None or page.get("raw_zlib") is None:
         raise HTTPException(404, "no snapshot of this page")
+    raw = zlib.decompress(page["raw_zlib"])
     charset = page.get("encoding") or ""
     media_type = "text/html" + (f"; charset={charset}" if _CHARSET.match(charset) else "")
+    name = page["raw_sha256"]
+    if mark and not download:
+        finding = _finding(ctx, mark)
+        if finding["page_id"] != page["_id"]:
+            raise HTTPException(404, "this finding is of another page")
+        raw = _marked_copy(ctx, finding, page, raw, media_type)
+        media_type, name = "text/html; charset=utf-8", f"{name}-marked"
     disposition = "attachment" if download else "inline"
     return Response(
-        zlib.decompress(page["raw_zlib"]),
+        raw,
         media_type=media_type,
         headers={
             "Content-Security-Policy": EVIDENCE_CSP,
             "X-Frame-Options": "SAMEORIGIN",
             "Referrer-Policy": "no-referrer",
-            "Content-Disposition": f'{disposition}; filename="{page["raw_sha256"]}.html"',
+            "Content-Disposition": f'{disposition}; filename="{name}.html"',
         },
     )
+
+
+def _marked_copy(
+    ctx: Context, finding: dict[str, Any], page: dict[str, Any], raw: bytes, media_type: str
+) -> bytes:
+    """The capture decoded, with the finding's passages marked (UTF-8)."""
+    try:
+        html = decode_html(raw, media_type).text
+    except UnusableContent:
+        return raw
+    master = ctx.db.masters.find_one({"_id": finding["master_id"]}, {"text": 1}) or {}
+    found = passages(finding, master.get("text", ""), page.get("text", ""))
+    marked, _ = mark_passages(html, (p.page_text for p in found))
+    return marked.encode("utf-8")
