@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from jinja2 import select_autoescape
 from tracker.campaigns.outcomes import explain
 from tracker.findings import (
     DISMISS_REASONS,
+    KIND_LABELS,
     LABELS,
     OUTCOME_LABELS,
     STAGE_LABELS,
@@ -41,6 +43,19 @@ def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
     return value.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
 
 
+def _stamp(value: datetime | None) -> str:
+    """A time to the second, in UTC, saying so (evidence)."""
+    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _work_title(title: str) -> str:
+    """A work's title as its language writes one: 《红楼梦》, but Bleak House bare."""
+    return f"《{title}》" if _CJK.search(title) else title
+
+
 def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
@@ -54,7 +69,9 @@ def _query(params: Mapping[str, Any], **changes: Any) -> str:
 templates = Jinja2Templates(directory=HERE / "templates")
 # Page text and titles are hostile: autoescape every template, whatever its name.
 templates.env.autoescape = select_autoescape(default=True, default_for_string=True)
-templates.env.filters.update(dt=_datetime, pct=_percent, query=_query)
+templates.env.filters.update(
+    dt=_datetime, stamp=_stamp, pct=_percent, query=_query, work_title=_work_title
+)
 templates.env.globals.update(
     STATUSES=STATUSES,
     STATUS_LABELS=LABELS,
@@ -62,6 +79,7 @@ templates.env.globals.update(
     DISMISS_REASONS=DISMISS_REASONS,
     NOTICE_STAGE_LABELS=STAGE_LABELS,
     RECHECK_LABELS=OUTCOME_LABELS,
+    KIND_LABELS=KIND_LABELS,
     run_progress=run_progress,
     explain=explain,
 )

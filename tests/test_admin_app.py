@@ -22,7 +22,7 @@ from starlette.routing import Mount
 
 from admin.app import create_app
 from admin.security import PUBLIC_ROUTES, SESSION_COOKIE
-from admin.web import STATIC_DIR, templates
+from admin.web import templates
 from tests.admin_seed import (
     PASSWORD,
     ZH,
@@ -34,6 +34,7 @@ from tests.admin_seed import (
     seed,
 )
 from tests.corpus import novel_chapters
+from tests.pdf_layout import overflowing_text
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
 from tracker.findings import domain_report, set_status, work_report
@@ -634,27 +635,10 @@ def test_a_whole_book_page_lists_its_many_findings_and_shows_the_part_of_the_pag
     assert web.get("/findings?page_id=nonsense").status_code == 400
 
 
-def _overflowing_text(html: str) -> list[tuple[int, float, str]]:
-    """Pieces of text that WeasyPrint lays out past the right margin: (page, mm, text)."""
-    import weasyprint
-
-    document = weasyprint.HTML(string=html).render(
-        stylesheets=[weasyprint.CSS(filename=STATIC_DIR / "print.css")]
-    )
-    past = []
-    for number, page in enumerate(document.pages, start=1):
-        box = page._page_box
-        right = box.content_box_x() + box.width
-        for child in box.descendants():
-            if getattr(child, "text", None) and child.position_x + child.width > right + 0.5:
-                past.append((number, (child.position_x + child.width - right) / 3.78, child.text))
-    return past
-
-
 def test_pdf_reports_stay_within_their_margins(ctx, seeded):
     for report in (work_report(ctx, "news-000"), domain_report(ctx, "www.pirate-news.example")):
         html = templates.get_template("report.html").render(report=report, pdf=True)
-        past = _overflowing_text(html)
+        past = overflowing_text(html)
         assert past == [], past
 
 

@@ -358,3 +358,19 @@ def test_a_big_upload_is_announced_first_then_shows_its_progress(
     assert "upload them as JSONL" in notes
     assert any("Fingerprinting and indexing" in text for text in page.evaluate("window.seen"))
     assert page.url == f"{base}/works/new"
+
+
+def test_the_evidence_report_of_a_finding(server, page, ctx):
+    base, seeded = server
+    _log_in(page, base, "vic")
+    page.goto(f"{base}/findings/{seeded.findings[0]}")
+    page.click("#evidence-report")
+    page.wait_for_selector("#copy-facts")
+    finding = ctx.db.findings.find_one({"_id": seeded.findings[0]})
+    stored = ctx.db.pages.find_one({"_id": finding["page_id"]})
+    assert page.inner_text("#capture-sha256").startswith(stored["raw_sha256"])
+    assert page.locator("table.passage").count() >= 1
+    page.screenshot(path=str(DOCS / "admin-evidence.png"), full_page=True)
+    with page.expect_download() as download:
+        page.click("#evidence-pdf")
+    assert download.value.suggested_filename == f"copytrack-evidence-{finding['_id']}.pdf"

@@ -6,8 +6,8 @@ import pytest
 
 from tests.copies import ZH, found_on
 from tracker.findings import set_status
-from tracker.library import Work, add_work
-from tracker.library_edits import ARCHIVE, delete_work, edit_work, findings_fate
+from tracker.library import ARCHIVE, Work, add_work
+from tracker.library_edits import delete_work, edit_work, findings_fate
 from tracker.matcher import match_text
 
 

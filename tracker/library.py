@@ -27,6 +27,8 @@ from .index import MAX_MASTER_ID
 from .store import next_id
 from .times import now
 
+#: Where a deleted work's document is kept for the findings it leaves (tracker.library_edits).
+ARCHIVE = "deleted_masters"
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
 REINDEX_BATCH = 200  # masters per round trip when rebuilding the index
@@ -437,6 +439,16 @@ def remove_master(ctx: Context, master: dict[str, Any]) -> None:
     what becomes of its findings is tracker.library_edits'."""
     _unindex(ctx, master["_id"], master["text"])
     ctx.db.masters.delete_one({"_id": master["_id"]})
+
+
+def master_or_archived(ctx: Context, master_id: int) -> dict[str, Any]:
+    """A master with its text; one deleted since comes from the archive (with
+    ``deleted_at``), for the findings kept of it; {} when neither has it."""
+    return (
+        ctx.db.masters.find_one({"_id": master_id})
+        or ctx.db[ARCHIVE].find_one({"_id": master_id})
+        or {}
+    )
 
 
 def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:

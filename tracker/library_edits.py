@@ -18,12 +18,9 @@ from typing import Any
 
 from .context import Context
 from .findings import REMOVED, SYSTEM, invalidate_dashboard
-from .library import AddResult, find_masters, remove_master, replace_text
+from .library import ARCHIVE, AddResult, find_masters, remove_master, replace_text
 from .pages import scan_page
 from .times import now
-
-#: The collection where a deleted work's document is kept for the findings it leaves.
-ARCHIVE = "deleted_masters"
 
 
 @dataclass(frozen=True)

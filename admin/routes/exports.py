@@ -1,7 +1,10 @@
-"""Exports: findings as CSV, printable reports per work and per domain (HTML and PDF)."""
+"""Exports: findings as CSV, printable reports per work and per domain, and the evidence
+report of one finding (HTML and PDF)."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -9,12 +12,17 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from tracker.findings import (
+    MAX_SHOWN_CHARS,
+    FindingNotFound,
     Report,
     WorkflowError,
+    capture,
     domain_report,
+    evidence,
     findings_csv,
     normalize_domain,
     parse_filter,
+    parse_object_id,
     work_report,
 )
 
@@ -36,8 +44,9 @@ def export_csv(request: Request, user: Viewer) -> StreamingResponse:
     )
 
 
-def _pdf(html: str) -> bytes:
-    """The report as PDF; WeasyPrint fetches nothing (the stylesheet is given directly)."""
+def _pdf(html: str, attachments: Sequence[tuple[str, bytes, str]] = ()) -> bytes:
+    """The report as PDF; WeasyPrint fetches nothing (the stylesheet is given directly).
+    ``attachments``: files embedded in the PDF (name, bytes, description)."""
     # Imported here: it takes about a second to load, and only PDF exports need it.
     import weasyprint
     from weasyprint.urls import URLFetcher
@@ -47,7 +56,13 @@ def _pdf(html: str) -> bytes:
             raise ValueError(f"reports load nothing from outside: {url}")
 
     document = weasyprint.HTML(string=html, url_fetcher=NoFetch())
-    return document.write_pdf(stylesheets=[weasyprint.CSS(filename=STATIC_DIR / "print.css")])
+    files = [
+        weasyprint.Attachment(file_obj=io.BytesIO(data), name=name, description=description)
+        for name, data, description in attachments
+    ]
+    return document.write_pdf(
+        stylesheets=[weasyprint.CSS(filename=STATIC_DIR / "print.css")], attachments=files
+    )
 
 
 def _report_response(request: Request, report: Report, fmt: Format, filename: str) -> Response:
@@ -87,3 +102,31 @@ def report_domain(
         raise HTTPException(400, str(err)) from None
     report = domain_report(app_context(request), domain)
     return _report_response(request, report, format, f"copytrack-domain-{domain}")
+
+
+@router.get("/findings/{finding_id}/evidence")
+def evidence_report(
+    request: Request, user: Viewer, finding_id: str, format: Format = "html"
+) -> Response:
+    """One finding's evidence for a legal team; the PDF carries the capture as an attachment."""
+    ctx = app_context(request)
+    try:
+        found = evidence(ctx, parse_object_id(finding_id))
+    except (FindingNotFound, ValueError):
+        raise HTTPException(404, "no such finding") from None
+    raw = capture(ctx, found.finding["page_id"])
+    name = f"capture-{found.page.get('raw_sha256', 'none')[:16]}.html"
+    context = {"ev": found, "has_capture": raw is not None, "capture_name": name,
+               "max_chars": MAX_SHOWN_CHARS}  # fmt: skip
+    if format == "html":
+        return render(request, "evidence.html", pdf=False, **context)
+    html = templates.get_template("evidence.html").render(pdf=True, **context)
+    description = f"The page as captured, SHA-256 {found.page.get('raw_sha256')}"
+    attachments = [(name, raw, description)] if raw is not None else []
+    return Response(
+        _pdf(html, attachments),
+        media_type="application/pdf",
+        headers={
+            "Content-Disposition": f'attachment; filename="copytrack-evidence-{finding_id}.pdf"'
+        },
+    )

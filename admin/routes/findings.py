@@ -34,7 +34,7 @@ from tracker.findings import (
     set_status,
     working_days_after,
 )
-from tracker.library_edits import ARCHIVE
+from tracker.library import master_or_archived
 from tracker.rechecks import PageFetcher, recheck_page
 from tracker.times import now
 
@@ -141,11 +141,7 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
     # The list it was opened from (its filter is the query string): previous and next.
     flt = parse_filter(request.query_params)
     # A work deleted since: the finding is a record, shown with the work as archived.
-    master = (
-        ctx.db.masters.find_one({"_id": finding["master_id"]})
-        or ctx.db[ARCHIVE].find_one({"_id": finding["master_id"]})
-        or {}
-    )
+    master = master_or_archived(ctx, finding["master_id"])
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
     master_text, page_text = master.get("text", ""), page.get("text", "")
     found = passages(finding, master_text, page_text, width=PASSAGE_CHARS)

@@ -18,8 +18,8 @@ from starlette.concurrency import run_in_threadpool
 
 from tracker.context import Context
 from tracker.index import MAX_MASTER_ID
-from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, AddResult, Work, add_work
-from tracker.library_edits import ARCHIVE, EditResult, delete_work, edit_work, findings_fate
+from tracker.library import ARCHIVE, CHAPTER_CHARS, MAX_MASTER_CHARS, AddResult, Work, add_work
+from tracker.library_edits import EditResult, delete_work, edit_work, findings_fate
 from tracker.loaders import (
     HTML_SUFFIXES,
     JSONL_SUFFIXES,

@@ -7,6 +7,8 @@
   the command line;
 - `passages`: the matched passages, the work's text beside the page's;
 - `dashboard`, `export` (CSV), `reports` (printable, per work or per domain);
+- `evidence`: one finding's evidence for a report, with `differences` (character-level,
+  classified) between the work's passages and the page's;
 - `workflow`: reviewers' status changes; `licensing`: licensed domains; `notices`: takedown
   notices; `deadlines`: what became of a copy after its notice's deadline.
 
@@ -28,6 +30,8 @@ from .deadlines import (
     record_check,
     stage_query,
 )
+from .differences import KIND_LABELS, Piece, differences, tally
+from .evidence import MAX_SHOWN_CHARS, ComparedPassage, Evidence, capture, evidence
 from .export import CSV_COLUMNS, findings_csv, safe_cell
 from .licensing import (
     DECIDED,
@@ -117,10 +121,12 @@ __all__ = [
     "DEFAULT_SORT",
     "DISMISSED",
     "DISMISS_REASONS",
+    "KIND_LABELS",
     "LABELS",
     "LICENSED",
     "MAX_NOTE_CHARS",
     "MAX_PER_PAGE",
+    "MAX_SHOWN_CHARS",
     "NEIGHBOURS_SCANNED",
     "NEW",
     "NOTICE_DEADLINE_DAYS",
@@ -145,6 +151,8 @@ __all__ = [
     "SYSTEM",
     "TRANSITIONS",
     "BulkResult",
+    "ComparedPassage",
+    "Evidence",
     "FilterError",
     "FindingFilter",
     "FindingNotFound",
@@ -153,18 +161,22 @@ __all__ = [
     "NoSender",
     "Notice",
     "Passage",
+    "Piece",
     "RecordResult",
     "Report",
     "WorkflowError",
     "add_licensed_domain",
     "build_notice",
     "bulk_set_status",
+    "capture",
     "check_sender",
     "dashboard",
     "decisions_relabelled_by_adding",
     "decisions_relabelled_by_removing",
+    "differences",
     "domain_query",
     "domain_report",
+    "evidence",
     "find_findings",
     "finding_query",
     "findings_csv",
@@ -193,6 +205,7 @@ __all__ = [
     "stage_query",
     "status_update",
     "suppress_licensed",
+    "tally",
     "work_report",
     "working_days_after",
 ]
