@@ -28,6 +28,7 @@ GOOD = {"name": "news-sites", "seeds": ["https://pirate.example.com/", "https://
 
 
 def test_defaults_and_domains() -> None:
+    assert Campaign.from_dict({**GOOD, "name": "盗版小说站_2"}).name == "盗版小说站_2"
     campaign = Campaign.from_dict(GOOD)
     assert campaign.enabled and campaign.schedule is None and campaign.max_depth is None
     assert campaign.domains() == ("pirate.example.com", "x.example")
@@ -39,6 +40,8 @@ def test_defaults_and_domains() -> None:
     ("change", "message"),
     [
         ({"name": "bad name"}, "name: 'bad name' is not a valid name"),
+        ({"name": "盗版/站"}, "name: '盗版/站' is not a valid name"),
+        ({"name": "_hidden"}, "name: '_hidden' is not a valid name"),
         ({"seeds": []}, "seeds: give at least one seed URL"),
         ({"seeds": ["ftp://x.example/"]}, "seeds: 'ftp://x.example/' is not an http(s) URL"),
         ({"seeds": "https://x.example/", "sedes": []}, "unknown field(s) sedes"),

@@ -20,7 +20,9 @@ from croniter import croniter
 
 from ..netguard import check_url
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Letters of any script (盗版小说站 is a name), digits, '_', '.', '-'; no spaces or slashes:
+# names go into addresses and keys.
+_NAME = re.compile(r"^[^\W_][\w.-]{0,63}$")
 _LABEL = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
 # host name, IPv4 address or bracketed IPv6 address, then an optional port
 _DOMAIN = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-f:.]+\])(?::\d{{1,5}})?$")
@@ -63,8 +65,8 @@ class Campaign:
         name = data.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
             raise CampaignError(
-                f"name: {name!r} is not a valid name (1-64 letters, digits, '_', '.', '-', "
-                "starting with a letter or digit)"
+                f"name: {name!r} is not a valid name (1-64 letters, 汉字 too, digits, '_', '.', "
+                "'-', starting with a letter or digit)"
             )
         values: dict[str, Any] = {"name": name}
         values["seeds"] = tuple(_seed(s) for s in _strings(data, "seeds"))
