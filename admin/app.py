@@ -23,6 +23,7 @@ from tracker.health import index_health, server_health
 from tracker.rechecks import PageFetcher
 from tracker.servers import ServerStartError
 
+from .i18n import LanguageMiddleware
 from .limits import BodyGuard
 from .routes import account, api, campaigns, check, dashboard, exports, findings, settings, works
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
@@ -130,6 +131,7 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     app.state.fetch_page = fetch_page
     app.state.sessions = SessionStore(app.state.ctx)
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
+    app.add_middleware(LanguageMiddleware)  # every page, message and PDF in its language
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
     app.add_middleware(SecurityHeaders)
     _install_error_handlers(app)

@@ -16,8 +16,16 @@ from croniter import croniter
 
 from tracker import campaigns as tracker_campaigns
 from tracker.campaigns import ACTIVE_STATES, Campaign, CampaignError
-from tracker.campaigns.outcomes import ProblemPage, outcome_counts, problem_page, run_health
+from tracker.campaigns.outcomes import (
+    Health,
+    ProblemPage,
+    outcome_counts,
+    problem_page,
+    run_health,
+)
 from tracker.context import Context
+
+from .i18n import gettext
 
 #: Form fields holding one item per line.
 LIST_FIELDS = ("seeds", "allowed_domains", "allow", "deny")
@@ -138,6 +146,15 @@ def get_run(ctx: Context, run_id: str) -> dict[str, Any] | None:
     return run
 
 
+def health_message(health: Health) -> str:
+    """Why a run is green, amber or red, in the request's language."""
+    if not health.values:
+        return gettext(health.text)
+    # The reason is a sentence of its own (tracker.campaigns.outcomes.REASONS).
+    values = {name: gettext(value) for name, value in health.values.items()}
+    return gettext(health.text) % values
+
+
 def progress(run: Mapping[str, Any]) -> dict[str, Any]:
     """What the pages update while a run goes (JSON): state, health, figures, counts."""
     health = run_health(run)
@@ -145,7 +162,7 @@ def progress(run: Mapping[str, Any]) -> dict[str, Any]:
         "id": str(run["_id"]),
         "state": run["state"],
         "done": run["state"] in tracker_campaigns.DONE_STATES,
-        "health": {"level": health.level, "message": health.message},
+        "health": {"level": health.level, "message": health_message(health)},
         "figures": figures(run),
         "counts": outcome_counts(run),
         "error": run.get("error"),

@@ -44,7 +44,7 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Route paths that answer without a session or token (static assets are a separate mount).
-PUBLIC_ROUTES = frozenset({"/login", "/healthz"})
+PUBLIC_ROUTES = frozenset({"/login", "/healthz", "/language"})
 
 #: The app's pages: scripts and styles only from our own files, no inline script, handler
 #: or style anywhere.

@@ -26,6 +26,7 @@ from tracker.findings import (
 )
 
 from .campaigns import progress as run_progress
+from .i18n import HTML_LANG, LANGUAGES, current_language, gettext, ngettext, npgettext, pgettext
 from .security import pop_flashes, session_of
 
 HERE = Path(__file__).parent
@@ -69,6 +70,12 @@ def _query(params: Mapping[str, Any], **changes: Any) -> str:
 templates = Jinja2Templates(directory=HERE / "templates")
 # Page text and titles are hostile: autoescape every template, whatever its name.
 templates.env.autoescape = select_autoescape(default=True, default_for_string=True)
+# Text marked _() speaks the request's language (admin.i18n); newstyle: _() escapes its
+# %(name)s values like any other output.
+templates.env.add_extension("jinja2.ext.i18n")
+templates.env.install_gettext_callables(  # type: ignore[attr-defined]
+    gettext, ngettext, newstyle=True, pgettext=pgettext, npgettext=npgettext
+)
 templates.env.filters.update(
     dt=_datetime, stamp=_stamp, pct=_percent, query=_query, work_title=_work_title
 )
@@ -79,9 +86,12 @@ templates.env.globals.update(
     DISMISS_REASONS=DISMISS_REASONS,
     NOTICE_STAGE_LABELS=STAGE_LABELS,
     RECHECK_LABELS=OUTCOME_LABELS,
+    LANGUAGES=LANGUAGES,
+    HTML_LANG=HTML_LANG,
+    current_language=current_language,
     KIND_LABELS=KIND_LABELS,
     run_progress=run_progress,
-    explain=explain,
+    explain=lambda reason: gettext(explain(reason)),
 )
 
 

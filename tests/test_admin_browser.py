@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from bson import ObjectId
 
+from admin.i18n import COOKIE as LANGUAGE_COOKIE
 from admin.routes import works as works_routes
 from tests.admin_seed import PASSWORD, Seeded, scanned_page, seed
 from tests.corpus import texts
@@ -71,9 +72,13 @@ def browser():
 
 @pytest.fixture
 def page(server, browser):
+    base, _ = server
     context = browser.new_context(
         viewport={"width": 1440, "height": 900}, accept_downloads=True, locale="zh-CN"
     )
+    # A Chinese browser, in which the reviewer chose English (the README's pictures);
+    # test_a_chinese_browser_gets_the_chinese_admin covers the default.
+    context.add_cookies([{"name": LANGUAGE_COOKIE, "value": "en", "url": base}])
     tab = context.new_page()
     tab.set_default_timeout(15_000)
     yield tab
@@ -374,3 +379,29 @@ def test_the_evidence_report_of_a_finding(server, page, ctx):
     with page.expect_download() as download:
         page.click("#evidence-pdf")
     assert download.value.suggested_filename == f"copytrack-evidence-{finding['_id']}.pdf"
+
+
+def test_a_chinese_browser_gets_the_chinese_admin_and_the_switch_sticks(server, browser):
+    base, seeded = server
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
+    tab = context.new_page()
+    try:
+        tab.goto(f"{base}/login")
+        assert tab.inner_text("h1 + p") == "版权追踪" and "用户名" in tab.inner_text("form")
+        tab.fill("input[name=name]", "rui")
+        tab.fill("input[name=password]", PASSWORD)
+        tab.click("button[type=submit]")
+        tab.wait_for_url(f"{base}/")
+        assert tab.inner_text(".mainnav").split()[:3] == ["总览", "侵权发现", "检测"]
+        assert tab.locator("html").get_attribute("lang") == "zh-CN"
+        tab.screenshot(path=str(DOCS / "admin-dashboard-zh.png"), full_page=True)
+        tab.goto(f"{base}/findings/{seeded.findings[6]}")
+        assert tab.inner_text("#to-confirmed").strip() == "标记为已确认"
+        tab.click(".languages a[hreflang=en]")
+        tab.wait_for_selector("#to-confirmed")
+        assert tab.url.startswith(f"{base}/findings/{seeded.findings[6]}")  # same page
+        assert tab.inner_text("#to-confirmed").strip() == "Mark confirmed"
+        tab.goto(f"{base}/works")
+        assert tab.inner_text("h1").startswith("Works")  # the choice sticks
+    finally:
+        context.close()

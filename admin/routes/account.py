@@ -21,6 +21,8 @@ from tracker.users import (
     verify_password,
 )
 
+from ..i18n import COOKIE as LANGUAGE_COOKIE
+from ..i18n import LANGUAGES, _
 from ..security import (
     LOGIN_CSRF_COOKIE,
     SESSION_COOKIE,
@@ -79,6 +81,16 @@ def _login_page(
         error=error,
     )
     _set_cookie(request, response, LOGIN_CSRF_COOKIE, token)
+    return response
+
+
+@router.get("/language")
+def choose_language(request: Request, lang: str = "", next: str = "/") -> Response:
+    """The language switch: remembered for a year in this browser (before or after login)."""
+    response = redirect(safe_next(next))
+    if lang in LANGUAGES:
+        response.set_cookie(LANGUAGE_COOKIE, lang, max_age=365 * 86400, samesite="lax",
+                            secure=cookies_secure(request), path="/")  # fmt: skip
     return response
 
 
@@ -208,7 +220,7 @@ def new_token(
 @router.post("/account/tokens/{token_id}/revoke")
 def revoke(request: Request, user: AccountOwner, token_id: str) -> Response:
     if revoke_token(app_context(request), token_id, user.name):
-        flash(request, "Token revoked.")
+        flash(request, _("Token revoked."))
     else:
-        flash(request, "No such token.", "error")
+        flash(request, _("No such token."), "error")
     return redirect("/account")

@@ -14,6 +14,7 @@ from tracker.campaigns import Campaign
 from tracker.findings import recent_runs
 
 from .. import campaigns as seam
+from ..i18n import _
 from ..security import Admin, Viewer, app_context, flash
 from ..web import MAX_PAGE, redirect, render
 
@@ -52,7 +53,7 @@ def _save(request: Request, fields: dict[str, str], original: str | None) -> Res
         seam.save(app_context(request), campaign, is_new=original is None)
     except seam.FormError as err:
         return _form_page(request, fields, original, err.problems)
-    flash(request, f"Campaign {campaign.name} saved.")
+    flash(request, _("Campaign %(name)s saved.") % {"name": campaign.name})
     return redirect(f"/campaigns/{campaign.name}")
 
 
@@ -110,9 +111,9 @@ def run_campaign(request: Request, user: Admin, name: str) -> Response:
     except LookupError:
         raise HTTPException(404, "no such campaign") from None
     except (RuntimeError, OSError) as err:
-        flash(request, f"Could not start a run: {err}", "error")
+        flash(request, _("Could not start a run: %(reason)s") % {"reason": err}, "error")
     else:
-        flash(request, f"Run {run_id} of {name} started.")
+        flash(request, _("Run %(run)s of %(name)s started.") % {"run": run_id, "name": name})
     return redirect(f"/campaigns/{name}")
 
 

@@ -16,6 +16,7 @@ from tracker.findings import Passage, passages
 from tracker.matcher import Match, match_text
 from tracker.rechecks import PageFetcher
 
+from ..i18n import _
 from ..security import Viewer, app_context
 from ..web import render
 
@@ -69,7 +70,7 @@ async def check_submitted(
     problem = None
     if url and not text:
         if fetch is None:
-            problem = "this admin cannot fetch pages: paste the page's text instead"
+            problem = _("this admin cannot fetch pages: paste the page's text instead")
         else:
             try:
                 page = await run_in_threadpool(fetch, url)
@@ -79,12 +80,12 @@ async def check_submitted(
                 text = page.text
                 problem = f"{url}: {page.skip_reason}" if page.skip_reason else None
     if not problem and not text:
-        problem = "give a text, or the URL of a page"
+        problem = _("give a text, or the URL of a page")
     if not problem and len(text) > MAX_CHECK_CHARS:
-        problem = (
-            f"the text has {len(text):,} characters; the admin checks up to "
-            f"{MAX_CHECK_CHARS:,}: check longer ones with `copytrack check FILE`"
-        )
+        problem = _(
+            "the text has %(chars)s characters; the admin checks up to %(most)s: check longer "
+            "ones with `copytrack check FILE`"
+        ) % {"chars": f"{len(text):,}", "most": f"{MAX_CHECK_CHARS:,}"}
     results = None if problem else await run_in_threadpool(_checked, ctx, text)
     return render(
         request,

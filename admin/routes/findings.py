@@ -39,6 +39,7 @@ from tracker.rechecks import PageFetcher, recheck_page
 from tracker.times import now
 
 from ..evidence import mark_passages
+from ..i18n import N_, _
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
 from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
 
@@ -51,14 +52,14 @@ SIBLINGS_SHOWN = 20
 SIBLING_FIELDS = {"master_title": 1, "master_external_id": 1, "score": 1, "status": 1}
 _CHARSET = re.compile(r"^[A-Za-z0-9_.:-]{1,40}$")
 #: Status filters offered in the list, in the order a reviewer uses them.
-STATUS_CHOICES = (("", "Any status"), (",".join(OPEN), "Open"), *LABELS.items())
+STATUS_CHOICES = (("", N_("Any status")), (",".join(OPEN), N_("Open")), *LABELS.items())
 SORT_CHOICES = (
-    ("-last_seen", "Last seen"),
-    ("-first_seen", "First seen"),
-    ("-score", "Score"),
-    ("-master_coverage", "Work coverage"),
-    ("-hits", "Hits"),
-    ("domain", "Domain"),
+    ("-last_seen", N_("Last seen")),
+    ("-first_seen", N_("First seen")),
+    ("-score", N_("Score")),
+    ("-master_coverage", N_("Work coverage")),
+    ("-hits", N_("Hits")),
+    ("domain", N_("Domain")),
 )
 
 
@@ -113,7 +114,7 @@ def findings_bulk(
     back: Annotated[str, Form()] = "/findings",
 ) -> Response:
     if not ids:
-        flash(request, "Select findings first (tick the boxes on the left).", "error")
+        flash(request, _("Select findings first (tick the boxes on the left)."), "error")
         return redirect(safe_next(back))
     try:
         result = bulk_set_status(
@@ -127,9 +128,12 @@ def findings_bulk(
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(safe_next(back))
-    message = f"{result.changed} finding(s) marked {status.replace('_', ' ')}."
+    label = _(LABELS.get(status, status)).lower()
+    message = _("%(num)s finding(s) marked %(status)s.") % {"num": result.changed, "status": label}
     if result.refused:
-        message += f" {result.refused} could not change (their status does not allow it)."
+        message += " " + _("%(num)s could not change (their status does not allow it).") % {
+            "num": result.refused
+        }
     flash(request, message, "ok" if not result.refused else "warn")
     return redirect(safe_next(back))
 
@@ -205,7 +209,7 @@ def finding_status(
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(f"/findings/{finding_id}")
-    flash(request, f"Finding marked {status.replace('_', ' ')}.")
+    flash(request, _("Finding marked %(status)s.") % {"status": _(LABELS[status]).lower()})
     return redirect(safe_next(after) if after else f"/findings/{finding_id}")
 
 
@@ -261,7 +265,11 @@ def notice_sent(
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(f"/findings/{finding_id}/notice?lang={lang}")
-    flash(request, f"Notice to {recipient} recorded; the finding is now 'notice sent'.")
+    flash(
+        request,
+        _("Notice to %(recipient)s recorded; the finding is now 'notice sent'.")
+        % {"recipient": recipient},
+    )
     return redirect(f"/findings/{finding_id}")
 
 
@@ -272,16 +280,21 @@ async def finding_recheck(request: Request, user: Reviewer, finding_id: str) -> 
     finding = _finding(ctx, finding_id)
     fetch: PageFetcher | None = request.app.state.fetch_page
     if fetch is None:
-        flash(request, "This admin cannot fetch pages; `copytrack recheck` can.", "error")
+        flash(request, _("This admin cannot fetch pages; `copytrack recheck` can."), "error")
         return redirect(f"/findings/{finding_id}")
     check = await run_in_threadpool(recheck_page, ctx, finding["page_id"], fetch, user.name)
     messages = {
-        "still_there": ("The page still copies the work.", "warn"),
-        "removed": ("The copy is gone: the finding is now 'removed'.", "ok"),
-        "unreachable": (f"The page could not be fetched: {check.detail}", "error"),
+        "still_there": (_("The page still copies the work."), "warn"),
+        "removed": (_("The copy is gone: the finding is now 'removed'."), "ok"),
+        "unreachable": (
+            _("The page could not be fetched: %(reason)s") % {"reason": check.detail},
+            "error",
+        ),
     }
     message, level = messages[check.outcome]
-    flash(request, f"Re-checked {check.url}: {message}", level)
+    flash(
+        request, _("Re-checked %(url)s: %(result)s") % {"url": check.url, "result": message}, level
+    )
     return redirect(f"/findings/{finding_id}#notices")
 
 

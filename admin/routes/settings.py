@@ -30,6 +30,7 @@ from tracker.users import (
     set_role,
 )
 
+from ..i18n import _
 from ..security import Admin, UserAdmin, Viewer, app_context, flash
 from ..web import redirect, render
 
@@ -65,10 +66,11 @@ def user_add(
     repeat: Password,
 ) -> Response:
     if password != repeat:
-        flash(request, "The two passwords differ.", "error")
+        flash(request, _("The two passwords differ."), "error")
         return redirect("/users")
     ctx = app_context(request)
-    return _user_action(request, f"User {name} added.", lambda: add_user(ctx, name, password, role))
+    done = _("User %(name)s added.") % {"name": name}
+    return _user_action(request, done, lambda: add_user(ctx, name, password, role))
 
 
 @router.post("/users/{name}/role")
@@ -76,24 +78,25 @@ def user_role(
     request: Request, user: UserAdmin, name: str, role: Annotated[str, Form()]
 ) -> Response:
     ctx = app_context(request)
-    return _user_action(request, f"{name} is now {role}.", lambda: set_role(ctx, name, role))
+    done = _("%(name)s is now %(role)s.") % {"name": name, "role": _(role)}
+    return _user_action(request, done, lambda: set_role(ctx, name, role))
 
 
 @router.post("/users/{name}/password")
 def user_password(request: Request, user: UserAdmin, name: str, password: Password) -> Response:
     ctx = app_context(request)
-    return _user_action(
-        request, f"Password of {name} reset.", lambda: set_password(ctx, name, password)
-    )
+    done = _("Password of %(name)s reset.") % {"name": name}
+    return _user_action(request, done, lambda: set_password(ctx, name, password))
 
 
 @router.post("/users/{name}/delete")
 def user_delete(request: Request, user: UserAdmin, name: str) -> Response:
     if name == user.name:
-        flash(request, "You cannot remove yourself: ask another admin.", "error")
+        flash(request, _("You cannot remove yourself: ask another admin."), "error")
         return redirect("/users")
     ctx = app_context(request)
-    return _user_action(request, f"User {name} removed.", lambda: remove_user(ctx, name))
+    done = _("User %(name)s removed.") % {"name": name}
+    return _user_action(request, done, lambda: remove_user(ctx, name))
 
 
 @router.get("/settings")
@@ -115,7 +118,7 @@ async def save_settings(request: Request, user: Admin) -> Response:
         return render(
             request, "settings.html", sender=values, fields=SENDER_FIELDS, status_code=400
         )
-    flash(request, "Settings saved.")
+    flash(request, _("Settings saved."))
     return redirect("/settings")
 
 
@@ -141,7 +144,11 @@ def whitelist_add(
     except WorkflowError as err:
         flash(request, str(err), "error")
     else:
-        flash(request, f"{domain} is licensed; {count} finding(s) on it marked licensed.")
+        flash(
+            request,
+            _("%(domain)s is licensed; %(num)s finding(s) on it marked licensed.")
+            % {"domain": domain, "num": count},
+        )
     return redirect("/whitelist")
 
 
@@ -170,5 +177,9 @@ def whitelist_remove(
     except WorkflowError as err:
         flash(request, str(err), "error")
     else:
-        flash(request, f"{domain} removed from the whitelist; {count} finding(s) restored.")
+        flash(
+            request,
+            _("%(domain)s removed from the whitelist; %(num)s finding(s) restored.")
+            % {"domain": domain, "num": count},
+        )
     return redirect("/whitelist")

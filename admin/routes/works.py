@@ -30,6 +30,7 @@ from tracker.loaders import (
     load_works,
 )
 
+from ..i18n import _
 from ..security import Reviewer, Viewer, app_context, flash
 from ..web import MAX_PAGE, redirect, render
 
@@ -251,16 +252,28 @@ def work_detail(request: Request, user: Viewer, master_id: MasterId) -> HTMLResp
 def _edit_message(result: EditResult) -> str:
     """What an edit did, and what became of the work's findings."""
     if result.text is None or result.text.status == "unchanged":
-        return "Saved."
+        return _("Saved.")
     if result.text.status == "duplicate":
-        return f"The text was not changed: {result.text.detail}."
+        return _("The text was not changed: %(reason)s.") % {"reason": result.text.detail}
     if not result.rescanned:
-        return "Saved; the new text is matched from now on."
+        return _("Saved; the new text is matched from now on.")
     closed = result.rescanned - result.still_copied
+    figures = {"pages": result.rescanned, "still": result.still_copied, "closed": closed}
+    if closed:
+        return (
+            _(
+                "Saved; the new text is matched from now on. The %(pages)s page(s) that copied the "
+                "work were scanned again: %(still)s still copy it, %(closed)s no longer do (their "
+                "findings are now 'removed')."
+            )
+            % figures
+        )
     return (
-        f"Saved; the new text is matched from now on. The {result.rescanned} page(s) that "
-        f"copied the work were scanned again: {result.still_copied} still copy it"
-        + (f", {closed} no longer do (their findings are now 'removed')." if closed else ".")
+        _(
+            "Saved; the new text is matched from now on. The %(pages)s page(s) that copied the "
+            "work were scanned again: %(still)s still copy it."
+        )
+        % figures
     )
 
 
@@ -314,7 +327,14 @@ async def delete_submitted(request: Request, user: Reviewer, master_id: MasterId
     result = await run_in_threadpool(delete_work, ctx, master_id, user.name)
     flash(
         request,
-        f"Deleted {result.external_id}: {result.findings_deleted} finding(s) nobody had decided "
-        f"on went with it; {result.findings_kept} reviewed finding(s) are kept as records.",
+        _(
+            "Deleted %(work)s: %(deleted)s finding(s) nobody had decided on went with it; "
+            "%(kept)s reviewed finding(s) are kept as records."
+        )
+        % {
+            "work": result.external_id,
+            "deleted": result.findings_deleted,
+            "kept": result.findings_kept,
+        },
     )
     return redirect("/works")

@@ -143,6 +143,9 @@ document.addEventListener("DOMContentLoaded", () => {
     const confirmBig = document.getElementById("upload-confirm");
     const big = Number(upload.dataset.bigBytes);
     const chapterBytes = Number(upload.dataset.chapterBytes);
+    // The page's own words, in its language: "{name} …" with the values put in.
+    const say = (key, values) =>
+      upload.dataset[key].replace(/\{(\w+)\}/g, (_, name) => String(values[name]));
     input.addEventListener("change", () => {
       const large = [...input.files].filter((file) => file.size > big);
       warning.hidden = large.length === 0;
@@ -150,7 +153,7 @@ document.addEventListener("DOMContentLoaded", () => {
       warning.querySelector("ul").replaceChildren(...large.map((file) => {
         const item = document.createElement("li");
         const chapters = Math.ceil(file.size / chapterBytes);
-        item.textContent = `${file.name}: ${(file.size / 2 ** 20).toFixed(1)} MB, registered as one work cut into about ${chapters} chapters`;
+        item.textContent = say("textBig", { name: file.name, size: (file.size / 2 ** 20).toFixed(1), chapters });
         return item;
       }));
     });
@@ -167,11 +170,11 @@ document.addEventListener("DOMContentLoaded", () => {
         if (!step.lengthComputable) return;
         bar.max = step.total;
         bar.value = step.loaded;
-        status.textContent = `Uploading… ${Math.round((100 * step.loaded) / step.total)} %`;
+        status.textContent = say("textUploading", { percent: Math.round((100 * step.loaded) / step.total) });
       });
       request.upload.addEventListener("load", () => {
         bar.removeAttribute("value"); // indeterminate: the server is at work
-        status.textContent = "Uploaded. Fingerprinting and indexing the works…";
+        status.textContent = say("textIndexing", {});
       });
       request.addEventListener("load", () => {
         const answer = new DOMParser().parseFromString(request.responseText, "text/html");
@@ -180,7 +183,7 @@ document.addEventListener("DOMContentLoaded", () => {
         window.scrollTo(0, 0);
       });
       request.addEventListener("error", () => {
-        status.textContent = "The upload failed: check the connection and upload again.";
+        status.textContent = say("textFailed", {});
         button.disabled = false;
       });
       request.send(new FormData(upload));

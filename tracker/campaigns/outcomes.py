@@ -17,7 +17,7 @@ from __future__ import annotations
 import http
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -151,15 +151,22 @@ def outcome_counts(run: Mapping[str, Any]) -> dict[str, dict[str, int]]:
 
 @dataclass(frozen=True)
 class Health:
-    """How a run went: ``ok`` (green), ``warning`` (amber) or ``error`` (red), and why."""
+    """How a run went: ``ok`` (green), ``warning`` (amber) or ``error`` (red), and why: a
+    sentence with ``%(name)s`` places and their values, so the admin can say it in the
+    reviewer's language (``message`` is the English)."""
 
     level: str
-    message: str
+    text: str
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        return self.text % self.values if self.values else self.text
 
 
-def _main_reason(counts: Mapping[str, int]) -> str:
+def _main_reason(counts: Mapping[str, int]) -> dict[str, str]:
     reason, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    return f"{n:,} × {explain(reason)}"
+    return {"num": f"{n:,}", "reason": explain(reason)}
 
 
 def run_health(run: Mapping[str, Any]) -> Health:
@@ -169,20 +176,22 @@ def run_health(run: Mapping[str, Any]) -> Health:
     failed = run.get("failed") or {}
     skipped = run.get("skipped") or {}
     n_failed = sum(failed.values())
+    counts = {"fetched": f"{fetched:,}", "failed": f"{n_failed:,}"}
     if run.get("state") == "failed":
         return Health("error", run.get("error") or "the run failed")
     done = run.get("state") in ("scanning", "finished")
     if done and fetched == 0:
         why = failed or skipped
         if why:
-            return Health("error", f"fetched nothing: {_main_reason(why)}")
+            return Health("error", "fetched nothing: %(num)s × %(reason)s", _main_reason(why))
         return Health("error", "fetched nothing: the seeds gave no page and no error")
     if n_failed > fetched:
         return Health(
             "warning",
-            f"mostly failed: {n_failed:,} URLs failed, {fetched:,} fetched; "
-            f"main reason {_main_reason(failed)}",
+            "mostly failed: %(failed)s URLs failed, %(fetched)s fetched; main reason "
+            "%(num)s × %(reason)s",
+            {**counts, **_main_reason(failed)},
         )
     if n_failed:
-        return Health("ok", f"{fetched:,} fetched; {n_failed:,} failed")
-    return Health("ok", f"{fetched:,} fetched")
+        return Health("ok", "%(fetched)s fetched; %(failed)s failed", counts)
+    return Health("ok", "%(fetched)s fetched", counts)

@@ -1,0 +1,62 @@
+"""Words the admin shows that come from data, not from its templates: statuses, dismiss
+reasons, roles, run states and triggers, crawl outcomes and reasons, what adding a work did,
+kinds of differences, notice stages. Marked here (``N_``) so the extraction puts them in
+the catalogs; the templates translate them where they show them (``_(label)``), and a test
+checks that this list keeps up with the tracker's."""
+
+from __future__ import annotations
+
+from .i18n import N_
+
+WORDS: tuple[str, ...] = (
+    # tracker.findings.status.LABELS
+    N_("New"), N_("Confirmed"), N_("Notice sent"), N_("Removed"), N_("Dismissed"),
+    N_("Licensed"),
+    # tracker.findings.workflow.DISMISS_REASONS
+    N_("False positive"), N_("Licensed or permitted"), N_("Quotation or fair use"), N_("Other"),
+    # tracker.users.ROLES
+    N_("viewer"), N_("reviewer"), N_("admin"),
+    # run states (tracker.campaigns.runs) and triggers
+    N_("queued"), N_("starting"), N_("running"), N_("scanning"), N_("finished"), N_("failed"),
+    N_("manual"), N_("schedule"),
+    # outcomes of a crawled URL and a run's figures (admin.campaigns.figures)
+    N_("skipped"), N_("Skipped"), N_("Failed"), N_("fetched"), N_("changed"),
+    N_("new findings"),
+    # what adding a work did (tracker.library.AddResult.status)
+    N_("added"), N_("unchanged"), N_("updated"), N_("duplicate"),
+    # tracker.findings.differences.KIND_LABELS
+    N_("Traditional form"), N_("Homophone"), N_("Changed"), N_("Added on the page"),
+    N_("Left out of the copy"),
+    # tracker.findings.deadlines: STAGE_LABELS and OUTCOME_LABELS
+    N_("Awaiting the deadline"), N_("Deadline passed, not re-checked"),
+    N_("Still there after the deadline"), N_("Removed after a notice"), N_("Still there"),
+    N_("Could not be fetched"),
+    # tracker.campaigns.outcomes.run_health: why a run is green, amber or red
+    N_("the run failed"), N_("fetched nothing: %(num)s × %(reason)s"),
+    N_("fetched nothing: the seeds gave no page and no error"),
+    N_("mostly failed: %(failed)s URLs failed, %(fetched)s fetched; main reason "
+       "%(num)s × %(reason)s"),
+    N_("%(fetched)s fetched; %(failed)s failed"), N_("%(fetched)s fetched"),
+    # tracker.campaigns.outcomes.REASONS
+    N_("the host name does not resolve (DNS)"),
+    N_("too slow: no answer within the download timeout"),
+    N_("the server refused the connection"),
+    N_("the compressed body is corrupt"),
+    N_("refused by the site's robots.txt"),
+    N_("the host is on a private network (not allowed)"),
+    N_("redirected outside the campaign's domains"),
+    N_("over the size cap (DOWNLOAD_MAXSIZE, 3 MB)"),
+    N_("over the size cap once decompressed"),
+    N_("too many redirects"),
+    N_("links over the per-page limit, not followed"),
+    N_("links that are not usable URLs"),
+    N_("a sitemap that cannot be read"),
+    N_("fetched recently: not fetched again (the campaign's refetch days)"),
+    N_("not a web page (its media type)"),
+    N_("an empty page"),
+    N_("binary content, not text"),
+    N_("text that does not decode"),
+    N_("no article text found on the page"),
+    N_("extracting its text took too long"),
+    N_("dropped by the crawler"),
+)  # fmt: skip
