@@ -3,6 +3,7 @@ language is followed, the switch sticks, and a Chinese page has no English left.
 
 from __future__ import annotations
 
+import http
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -170,6 +171,8 @@ def _data_words(ctx) -> set[str]:
         *(m.get(key) or "" for m in ctx.db.masters.find() for key in ("title", "author", "text")),
         *(p.get("title") or "" for p in ctx.db.pages.find({}, {"title": 1})),
         *ctx.db.campaigns.distinct("name"),
+        *(h.get("note") or "" for f in ctx.db.findings.find() for h in f["history"]),
+        *(http.HTTPStatus(code).phrase for code in (404, 410, 500, 503)),  # HTTP's own words
     ]
     return {word for text in texts for word in re.findall(r"[A-Za-z]{4,}", text)}
 
@@ -177,14 +180,24 @@ def _data_words(ctx) -> set[str]:
 @pytest.mark.parametrize(
     "path",
     ["/", "/findings", "/finding", "/works", "/work", "/works/new", "/check", "/campaigns",
-     "/campaigns/pirate-sites", "/whitelist", "/settings", "/users", "/account"],
+     "/campaigns/pirate-sites", "/campaigns/new", "/run", "/whitelist", "/settings", "/users",
+     "/account", "/notice", "/evidence", "/report", "/work/edit", "/work/delete"],
 )  # fmt: skip
 def test_a_chinese_page_has_no_english_left(ctx, seeded, path):
     http = client(ctx)
     http.headers["Accept-Language"] = "zh-CN"
     login(http, "ada")
-    path = {"/finding": f"/findings/{seeded.findings[0]}",
-            "/work": f"/works/{seeded.masters[0]}"}.get(path, path)  # fmt: skip
+    confirmed = seeded.findings[2]  # the seed confirmed it
+    path = {
+        "/finding": f"/findings/{seeded.findings[0]}",
+        "/work": f"/works/{seeded.masters[0]}",
+        "/work/edit": f"/works/{seeded.masters[0]}/edit",
+        "/work/delete": f"/works/{seeded.masters[0]}/delete",
+        "/run": f"/runs/{ctx.db.runs.find_one()['_id']}",
+        "/notice": f"/findings/{confirmed}/notice?lang=zh",
+        "/evidence": f"/findings/{confirmed}/evidence",
+        "/report": "/reports/work?work=news-000",
+    }.get(path, path)
     page = http.get(path)
     assert page.status_code == 200
     reader = _VisibleText()

@@ -67,7 +67,7 @@ async def _submitted(request: Request, original: str | None) -> Response:
 def _campaign(request: Request, name: str) -> Campaign:
     campaign = seam.get(app_context(request), name)
     if campaign is None:
-        raise HTTPException(404, "no such campaign")
+        raise HTTPException(404, _("no such campaign"))
     return campaign
 
 
@@ -109,7 +109,7 @@ def run_campaign(request: Request, user: Admin, name: str) -> Response:
     try:
         run_id = seam.trigger(app_context(request), name)
     except LookupError:
-        raise HTTPException(404, "no such campaign") from None
+        raise HTTPException(404, _("no such campaign")) from None
     except (RuntimeError, OSError) as err:
         flash(request, _("Could not start a run: %(reason)s") % {"reason": err}, "error")
     else:
@@ -120,7 +120,7 @@ def run_campaign(request: Request, user: Admin, name: str) -> Response:
 def _run(request: Request, run_id: str) -> dict[str, Any]:
     run = seam.get_run(app_context(request), run_id)
     if run is None:
-        raise HTTPException(404, "no such run")
+        raise HTTPException(404, _("no such run"))
     return run
 
 

@@ -26,6 +26,7 @@ from tracker.findings import (
     work_report,
 )
 
+from ..i18n import _
 from ..security import Viewer, app_context
 from ..web import STATIC_DIR, render, templates
 
@@ -113,7 +114,7 @@ def evidence_report(
     try:
         found = evidence(ctx, parse_object_id(finding_id))
     except (FindingNotFound, ValueError):
-        raise HTTPException(404, "no such finding") from None
+        raise HTTPException(404, _("no such finding")) from None
     raw = capture(ctx, found.finding["page_id"])
     name = f"capture-{found.page.get('raw_sha256', 'none')[:16]}.html"
     context = {"ev": found, "has_capture": raw is not None, "capture_name": name,

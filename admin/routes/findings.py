@@ -67,13 +67,13 @@ def _oid(value: str) -> ObjectId:
     try:
         return parse_object_id(value)
     except ValueError:
-        raise HTTPException(404, "no such finding") from None
+        raise HTTPException(404, _("no such finding")) from None
 
 
 def _finding(ctx: Context, finding_id: str) -> dict[str, Any]:
     finding = ctx.db.findings.find_one({"_id": _oid(finding_id)})
     if finding is None:
-        raise HTTPException(404, "no such finding")
+        raise HTTPException(404, _("no such finding"))
     return finding
 
 
@@ -205,7 +205,7 @@ def finding_status(
             (reason or None) if status == "dismissed" else None,
         )
     except FindingNotFound:
-        raise HTTPException(404, "no such finding") from None
+        raise HTTPException(404, _("no such finding")) from None
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(f"/findings/{finding_id}")
@@ -218,7 +218,7 @@ def notice_form(request: Request, user: Reviewer, finding_id: str, lang: str = "
     try:
         notice = build_notice(app_context(request), _oid(finding_id), lang)
     except FindingNotFound:
-        raise HTTPException(404, "no such finding") from None
+        raise HTTPException(404, _("no such finding")) from None
     except NoSender as err:
         flash(request, str(err), "error")
         return redirect("/settings" if user.can("admin") else f"/findings/{finding_id}")
@@ -261,7 +261,7 @@ def notice_sent(
             deadline=datetime.combine(deadline, time.max, tzinfo=UTC) if deadline else None,
         )
     except FindingNotFound:
-        raise HTTPException(404, "no such finding") from None
+        raise HTTPException(404, _("no such finding")) from None
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(f"/findings/{finding_id}/notice?lang={lang}")
@@ -302,7 +302,7 @@ async def finding_recheck(request: Request, user: Reviewer, finding_id: str) -> 
 def notice_text(request: Request, user: Viewer, notice_id: str) -> PlainTextResponse:
     notice = app_context(request).db.notices.find_one({"_id": _oid(notice_id)})
     if notice is None:
-        raise HTTPException(404, "no such notice")
+        raise HTTPException(404, _("no such notice"))
     return PlainTextResponse(
         f"Subject: {notice['subject']}\nTo: {notice['recipient']}\n\n{notice['body']}\n",
         headers={"X-Content-SHA256": notice["sha256"]},
@@ -320,7 +320,7 @@ def page_raw(
         {"_id": _oid(page_id)}, {"raw_zlib": 1, "encoding": 1, "raw_sha256": 1, "text": 1}
     )
     if page is None or page.get("raw_zlib") is None:
-        raise HTTPException(404, "no snapshot of this page")
+        raise HTTPException(404, _("no snapshot of this page"))
     raw = zlib.decompress(page["raw_zlib"])
     charset = page.get("encoding") or ""
     media_type = "text/html" + (f"; charset={charset}" if _CHARSET.match(charset) else "")
@@ -328,7 +328,7 @@ def page_raw(
     if mark and not download:
         finding = _finding(ctx, mark)
         if finding["page_id"] != page["_id"]:
-            raise HTTPException(404, "this finding is of another page")
+            raise HTTPException(404, _("this finding is of another page"))
         raw = _marked_copy(ctx, finding, page, raw, media_type)
         media_type, name = "text/html; charset=utf-8", f"{name}-marked"
     disposition = "attachment" if download else "inline"

@@ -211,7 +211,7 @@ MasterId = Annotated[int, PathParam(ge=0, le=MAX_MASTER_ID)]
 def _master(ctx: Context, master_id: int, projection: dict[str, int] | None = None) -> dict:
     master = ctx.db.masters.find_one({"_id": master_id}, projection)
     if master is None:
-        raise HTTPException(404, "no such work")
+        raise HTTPException(404, _("no such work"))
     return master
 
 
@@ -222,13 +222,16 @@ def work_detail(request: Request, user: Viewer, master_id: MasterId) -> HTMLResp
     if master is None:
         deleted = ctx.db[ARCHIVE].find_one({"_id": master_id}, {"text": 0})
         if deleted is None:
-            raise HTTPException(404, "no such work")
+            raise HTTPException(404, _("no such work"))
+        gone = _(
+            "work %(work)s was deleted on %(day)s by %(user)s; the findings reviewers decided "
+            "on are kept: %(link)s"
+        )
         raise HTTPException(
             410,
-            f"work {deleted['external_id']} was deleted on {deleted['deleted_at']:%Y-%m-%d} by "
-            f"{deleted['deleted_by']}; the findings reviewers decided on are kept: "
-            f"/findings?work={master_id}",
-        )
+            gone % {"work": deleted["external_id"], "day": f"{deleted['deleted_at']:%Y-%m-%d}",
+                    "user": deleted["deleted_by"], "link": f"/findings?work={master_id}"},
+        )  # fmt: skip
     findings = list(
         ctx.db.findings.find({"master_id": master_id}, {"history": 0, "spans": 0})
         .sort([("score", -1), ("_id", 1)])
