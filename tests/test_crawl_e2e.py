@@ -7,7 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from copytrack.cli import main
 from fingerprinter import align
 from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
 from testbed.testweb.generator import _documents
+from tests.loopback import served
 from tracker.campaigns import (
     Campaign,
     CampaignBusy,
@@ -233,20 +234,12 @@ class _Revalidating(BaseHTTPRequestHandler):
 
 
 def test_known_pages_are_revalidated_with_their_etag(crawl_ctx: Context) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Revalidating)
-    server.log = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with served(_Revalidating, log=[]) as server:
         seed = f"http://127.0.0.1:{server.server_port}/"
         save_campaign(crawl_ctx, Campaign.from_dict({"name": "etag", "seeds": [seed], "delay": 0}))
         for _ in range(2):
             run = wait_for_run(crawl_ctx, trigger_run(crawl_ctx, "etag"), timeout=RUN_TIMEOUT)
             assert run["state"] == "finished"
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
     first, second = server.log[:3], server.log[3:]  # type: ignore[attr-defined]
     assert all(etag is None for _, etag in first)
     # The seed is fetched in full; the pages are revalidated and answer 304.

@@ -8,13 +8,12 @@ the run under its reason (`copytrack campaign show`) and log the URL.
 from __future__ import annotations
 
 import random
-import threading
 import time
 import tracemalloc
 import zlib
 from collections.abc import Iterator
 from contextlib import suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from crawler import settings as crawl_settings
 from crawler.fetch import FetchError, fetch_text
 from crawler.items import DroppedLinks, FetchedPage
 from crawler.spiders.campaign import CampaignSpider, problem_of
+from tests.loopback import served
 from tracker.campaigns import Campaign, crawl_log_path, save_campaign, trigger_run, wait_for_run
 from tracker.context import Context
 
@@ -144,15 +144,8 @@ class _Traps(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site(bomb: bytes) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Traps)
-    server.daemon_threads = True  # the trickle may still be writing at shutdown
-    server.bomb = bomb  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(_Traps, bomb=bomb) as server:
+        yield f"http://127.0.0.1:{server.server_port}"
 
 
 # ---------------------------------------------------------------------- a real crawl

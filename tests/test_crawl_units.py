@@ -6,7 +6,6 @@ import asyncio
 import ipaddress
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +28,7 @@ from crawler.middlewares import (
 from crawler.run import scrapy_settings
 from crawler.urls import UrlScope, canonicalize
 from extractor import NoArticleText, html_to_text
+from tests.loopback import served
 from tests.processes import clean_env
 from tracker.campaigns import Campaign
 from tracker.config import ConfigError
@@ -144,14 +144,8 @@ class _Page(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def page_server() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    server.hits = 0  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield server
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(_Page, hits=0) as server:
+        yield server
 
 
 def test_fetch_text(page_server: ThreadingHTTPServer) -> None:

@@ -4,7 +4,6 @@ again, stored and scanned; the finding says whether the copy is gone or still th
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +14,7 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.copies import ZH, found_on
+from tests.loopback import served
 from tracker.findings import (
     FindingFilter,
     WorkflowError,
@@ -155,13 +155,8 @@ class _Site(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield server
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(_Site, copy=None) as server:
+        yield server
 
 
 def test_copytrack_recheck_fetches_the_real_page(crawl_ctx, site):

@@ -9,15 +9,15 @@ DNS of tests/security) on the embedded servers.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from tests.admin_seed import PASSWORD, client, login
+from tests.loopback import served
 from tests.security.fakes import ARTICLE, scripted_crawl
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.campaigns.outcomes import run_health
@@ -53,16 +53,8 @@ class _MostlyGone(BaseHTTPRequestHandler):
 
 @contextmanager
 def _site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _MostlyGone)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with served(_MostlyGone) as server:
         yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ the refresh target is only one more link.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.corpus import texts
+from tests.loopback import served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.context import Context
 from tracker.library import Work, add_work
@@ -56,14 +56,8 @@ class _Pirate(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def pirate() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pirate)
-    server.requested = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield server
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(_Pirate, requested=[]) as server:
+        yield server
 
 
 def test_pages_with_a_meta_refresh_are_stored_scanned_and_their_target_followed(
