@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import BaseServer
 from typing import Any
 
 
@@ -17,10 +18,17 @@ def served(handler: type[BaseHTTPRequestHandler], **state: Any) -> Iterator[Thre
     server.daemon_threads = True  # a handler still writing (a trickle) does not hold the end
     for name, value in state.items():
         setattr(server, name, value)
+    with running(server):
+        yield server
+
+
+@contextmanager
+def running(server: BaseServer) -> Iterator[None]:
+    """``server`` serving in a thread until the block ends, then closed."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield server
+        yield
     finally:
         server.shutdown()
         thread.join()

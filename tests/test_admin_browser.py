@@ -377,7 +377,7 @@ def test_the_evidence_report_of_a_finding(server, page, ctx):
     assert page.locator("table.passage").count() >= 1
     page.screenshot(path=str(DOCS / "admin-evidence.png"), full_page=True)
     with page.expect_download() as download:
-        page.click("#evidence-pdf")
+        page.click("#download-pdf")
     assert download.value.suggested_filename == f"copytrack-evidence-{finding['_id']}.pdf"
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.loopback import running
 from tests.processes import installation_env
 from tracker.campaigns import crawl_log_path, start_run, wait_for_run
 from tracker.context import Context
@@ -101,14 +102,8 @@ class CountingServer(ThreadingHTTPServer):
 def listening(host: str = "127.0.0.1", port: int = 0) -> Iterator[CountingServer]:
     """A CountingServer on ``host`` (a loopback address), stopped on the way out."""
     server = CountingServer((host, port))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
 
 
 def scripted_crawl(ctx: Context, name: str, script: dict, allow_private: bool) -> dict:
