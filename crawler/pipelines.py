@@ -207,7 +207,7 @@ class EvidencePipeline:
             f"crawl of campaign {self.campaign} (run {self.run_id})",
         )
         # Whether a page now answering 404/410 had text.
-        self.texts = PageLookup(self.ctx.db.pages, ("text",), by_site=True)
+        self.texts = PageLookup(self.ctx.db.pages, ("text", "text_file"), by_site=True)
         self.counts: Counter[str] = Counter()
         self.problems: list[Problem] = []  # URLs skipped or failed, for the run page
         self._problems_kept = 0
@@ -269,7 +269,8 @@ class EvidencePipeline:
             counts.append(f"{'skipped' if item.skipped else 'failed'}.{item.reason}")
             if item.status in GONE_STATUSES:
                 known = await self.texts.get(item.url)
-                if known and known.get("text"):  # it had text: stored empty, rescanned
+                # It had text (in its document, or a book's in GridFS): stored empty, rescanned.
+                if known and (known.get("text") or known.get("text_file")):
                     save = partial(asyncio.to_thread, self._gone, item)
         elif item.source in (STORED, NOT_MODIFIED):
             save = partial(asyncio.to_thread, self._reuse, item)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bson import Binary, ObjectId
+from bson import ObjectId
 
+from .captures import FILE_FIELDS, drop_replaced, page_text, stored_parts
 from .context import Context
 from .findings import RecordResult, record_findings, suppress_licensed
 from .generation import current, require
@@ -52,11 +52,13 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     """Store or refresh a page keyed by URL; returns (id, whether its text changed).
 
     The raw bytes are kept zlib-compressed with their SHA-256, so the evidence can be
-    shown and verified later. A ``skip_reason`` is stored with the page, or removed when
-    it has none. One round trip to MongoDB.
+    shown and verified later (a whole book's parts in GridFS: tracker.captures). A
+    ``skip_reason`` is stored with the page, or removed when it has none. One round trip
+    to MongoDB (and GridFS for a big page).
     """
     now = datetime.now(UTC)
     content_sha = hashlib.sha256(page.text.encode("utf-8", "surrogatepass")).hexdigest()
+    raw_sha = hashlib.sha256(page.raw).hexdigest()
     fields = {
         "final_url": page.final_url or page.url,
         "status": page.status,
@@ -66,14 +68,13 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "published": page.published,
         "encoding": page.encoding,
         "extractor": page.extractor,
-        "text": page.text,
         "content_sha256": content_sha,
-        "raw_sha256": hashlib.sha256(page.raw).hexdigest(),
-        "raw_zlib": Binary(zlib.compress(page.raw, 6)),
+        "raw_sha256": raw_sha,
         "raw_bytes": len(page.raw),
         "fetched_at": now,
         "campaign": page.campaign,
         "run_id": page.run_id,
+        **stored_parts(ctx, page.raw, page.text, raw_sha),
     }
     new_id = ObjectId()  # a new page's id is made here: no second query to learn it
     update: dict[str, Any] = {
@@ -85,10 +86,14 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     else:
         update["$unset"] = {"skip_reason": ""}
     before = ctx.db.pages.find_one_and_update(
-        {"url": page.url}, update, upsert=True, projection={"content_sha256": 1}
+        {"url": page.url},
+        update,
+        upsert=True,
+        projection={"content_sha256": 1, **dict.fromkeys(FILE_FIELDS, 1)},
     )
     if before is None:
         return new_id, True
+    drop_replaced(ctx, before, fields)
     return before["_id"], before.get("content_sha256") != content_sha
 
 
@@ -124,7 +129,7 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
     if not force and not needs_scan(page, mark):
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
-    matches = match_text(ctx, page.get("text") or "")
+    matches = match_text(ctx, page_text(ctx, page))
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
     suppress_licensed(ctx, page_id)  # a syndication partner's copy is licensed, not new
     ctx.db.pages.update_one(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import zlib
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
 
@@ -13,6 +12,8 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from extractor.decoding import UnusableContent, decode_html
+from tracker.captures import page_capture
+from tracker.captures import page_text as stored_text
 from tracker.context import Context
 from tracker.findings import (
     LABELS,
@@ -147,7 +148,7 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
     # A work deleted since: the finding is a record, shown with the work as archived.
     master = master_or_archived(ctx, finding["master_id"])
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
-    master_text, page_text = master.get("text", ""), page.get("text", "")
+    master_text, page_text = master.get("text", ""), stored_text(ctx, page)
     found = passages(finding, master_text, page_text, width=PASSAGE_CHARS)
     start, end = excerpt_bounds(
         len(page_text), [(p.page_start, p.page_end) for p in found], PAGE_CHARS_SHOWN, 2000
@@ -317,11 +318,12 @@ def page_raw(
     with ``mark`` (a finding of the page), a copy with that finding's passages marked."""
     ctx = app_context(request)
     page = ctx.db.pages.find_one(
-        {"_id": _oid(page_id)}, {"raw_zlib": 1, "encoding": 1, "raw_sha256": 1, "text": 1}
+        {"_id": _oid(page_id)},
+        {"raw_zlib": 1, "raw_file": 1, "encoding": 1, "raw_sha256": 1, "text": 1, "text_file": 1},
     )
-    if page is None or page.get("raw_zlib") is None:
+    raw = None if page is None else page_capture(ctx, page)
+    if raw is None:
         raise HTTPException(404, _("no snapshot of this page"))
-    raw = zlib.decompress(page["raw_zlib"])
     charset = page.get("encoding") or ""
     media_type = "text/html" + (f"; charset={charset}" if _CHARSET.match(charset) else "")
     name = page["raw_sha256"]
@@ -353,6 +355,6 @@ def _marked_copy(
     except UnusableContent:
         return raw
     master = ctx.db.masters.find_one({"_id": finding["master_id"]}, {"text": 1}) or {}
-    found = passages(finding, master.get("text", ""), page.get("text", ""))
+    found = passages(finding, master.get("text", ""), stored_text(ctx, page))
     marked, _ = mark_passages(html, (p.page_text for p in found))
     return marked.encode("utf-8")

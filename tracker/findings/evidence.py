@@ -5,13 +5,13 @@ side by side with their character-level differences, the review history and the 
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
 
+from ..captures import page_capture, page_text
 from ..context import Context
 from ..library import master_or_archived
 from ..times import now
@@ -52,7 +52,8 @@ def evidence(ctx: Context, finding_id: ObjectId) -> Evidence:
         raise FindingNotFound(f"no finding {finding_id}")
     master = master_or_archived(ctx, finding["master_id"])
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
-    found = passages(finding, master.get("text", ""), page.get("text", ""))
+    page = {**page, "text": page_text(ctx, page)}
+    found = passages(finding, master.get("text", ""), page["text"])
     compared, shown = [], 0
     for passage in found:
         shown += len(passage.master_text) + len(passage.page_text)
@@ -76,7 +77,5 @@ def evidence(ctx: Context, finding_id: ObjectId) -> Evidence:
 
 def capture(ctx: Context, page_id: ObjectId) -> bytes | None:
     """The page's captured bytes, exactly as fetched (None when none were stored)."""
-    page = ctx.db.pages.find_one({"_id": page_id}, {"raw_zlib": 1})
-    if page is None or page.get("raw_zlib") is None:
-        return None
-    return zlib.decompress(page["raw_zlib"])
+    page = ctx.db.pages.find_one({"_id": page_id}, {"raw_zlib": 1, "raw_file": 1})
+    return None if page is None else page_capture(ctx, page)

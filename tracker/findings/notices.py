@@ -11,6 +11,7 @@ from typing import Any
 
 from bson import ObjectId
 
+from ..captures import page_text
 from ..context import Context
 from ..times import now
 from .dashboard import invalidate_dashboard
@@ -161,7 +162,7 @@ def build_notice(ctx: Context, finding_id: ObjectId, lang: str) -> Notice:
         )
     master = ctx.db.masters.find_one({"_id": finding["master_id"]}) or {}
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
-    found = passages(finding, master.get("text", ""), page.get("text", ""))
+    found = passages(finding, master.get("text", ""), page_text(ctx, page))
     shown = sorted(found, key=lambda p: p.page_start - p.page_end)[:NOTICE_PASSAGES]
     quoted = "\n\n".join(
         f"  [{n}] {_one_line(p.page_text, NOTICE_PASSAGE_CHARS)}"
