@@ -59,4 +59,5 @@ WORDS: tuple[str, ...] = (
     N_("no article text found on the page"),
     N_("extracting its text took too long"),
     N_("dropped by the crawler"),
+    N_("a book download that cannot be read (damaged, or over the size cap)"),
 )  # fmt: skip

@@ -3,9 +3,12 @@ crawl's pipeline and the one-page fetch (crawler.fetch) read pages alike."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
+from extractor.books import book_format, book_text
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.decoding import UnusableContent, decode_html
 from extractor.extraction import extract
@@ -15,6 +18,11 @@ from tracker.pages import PageInput
 PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
 #: A page answering so was taken down: stored empty, its scan closes its findings.
 GONE_STATUSES = frozenset({404, 410})
+#: Links to whole-book downloads: by their name, or by their words (pirate sites' "TXT下载",
+#: "全本下载"). Such a download is read as a book (extractor.books), not as a page.
+BOOK_URL = r"\.(?:txt|zip|epub|pdf)(?:[?#]|$)"
+BOOK_WORDS = r"(?i)txt\s*下载|全本下载|全集下载|下载全本|epub\s*下载|下载\s*(?:txt|epub)"
+_BOOK_NAME = re.compile(BOOK_URL, re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -53,20 +61,28 @@ class Digest:
         )
 
 
-def digest(body: bytes, content_type: str | None, url: str, cpu_seconds: float = 0) -> Digest:
-    """Decode and extract one page (runs in a worker process).
+def digest(
+    body: bytes, content_type: str | None, url: str, cpu_seconds: float = 0, book: bool = False
+) -> Digest:
+    """Decode and extract one page (runs in a worker process); ``book``: it was fetched as a
+    whole-book download, so a plain-text body is a book's text.
 
     ``cpu_seconds``: given up after this much CPU time (skip reason ``too_slow``); the
     cap needs the main thread. 0: no cap.
     """
     try:
         with cpu_cap(cpu_seconds):
-            return _digest(body, content_type, url)
+            return _digest(body, content_type, url, book)
     except CpuTimeExceeded as err:
         return Digest(skip="too_slow", detail=f"decoding and extraction took {err}")
 
 
-def _digest(body: bytes, content_type: str | None, url: str) -> Digest:
+def _digest(body: bytes, content_type: str | None, url: str, book: bool = False) -> Digest:
+    kind = book_format(body, content_type, url)
+    # A plain-text body is a book when its link or name says so; else a page served as
+    # text/plain.
+    if kind in ("zip", "epub", "pdf") or (kind == "txt" and (book or _BOOK_NAME.search(url))):
+        return _book(body, content_type, url)
     media_type = (content_type or "text/html").split(";")[0].strip().lower()
     if media_type not in PAGE_TYPES:
         return Digest(skip="not_html", detail=f"Content-Type {media_type}")
@@ -84,3 +100,13 @@ def _digest(body: bytes, content_type: str | None, url: str) -> Digest:
         return Digest(**common, encoding=decoded.encoding, skip="no_main_text",
                       detail=found.reason or "")  # fmt: skip
     return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
+
+
+def _book(body: bytes, content_type: str | None, url: str) -> Digest:
+    """A whole-book download: its text, titled by its file name."""
+    try:
+        book = book_text(body, content_type, url)
+    except UnusableContent as err:
+        return Digest(skip="unreadable_book", detail=str(err))
+    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or None
+    return Digest(book.text, title=name, extractor=f"book:{book.format}")

@@ -21,6 +21,7 @@ class FetchedPage:
     body: bytes = field(repr=False)
     source: str = NETWORK
     redirected_from: list[str] = field(default_factory=list)
+    book: bool = False  # fetched as a whole-book download (a link naming or saying so)
 
 
 @dataclass

@@ -70,7 +70,7 @@ def store_fetched(
     crawl's process: the reactor's thread would wait for the GIL meanwhile.
     """
     content_type = _header(item.headers, "content-type")
-    found = digest(item.body, content_type, item.final_url, cpu_seconds)
+    found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book)
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
                       campaign=campaign, run_id=run_id)  # fmt: skip
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])

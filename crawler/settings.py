@@ -37,6 +37,10 @@ DOWNLOAD_TIMEOUT = 30  # seconds for a whole download, however slowly the bytes 
 # steps: a gzip bomb stops after 3 MB of output, whatever it would inflate to.
 DOWNLOAD_MAXSIZE = 3 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 1024 * 1024
+# Whole-book downloads (a link to a .txt, .zip, .epub or .pdf, or one saying "TXT下载" /
+# "全本下载") may be this big; what an archive inflates to is bounded the same
+# (extractor.books).
+COPYTRACK_BOOK_MAXSIZE = 64 * 1024 * 1024
 RETRY_ENABLED = True
 RETRY_TIMES = 2
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]

@@ -199,7 +199,9 @@ def _pdf(body: bytes, max_pages: int) -> Book:
     try:
         reader = PdfReader(io.BytesIO(body))
         pages = [page.extract_text() or "" for page in reader.pages[:max_pages]]
-    except (PyPdfError, ValueError, KeyError, TypeError) as err:
+    # pypdf raises many kinds of error on a malformed or hostile file; each means the same.
+    except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError,
+            RecursionError, AssertionError, ZeroDivisionError) as err:  # fmt: skip
         raise UnusableContent(f"a PDF that cannot be read ({type(err).__name__}: {err})") from None
     text = "\n".join(page.strip() for page in pages if page.strip())
     if not text:

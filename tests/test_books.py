@@ -7,12 +7,15 @@ from __future__ import annotations
 import io
 import time
 import zipfile
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from extractor.books import book_format, book_text
 from extractor.decoding import UnusableContent
 from tests.corpus import novel_chapters
+from tests.loopback import served
+from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.library import Work, add_works
 from tracker.matcher import match_text
 
@@ -122,3 +125,57 @@ def test_books_that_are_not_books_or_too_big_are_refused_quickly():
                         b"<container/>"}, stored_first="mimetype"))  # fmt: skip
     with pytest.raises(UnusableContent, match="PDF that cannot be read"):
         book_text(b"%PDF-1.7\nnot really")
+
+
+class _PirateLibrary(BaseHTTPRequestHandler):
+    """A pirate novel site: a book page offering the whole book as TXT (GBK), ZIP and EPUB,
+    the TXT behind a link that says so but names no file type."""
+
+    def do_GET(self) -> None:
+        files = self.server.files  # type: ignore[attr-defined]
+        if self.path == "/":
+            body = (
+                "<html><head><title>红楼梦全本</title></head><body><h1>红楼梦</h1>"
+                "<p>本站提供全本小说免费阅读与下载。</p>"
+                '<a href="/down?id=1">TXT下载</a> <a href="/files/hlm.zip">ZIP</a> '
+                '<a href="/files/hlm.epub">EPUB</a></body></html>'
+            ).encode()
+            self._send(body, "text/html; charset=utf-8")
+        elif self.path in files:
+            self._send(*files[self.path])
+        else:
+            self.send_error(404)
+
+    def _send(self, body: bytes, media_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", media_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_crawl_finds_every_chapter_in_each_whole_book_download(crawl_ctx):
+    ctx = crawl_ctx
+    add_works(ctx, [Work(text=text, external_id=f"ch{n:02d}") for n, text in enumerate(CHAPTERS)])
+    gbk = BOOK.encode("gbk", "ignore")
+    files = {
+        # A download link that names no file: read as a book by its bytes' type.
+        "/down?id=1": (gbk, "text/plain; charset=gbk"),
+        "/files/hlm.zip": (_zip({"红楼梦.txt": gbk}), "application/zip"),
+        "/files/hlm.epub": (_epub(CHAPTERS), "application/epub+zip"),
+    }
+    with served(_PirateLibrary, files=files) as server:
+        base = f"http://127.0.0.1:{server.server_port}"
+        campaign = {"name": "books", "seeds": [f"{base}/"], "delay": 0, "max_depth": 1}
+        save_campaign(ctx, Campaign.from_dict(campaign))
+        run = wait_for_run(ctx, trigger_run(ctx, "books"), timeout=240)
+    assert run["state"] == "finished", run
+    for path in files:
+        page = ctx.db.pages.find_one({"url": f"{base}{path}"})
+        assert page is not None and page["extractor"].startswith("book:"), path
+        found = ctx.db.findings.distinct("master_external_id", {"page_id": page["_id"]})
+        assert len(found) == 40, (path, len(found))
+    assert ctx.db.pages.find_one({"url": f"{base}/files/hlm.epub"})["extractor"] == "book:epub"

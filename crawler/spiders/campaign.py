@@ -49,11 +49,14 @@ from twisted.python.failure import Failure
 
 from extractor.decoding import sniff_binary
 
+from ..digest import BOOK_URL, BOOK_WORDS
 from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
 from ..middlewares import SEED, SOURCE, CrawlRefused
 from ..urls import canonicalize
 
 SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
+#: Request meta of a whole-book download.
+BOOK = "copytrack_book"
 FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
 # RSS 2.0 and RSS 1.0 <item><link>, Atom <entry><link href> (the alternate one).
 FEED_LINKS = (
@@ -90,6 +93,7 @@ class CampaignSpider(SitemapSpider):
         campaign: dict[str, Any],
         max_links: int,
         max_sitemap_urls: int,
+        book_maxsize: int = 64 * 1024 * 1024,
         *args: Any,
         **kwargs: Any,
     ) -> None:
@@ -100,6 +104,17 @@ class CampaignSpider(SitemapSpider):
         self.max_depth: int | None = campaign.get("max_depth")
         # Scope is the middlewares' job; the extractor only skips media and documents.
         self.link_extractor = LinkExtractor(canonicalize=False, unique=True)
+        # Whole-book downloads, by their name or their words, fetched with a cap of their own.
+        self.book_extractors = (
+            LinkExtractor(allow=BOOK_URL, deny_extensions=(), canonicalize=False, unique=True),
+            LinkExtractor(restrict_text=BOOK_WORDS, deny_extensions=(), canonicalize=False,
+                          unique=True),
+        )  # fmt: skip
+        self.book_meta = {
+            "download_maxsize": book_maxsize,
+            "download_warnsize": book_maxsize,
+            BOOK: True,
+        }
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> CampaignSpider:
@@ -108,18 +123,23 @@ class CampaignSpider(SitemapSpider):
             raise ValueError("no campaign: run crawls with `python -m crawler.run`")
         max_links = crawler.settings.getint("COPYTRACK_MAX_LINKS_PER_PAGE")
         max_sitemap_urls = crawler.settings.getint("COPYTRACK_MAX_SITEMAP_URLS")
-        return super().from_crawler(crawler, campaign, max_links, max_sitemap_urls, *args, **kwargs)
+        book_maxsize = crawler.settings.getint("COPYTRACK_BOOK_MAXSIZE")
+        return super().from_crawler(
+            crawler, campaign, max_links, max_sitemap_urls, book_maxsize, *args, **kwargs
+        )
 
     async def start(self) -> AsyncIterator[Request]:
         for seed in self.seeds:
             yield self._request(seed, self.parse_seed, seed=True)
 
-    def _request(self, url: str, callback: Any, seed: bool = False) -> Request:
-        """A request for ``url``; ValueError if no request can be made of it."""
+    def _request(
+        self, url: str, callback: Any, seed: bool = False, meta: dict[str, Any] | None = None
+    ) -> Request:
+        """A request for ``url`` (with ``meta``); ValueError if no request can be made of it."""
         url = canonicalize(url)
         # One politeness slot (delay, concurrency, AutoThrottle) per origin: Scrapy keys
         # slots by host name, so sites on different ports of one host would share one.
-        meta: dict[str, Any] = {"download_slot": urlsplit(url).netloc}
+        meta = {**(meta or {}), "download_slot": urlsplit(url).netloc}
         if seed:
             meta[SEED] = True
         return Request(url, callback=callback, errback=self.on_error, meta=meta)
@@ -187,6 +207,7 @@ class CampaignSpider(SitemapSpider):
             body=response.body,
             source=response.meta.get(SOURCE, NETWORK),
             redirected_from=list(response.meta.get("redirect_urls", [])),
+            book=response.meta.get(BOOK, False),
         )
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
@@ -195,8 +216,16 @@ class CampaignSpider(SitemapSpider):
             and not self._at_max_depth(response)
             and sniff_binary(response.body) is None
         ):
+            books = list(dict.fromkeys(
+                link.url for extractor in self.book_extractors
+                for link in extractor.extract_links(response)
+            ))  # fmt: skip
+            # First: a book linked as a page too would be fetched under the page's cap.
+            yield from self._follow_links(
+                response, books, self.parse_page, self.max_links, meta=self.book_meta
+            )
             links = [link.url for link in self.link_extractor.extract_links(response)]
-            links = _refresh_target(response) + links
+            links = [url for url in _refresh_target(response) + links if url not in books]
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
 
     def _at_max_depth(self, response: Response) -> bool:
@@ -216,6 +245,7 @@ class CampaignSpider(SitemapSpider):
         callback: Any,
         limit: int = 0,
         limit_name: str = "COPYTRACK_MAX_LINKS_PER_PAGE",
+        meta: dict[str, Any] | None = None,
     ) -> Iterator[Request | DroppedLinks]:
         """Requests for the first ``limit`` usable links (0: all), relative ones resolved
         against the response's URL; counts of the others (the log names ``limit_name``).
@@ -235,7 +265,7 @@ class CampaignSpider(SitemapSpider):
                 yield DroppedLinks(canonicalize(response.url), len(links) - n, "links_over_limit")
                 break
             try:
-                request = self._request(response.urljoin(url), callback)
+                request = self._request(response.urljoin(url), callback, meta=meta)
             except ValueError:
                 unusable += 1
                 continue

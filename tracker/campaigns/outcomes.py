@@ -53,6 +53,7 @@ REASONS: dict[str, str] = {
     "no_main_text": "no article text found on the page",
     "too_slow": "extracting its text took too long",
     "ignored": "dropped by the crawler",
+    "unreadable_book": "a book download that cannot be read (damaged, or over the size cap)",
 }
 
 
