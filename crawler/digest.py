@@ -40,7 +40,7 @@ class Digest:
 
     def page(
         self, url: str, raw: bytes, final_url: str, status: int, headers: dict[str, str],
-        campaign: str | None = None, run_id: Any = None,
+        campaign: str | None = None, run_id: Any = None, next_url: str | None = None,
     ) -> PageInput:  # fmt: skip
         """The page to store: its bytes and where they came from, with this text."""
         return PageInput(
@@ -58,6 +58,7 @@ class Digest:
             skip_reason=f"{self.skip}: {self.detail}" if self.skip else None,
             campaign=campaign,
             run_id=run_id,
+            next_url=next_url,
         )
 
 

@@ -42,6 +42,7 @@ from scrapy.crawler import Crawler
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
+from tracker.chains import join_chain, join_run_chains
 from tracker.context import Context, process_context
 from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
@@ -72,9 +73,16 @@ def store_fetched(
     content_type = _header(item.headers, "content-type")
     found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book)
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
-                      campaign=campaign, run_id=run_id)  # fmt: skip
+                      campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
-    return counts + save_page(process_context(), page)
+    ctx = process_context()
+    counts += save_page(ctx, page)
+    if item.next_url or item.previous_url:  # a page of a chapter cut into several
+        joined = join_chain(ctx, item.url)
+        if joined is not None and joined[1]:
+            enqueue_scan(joined[0])
+            counts.append("scans_enqueued")
+    return counts
 
 
 def save_page(ctx: Context, page: PageInput) -> list[str]:
@@ -133,29 +141,30 @@ class ScanBackoff:
         self._queued -= counted
         self._read_at = time.monotonic()
 
-    async def reserve(self) -> None:
-        """Wait until the scan queue has room for one more scan, and take it."""
+    async def reserve(self, scans: int = 1) -> None:
+        """Wait until the scan queue has room for ``scans`` more scans, and take it (a page
+        of a chapter cut into several may queue its chapter's scan too)."""
         if not self.bound:
             return
         # One item at a time: the others wait here while the crawl is paused.
         async with self._lock:
             stale = time.monotonic() - self._read_at > DEPTH_REFRESH
-            if stale or self._expected() >= self.bound:
+            if stale or self._expected() + scans > self.bound:
                 await self._read()
-            if self._expected() >= self.bound:
+            if self._expected() + scans > self.bound:
                 # Items being stored may queue a scan or not: full only if they did.
                 while self._reserved:
                     self._released.clear()
                     await self._released.wait()
                 await self._read()
-                if self._depth >= self.bound:
+                if self._depth + scans > self.bound:
                     await self._back_off()
-            self._reserved += 1
+            self._reserved += scans
 
-    def release(self, queued: bool) -> None:
-        """Hand back a reservation; ``queued``: the item did queue a scan."""
+    def release(self, queued: int, scans: int = 1) -> None:
+        """Hand back a reservation of ``scans``; ``queued``: the scans the item queued."""
         if self.bound:
-            self._reserved -= 1
+            self._reserved -= scans
             self._queued += queued
             self._released.set()
 
@@ -251,6 +260,12 @@ class EvidencePipeline:
         forkserver.ensure_running()
 
     async def close_spider(self) -> None:
+        # The chapters cut into pages, joined once more now that all their pages are in.
+        for joined in await asyncio.to_thread(join_run_chains, self.ctx, self.run_id):
+            await self.backoff.reserve()
+            enqueue_scan(joined)
+            self.backoff.release(1)
+            self.counts["scans_enqueued"] += 1
         await self._flush()
         if self._pool is not None:
             assert self._pool_started is not None
@@ -288,13 +303,15 @@ class EvidencePipeline:
                 self.cpu_seconds,
             )
         if save is not None:
-            await self.backoff.reserve()
-            queued = True  # unless it says otherwise: a save that failed midway may have queued
+            chained = isinstance(item, FetchedPage) and bool(item.next_url or item.previous_url)
+            scans = 2 if chained else 1  # its own, and its chapter's
+            await self.backoff.reserve(scans)
+            queued = scans  # unless it says otherwise: a save that failed midway may have queued
             try:
                 counts += await save()
-                queued = "scans_enqueued" in counts
+                queued = counts.count("scans_enqueued")
             finally:
-                self.backoff.release(queued)
+                self.backoff.release(queued, scans)
         # Added only now: a flush during the awaits above swaps self.counts.
         self.counts.update(counts)
         for key in counts:

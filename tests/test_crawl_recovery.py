@@ -84,17 +84,22 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
         time.sleep(2)
         assert crawl_ctx.db.pages.count_documents({}) == stored
         assert get_run(crawl_ctx, run_id)["state"] == "running"
-        assert crawl_ctx.redis.llen(crawl_ctx.keys.queue("scan")) == bound
+        # Full, or one short: a page of a chapter cut into pages needs room for two scans.
+        assert bound - 1 <= crawl_ctx.redis.llen(crawl_ctx.keys.queue("scan")) <= bound
         assert stored < len(reachable_articles(web, running))
 
         # Workers drain the queue: the crawl goes on, pausing again whenever it is full.
         with worker_process(crawl_ctx, tmp_path / "worker.log"):
             run = wait_for_run(crawl_ctx, run_id, timeout=RUN_TIMEOUT)
-    assert deepest[0] == bound
+    assert bound - 1 <= deepest[0] <= bound  # never past the bound
     assert run["state"] == "finished", run.get("error")
     pages = {p["url"] for p in crawl_ctx.db.pages.find({}, {"url": 1})}
     assert reachable_articles(web, running) <= pages
-    assert run["scans_enqueued"] == len(pages)
+    # A scan per page; a chapter joined from several pages (the list's pages here) is
+    # joined, and scanned, again as its pages come in.
+    fetched = crawl_ctx.db.pages.count_documents({"parts": {"$exists": False}})
+    joined = crawl_ctx.db.pages.find({"parts": {"$exists": True}}, {"parts": 1})
+    assert fetched <= run["scans_enqueued"] <= fetched + sum(len(p["parts"]) for p in joined)
     log_text = crawl_log.read_text()
     assert f"crawl of campaign backoff (run {run_id}) resumed after" in log_text
 
@@ -110,7 +115,9 @@ def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
     pid = get_run(crawl_ctx, first)["pid"]
     wait_until(lambda: crawl_ctx.db.pages.count_documents({"run_id": first}) >= 6, 30, "pages")
     kill_crawl(pid)
-    stored = {p["url"] for p in crawl_ctx.db.pages.find({"run_id": first}, {"url": 1})}
+    # The pages it fetched (a chapter joined from several pages was fetched as those).
+    fetched = {"run_id": first, "parts": {"$exists": False}}
+    stored = {p["url"] for p in crawl_ctx.db.pages.find(fetched, {"url": 1})}
     assert not reachable_articles(web, running) <= stored, "the crawl ended before the kill"
 
     # The dead crawl's lock has not expired yet, but the campaign can run again at once;

@@ -38,6 +38,8 @@ class PageInput:
     campaign: str | None = None
     run_id: Any = None
     skip_reason: str | None = None  # why a page has no text to scan (binary, gone, …)
+    next_url: str | None = None  # the page continuing it ("下一页"), on the same site
+    parts: tuple[str, ...] = ()  # the pages a joined chapter was made of (tracker.chains)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "fetched_at": now,
         "campaign": page.campaign,
         "run_id": page.run_id,
+        "next_url": page.next_url,
         **stored_parts(ctx, page.raw, page.text, raw_sha),
     }
     new_id = ObjectId()  # a new page's id is made here: no second query to learn it
@@ -81,6 +84,8 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "$set": fields,
         "$setOnInsert": {"_id": new_id, "first_fetched_at": now},
     }
+    if page.parts:
+        fields["parts"] = list(page.parts)
     if page.skip_reason:
         fields["skip_reason"] = page.skip_reason
     else:

@@ -29,6 +29,7 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("content_sha256", ASCENDING)], {}),
         ([("run_id", ASCENDING)], {}),
         ([("scanned_at", DESCENDING)], {}),  # health(): when did the last scan happen
+        ([("next_url", ASCENDING)], {}),  # a chapter's pages, walked back (tracker.chains)
     ],
     "findings": [
         ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),

@@ -16,6 +16,7 @@ counts it.
 from __future__ import annotations
 
 import gzip
+import re
 import struct
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -57,6 +58,13 @@ from ..urls import canonicalize
 SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
 #: Request meta of a whole-book download.
 BOOK = "copytrack_book"
+#: Request meta of a page continuing another (its URL): a chapter cut into pages.
+PREVIOUS = "copytrack_previous"
+#: A link to the rest of a chapter cut into pages, by its words ("下一章", the next chapter,
+#: is not one).
+_NEXT_PAGE_WORDS = re.compile(r"(?:下一页|下页|下一頁|下頁|next\s*page)\s*[>›»]*", re.IGNORECASE)
+#: ``X.html`` continues in ``X_2.html``, ``X_2.html`` in ``X_3.html``.
+_PAGE_NUMBER = re.compile(r"^(?P<stem>.+?)(?:_(?P<n>\d{1,3}))?(?P<ext>\.s?html?)$")
 FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
 # RSS 2.0 and RSS 1.0 <item><link>, Atom <entry><link href> (the alternate one).
 FEED_LINKS = (
@@ -110,6 +118,7 @@ class CampaignSpider(SitemapSpider):
             LinkExtractor(restrict_text=BOOK_WORDS, deny_extensions=(), canonicalize=False,
                           unique=True),
         )  # fmt: skip
+        self.continued: dict[str, str] = {}  # page → the page it continues (seen so far)
         self.book_meta = {
             "download_maxsize": book_maxsize,
             "download_warnsize": book_maxsize,
@@ -198,7 +207,13 @@ class CampaignSpider(SitemapSpider):
             return None
 
     def parse_page(self, response: Response) -> Iterator[Any]:
-        """Hand the page to the pipeline and follow its links."""
+        """Hand the page to the pipeline and follow its links (first the page that
+        continues it, if it is cut into several)."""
+        text_page = isinstance(response, TextResponse) and sniff_binary(response.body) is None
+        next_url = _next_page(response) if text_page else None
+        here = canonicalize(response.url)
+        if next_url is not None:
+            self.continued[next_url] = here
         yield FetchedPage(
             url=canonicalize(response.url),
             final_url=response.url,
@@ -208,14 +223,16 @@ class CampaignSpider(SitemapSpider):
             source=response.meta.get(SOURCE, NETWORK),
             redirected_from=list(response.meta.get("redirect_urls", [])),
             book=response.meta.get(BOOK, False),
+            next_url=next_url,
+            # Reached by its "下一页" link, or by another after that link was seen.
+            previous_url=response.meta.get(PREVIOUS) or self.continued.get(here),
         )
+        if next_url is not None:
+            meta = {PREVIOUS: here}
+            yield from self._follow_links(response, [next_url], self.parse_page, meta=meta)
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
-        if (
-            isinstance(response, TextResponse)
-            and not self._at_max_depth(response)
-            and sniff_binary(response.body) is None
-        ):
+        if text_page and not self._at_max_depth(response):
             books = list(dict.fromkeys(
                 link.url for extractor in self.book_extractors
                 for link in extractor.extract_links(response)
@@ -282,6 +299,30 @@ class CampaignSpider(SitemapSpider):
         if problem.reason == "too_many_redirects":  # Scrapy logs it at DEBUG only
             self.logger.warning(problem.detail)
         return problem
+
+
+def _next_page(response: TextResponse) -> str | None:
+    """Where a page continues, on the same site: its rel=next, a 下一页 / next page link, or
+    its ``_2.html`` sibling (``_3`` of ``_2``) when it links to it."""
+    here = urlsplit(response.url)
+    found = response.xpath(
+        "//link[contains(concat(' ', normalize-space(@rel), ' '), ' next ')]/@href"
+        " | //a[contains(concat(' ', normalize-space(@rel), ' '), ' next ')]/@href"
+    ).getall()
+    for anchor in response.xpath("//a[@href]"):
+        if _NEXT_PAGE_WORDS.fullmatch(" ".join(anchor.xpath(".//text()").getall()).strip()):
+            found.append(anchor.attrib["href"])
+    numbered = _PAGE_NUMBER.match(here.path)
+    if numbered:
+        n = int(numbered["n"] or 1) + 1
+        sibling = f"{numbered['stem']}_{n}{numbered['ext']}"
+        found += [h for h in response.xpath("//a/@href").getall()
+                  if urlsplit(response.urljoin(h)).path == sibling]  # fmt: skip
+    for href in found:
+        url = urlsplit(response.urljoin(href.strip()))
+        if url.scheme in ("http", "https") and url.netloc == here.netloc and url.path != here.path:
+            return canonicalize(url.geturl())
+    return None
 
 
 def _refresh_target(response: TextResponse) -> list[str]:
