@@ -33,3 +33,18 @@ def running(server: BaseServer) -> Iterator[None]:
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """A request handler that answers with a body in one call and logs nothing."""
+
+    def send_body(self, body: bytes, media_type: str = "text/html; charset=utf-8",
+                  status: int = 200) -> None:  # fmt: skip
+        self.send_response(status)
+        self.send_header("Content-Type", media_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass

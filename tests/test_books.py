@@ -7,14 +7,13 @@ from __future__ import annotations
 import io
 import time
 import zipfile
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from extractor.books import book_format, book_text
 from extractor.decoding import UnusableContent
 from tests.corpus import novel_chapters
-from tests.loopback import served
+from tests.loopback import Handler, served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.library import Work, add_works
 from tracker.matcher import match_text
@@ -127,7 +126,7 @@ def test_books_that_are_not_books_or_too_big_are_refused_quickly():
         book_text(b"%PDF-1.7\nnot really")
 
 
-class _PirateLibrary(BaseHTTPRequestHandler):
+class _PirateLibrary(Handler):
     """A pirate novel site: a book page offering the whole book as TXT (GBK), ZIP and EPUB,
     the TXT behind a link that says so but names no file type."""
 
@@ -140,21 +139,11 @@ class _PirateLibrary(BaseHTTPRequestHandler):
                 '<a href="/down?id=1">TXT下载</a> <a href="/files/hlm.zip">ZIP</a> '
                 '<a href="/files/hlm.epub">EPUB</a></body></html>'
             ).encode()
-            self._send(body, "text/html; charset=utf-8")
+            self.send_body(body, "text/html; charset=utf-8")
         elif self.path in files:
-            self._send(*files[self.path])
+            self.send_body(*files[self.path])
         else:
             self.send_error(404)
-
-    def _send(self, body: bytes, media_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", media_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_a_crawl_finds_every_chapter_in_each_whole_book_download(crawl_ctx):

@@ -3,11 +3,9 @@ into one document found as the chapter it copies, each page still kept (real cra
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
-
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
-from tests.loopback import served
+from tests.loopback import Handler, served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.chains import JOINED
 from tracker.library import Work, add_works
@@ -43,32 +41,22 @@ def _page(style: str, chapter: int, n: int) -> bytes:
     return body.encode()
 
 
-class _CutChapters(BaseHTTPRequestHandler):
+class _CutChapters(Handler):
     def do_GET(self) -> None:
         if self.path == "/":
             links = "".join(
                 f'<li><a href="/{style}/{c}.html">第{c + 1}章</a></li>'
                 for c, style in enumerate(STYLES)
             )
-            self._send(f"<html><body><ul>{links}</ul></body></html>".encode())
+            self.send_body(f"<html><body><ul>{links}</ul></body></html>".encode())
             return
         for c, style in enumerate(STYLES):
             for n in range(PAGES):
                 name = f"/{style}/{c}.html" if n == 0 else f"/{style}/{c}_{n + 1}.html"
                 if self.path == name:
-                    self._send(_page(style, c, n))
+                    self.send_body(_page(style, c, n))
                     return
         self.send_error(404)
-
-    def _send(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_a_chapter_cut_into_pages_is_found_as_one(crawl_ctx):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from bson import ObjectId
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.copies import ZH, found_on
-from tests.loopback import served
+from tests.loopback import Handler, served
 from tracker.findings import (
     FindingFilter,
     WorkflowError,
@@ -135,7 +135,7 @@ def test_a_reviewer_can_recheck_before_the_deadline_without_using_it_up(noticed)
     assert page_id in due_pages(ctx)  # the check after the deadline is still to come
 
 
-class _Site(BaseHTTPRequestHandler):
+class _Site(Handler):
     """A pirate page that is up until the site takes it down (``server.copy`` is None)."""
 
     def do_GET(self) -> None:
@@ -143,14 +143,7 @@ class _Site(BaseHTTPRequestHandler):
         if copy is None:
             self.send_error(404)
             return
-        body = f"<html><body><article><p>{copy}</p></article></body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_body(f"<html><body><article><p>{copy}</p></article></body></html>".encode())
 
 
 @pytest.fixture

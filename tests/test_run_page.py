@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from tests.admin_seed import PASSWORD, client, login
-from tests.loopback import served
+from tests.loopback import Handler, served
 from tests.security.fakes import ARTICLE, scripted_crawl
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.campaigns.outcomes import run_health
@@ -27,28 +26,18 @@ from tracker.users import add_user, create_token
 GONE = 60  # links to pages that answer 404: more than one page of the run's list
 
 
-class _MostlyGone(BaseHTTPRequestHandler):
+class _MostlyGone(Handler):
     """An index linking two articles and GONE pages that are not there."""
 
     def do_GET(self) -> None:
         if self.path == "/":
             links = ["/a1.html", "/a2.html", *(f"/gone/{n}.html" for n in range(GONE))]
             body = "".join(f'<a href="{link}">{link}</a> ' for link in links).encode()
-            self._send(200, b"<html><body>" + body + b"</body></html>")
+            self.send_body(b"<html><body>" + body + b"</body></html>", status=200)
         elif self.path in ("/a1.html", "/a2.html"):
-            self._send(200, ARTICLE)
+            self.send_body(ARTICLE, status=200)
         else:
-            self._send(404, b"not here")
-
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.send_body(b"not here", status=404)
 
 
 @contextmanager

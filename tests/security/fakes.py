@@ -16,10 +16,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from tests.loopback import running
+from tests.loopback import Handler, running
 from tests.processes import installation_env
 from tracker.campaigns import crawl_log_path, start_run, wait_for_run
 from tracker.context import Context
@@ -63,7 +63,7 @@ class ScriptedLookup:
         return answer
 
 
-class _Article(BaseHTTPRequestHandler):
+class _Article(Handler):
     def do_GET(self) -> None:
         self.server.paths.append(self.path)  # type: ignore[attr-defined]
         if self.path.startswith("/redirect"):
@@ -71,14 +71,7 @@ class _Article(BaseHTTPRequestHandler):
             self.send_header("Location", self.server.redirect_to)  # type: ignore[attr-defined]
             self.end_headers()
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(ARTICLE)))
-        self.end_headers()
-        self.wfile.write(ARTICLE)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_body(ARTICLE)
 
 
 class CountingServer(ThreadingHTTPServer):
