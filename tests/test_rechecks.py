@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from tests.copies import ZH, found_on
 from tests.loopback import Handler, served
+from tracker.chains import join_chain
 from tracker.findings import (
     FindingFilter,
     WorkflowError,
@@ -27,7 +28,7 @@ from tracker.findings import (
     working_days_after,
 )
 from tracker.library import Work, add_work
-from tracker.pages import PageInput
+from tracker.pages import PageInput, scan_page, store_page
 from tracker.rechecks import due_pages, recheck_due, recheck_page
 from tracker.times import now
 
@@ -177,3 +178,31 @@ def test_copytrack_recheck_fetches_the_real_page(crawl_ctx, site):
     assert finding(ctx, finding_id)["status"] == "removed"
     bad = runner.invoke(main, ["recheck", "--page", "nope"])
     assert bad.exit_code == 1 and "'nope' is not a page id" in bad.stderr
+
+
+def test_a_chapter_joined_from_pages_is_rechecked_as_its_pages(ctx):
+    add_work(ctx, Work(text=ZH[2], external_id="w2"))
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
+    thirds = [ZH[2][n * len(ZH[2]) // 3 : (n + 1) * len(ZH[2]) // 3] for n in range(3)]
+    urls = [f"https://cut.example/ch{n}.html" for n in range(3)]
+    for n, (url, text) in enumerate(zip(urls, thirds, strict=True)):
+        nxt = urls[n + 1] if n < 2 else None
+        store_page(ctx, PageInput(url, text, raw=text.encode(), next_url=nxt))
+    joined_id, _ = join_chain(ctx, urls[1])
+    scan_page(ctx, joined_id)
+    finding = ctx.db.findings.find_one({"page_id": joined_id})
+    set_status(ctx, finding["_id"], "confirmed", "rui")
+    record_notice(ctx, finding["_id"], lang="zh", subject="s", body="b", recipient="x", by="r")
+    up = dict(zip(urls, thirds, strict=True))
+
+    def fetch(url: str) -> PageInput:
+        if url in up:
+            return PageInput(url, up[url], raw=up[url].encode())
+        return PageInput(url, "", status=404, skip_reason="gone: HTTP 404 Not Found")
+
+    assert recheck_page(ctx, joined_id, fetch).outcome == "still_there"  # not one page alone
+    assert ctx.db.pages.find_one({"_id": joined_id})["parts"] == urls
+    up.clear()  # every page taken down
+    check = recheck_page(ctx, joined_id, fetch)
+    assert check.outcome == "removed" and "gone: HTTP 404" in check.detail
+    assert ctx.db.findings.find_one({"_id": finding["_id"]})["status"] == "removed"

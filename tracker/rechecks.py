@@ -18,6 +18,7 @@ from datetime import datetime
 
 from bson import ObjectId
 
+from .chains import join_chain
 from .context import Context
 from .findings import NOTICE_SENT, SYSTEM, invalidate_dashboard
 from .findings.deadlines import GONE, OVERDUE, STILL_THERE, UNREACHABLE, record_check, stage_query
@@ -60,24 +61,33 @@ def due_pages(
 def recheck_page(ctx: Context, page_id: ObjectId, fetch: PageFetcher, by: str = SYSTEM) -> Recheck:
     """Fetch a page again, store it, scan it, and record on each of its findings awaiting
     a notice's effect what was found. Raises LookupError when the page is not stored."""
-    page = ctx.db.pages.find_one({"_id": page_id}, {"url": 1, "campaign": 1, "run_id": 1})
+    fields = {"url": 1, "campaign": 1, "run_id": 1, "next_url": 1, "parts": 1}
+    page = ctx.db.pages.find_one({"_id": page_id}, fields)
     if page is None:
         raise LookupError(f"no page {page_id}")
     noticed = {"page_id": page_id, "status": NOTICE_SENT, "notice_deadline": {"$exists": True}}
     ids = [f["_id"] for f in ctx.db.findings.find(noticed, {"_id": 1})]
     at = utc_now()
+    # A chapter joined from pages is re-checked as its pages, joined again.
+    urls = page.get("parts") or [page["url"]]
     try:
-        fetched = fetch(page["url"])
+        fetched = [fetch(url) for url in urls]
     except ValueError as err:
         outcome, detail = UNREACHABLE, str(err)
     else:
-        # New evidence under the page's own campaign and run: a re-check moves nothing.
-        store_page(
-            ctx, replace(fetched, url=page["url"], campaign=page.get("campaign"),
-                         run_id=page.get("run_id"))
-        )  # fmt: skip
+        for n, (url, got) in enumerate(zip(urls, fetched, strict=True)):
+            # New evidence under the page's own campaign and run, continuing where it
+            # did: a re-check moves nothing.
+            follows = urls[n + 1] if n + 1 < len(urls) else None
+            store_page(ctx, replace(
+                got, url=url, campaign=page.get("campaign"), run_id=page.get("run_id"),
+                next_url=follows if page.get("parts") else page.get("next_url"),
+            ))  # fmt: skip
+        if page.get("parts"):
+            join_chain(ctx, urls[0])
         scan_page(ctx, page_id)  # an unchanged text was scanned already: it still copies
-        outcome, detail = STILL_THERE, fetched.skip_reason or ""
+        outcome = STILL_THERE
+        detail = "; ".join(got.skip_reason for got in fetched if got.skip_reason)
         if not ids:  # a look without a notice: does the page still copy anything?
             copies = ctx.db.findings.count_documents({"page_id": page_id, "status": NOTICE_SENT})
             outcome = STILL_THERE if copies else GONE
