@@ -76,7 +76,7 @@ def join_run_chains(ctx: Context, run_id: ObjectId) -> list[ObjectId]:
     Each chain is walked once."""
     covered: set[str] = set()
     changed = []
-    for page in ctx.db.pages.find({"run_id": run_id, "next_url": {"$ne": None}}, {"url": 1}):
+    for page in ctx.db.pages.find({"run_id": run_id, "next_url": {"$exists": True}}, {"url": 1}):
         if page["url"] in covered:
             continue
         chain = chain_of(ctx, page["url"])

@@ -76,7 +76,6 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "fetched_at": now,
         "campaign": page.campaign,
         "run_id": page.run_id,
-        "next_url": page.next_url,
         **stored_parts(ctx, page.raw, page.text, raw_sha),
     }
     new_id = ObjectId()  # a new page's id is made here: no second query to learn it
@@ -84,12 +83,14 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "$set": fields,
         "$setOnInsert": {"_id": new_id, "first_fetched_at": now},
     }
-    if page.parts:
-        fields["parts"] = list(page.parts)
-    if page.skip_reason:
-        fields["skip_reason"] = page.skip_reason
-    else:
-        update["$unset"] = {"skip_reason": ""}
+    # Set only when there is one, or else taken away: the indexes on them stay small.
+    unset = update["$unset"] = {}
+    for name, value in (("next_url", page.next_url), ("parts", list(page.parts)),
+                        ("skip_reason", page.skip_reason)):  # fmt: skip
+        if value:
+            fields[name] = value
+        else:
+            unset[name] = ""
     before = ctx.db.pages.find_one_and_update(
         {"url": page.url},
         update,

@@ -29,7 +29,8 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("content_sha256", ASCENDING)], {}),
         ([("run_id", ASCENDING)], {}),
         ([("scanned_at", DESCENDING)], {}),  # health(): when did the last scan happen
-        ([("next_url", ASCENDING)], {}),  # a chapter's pages, walked back (tracker.chains)
+        # A chapter's pages, walked back (tracker.chains); few pages have one.
+        ([("next_url", ASCENDING)], {"sparse": True}),
     ],
     "findings": [
         ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),

@@ -34,12 +34,14 @@ from scrapy.exceptions import (
     IgnoreRequest,
 )
 from scrapy.http import Response, TextResponse
-from scrapy.linkextractors import LinkExtractor
+from scrapy.link import Link
+from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.spiders import SitemapSpider
 from scrapy.spiders.sitemap import iterloc
 from scrapy.utils.response import get_meta_refresh
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
+from scrapy.utils.url import url_has_any_extension
 from twisted.internet.error import (
     ConnectionRefusedError,
     DNSLookupError,
@@ -63,6 +65,13 @@ PREVIOUS = "copytrack_previous"
 #: A link to the rest of a chapter cut into pages, by its words ("下一章", the next chapter,
 #: is not one).
 _NEXT_PAGE_WORDS = re.compile(r"(?:下一页|下页|下一頁|下頁|next\s*page)\s*[>›»]*", re.IGNORECASE)
+_NEXT_PAGE_ANCHORS = (
+    "//a[@href][contains(., '下一页') or contains(., '下页') or contains(., '下一頁')"
+    " or contains(., '下頁') or contains(translate(., 'NEXTPAG', 'nextpag'), 'next')]"
+)
+_BOOK_LINK_URL = re.compile(BOOK_URL, re.IGNORECASE)
+_BOOK_LINK_WORDS = re.compile(BOOK_WORDS)
+_SKIPPED_EXTENSIONS = {f".{extension}" for extension in IGNORED_EXTENSIONS}
 #: ``X.html`` continues in ``X_2.html``, ``X_2.html`` in ``X_3.html``.
 _PAGE_NUMBER = re.compile(r"^(?P<stem>.+?)(?:_(?P<n>\d{1,3}))?(?P<ext>\.s?html?)$")
 FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
@@ -110,14 +119,9 @@ class CampaignSpider(SitemapSpider):
         self.max_links = max_links
         self.max_sitemap_urls = max_sitemap_urls
         self.max_depth: int | None = campaign.get("max_depth")
-        # Scope is the middlewares' job; the extractor only skips media and documents.
-        self.link_extractor = LinkExtractor(canonicalize=False, unique=True)
-        # Whole-book downloads, by their name or their words, fetched with a cap of their own.
-        self.book_extractors = (
-            LinkExtractor(allow=BOOK_URL, deny_extensions=(), canonicalize=False, unique=True),
-            LinkExtractor(restrict_text=BOOK_WORDS, deny_extensions=(), canonicalize=False,
-                          unique=True),
-        )  # fmt: skip
+        # Scope is the middlewares' job. One pass over a page's links: whole-book downloads
+        # (by their name or their words) apart, then the media and documents skipped.
+        self.link_extractor = LinkExtractor(canonicalize=False, unique=True, deny_extensions=())
         self.continued: dict[str, str] = {}  # page → the page it continues (seen so far)
         self.book_meta = {
             "download_maxsize": book_maxsize,
@@ -233,15 +237,11 @@ class CampaignSpider(SitemapSpider):
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
         if text_page and not self._at_max_depth(response):
-            books = list(dict.fromkeys(
-                link.url for extractor in self.book_extractors
-                for link in extractor.extract_links(response)
-            ))  # fmt: skip
+            books, links = _books_and_pages(self.link_extractor.extract_links(response))
             # First: a book linked as a page too would be fetched under the page's cap.
             yield from self._follow_links(
                 response, books, self.parse_page, self.max_links, meta=self.book_meta
             )
-            links = [link.url for link in self.link_extractor.extract_links(response)]
             links = [url for url in _refresh_target(response) + links if url not in books]
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
 
@@ -301,6 +301,19 @@ class CampaignSpider(SitemapSpider):
         return problem
 
 
+def _books_and_pages(links: list[Link]) -> tuple[list[str], list[str]]:
+    """The links to whole-book downloads, and the links to pages (not to other media or
+    documents, which Scrapy's list of extensions names)."""
+    books: list[str] = []
+    pages: list[str] = []
+    for link in links:
+        if _BOOK_LINK_URL.search(link.url) or _BOOK_LINK_WORDS.search(link.text):
+            books.append(link.url)
+        elif not url_has_any_extension(link.url, _SKIPPED_EXTENSIONS):
+            pages.append(link.url)
+    return books, pages
+
+
 def _next_page(response: TextResponse) -> str | None:
     """Where a page continues, on the same site: its rel=next, a 下一页 / next page link, or
     its ``_2.html`` sibling (``_3`` of ``_2``) when it links to it."""
@@ -309,15 +322,18 @@ def _next_page(response: TextResponse) -> str | None:
         "//link[contains(concat(' ', normalize-space(@rel), ' '), ' next ')]/@href"
         " | //a[contains(concat(' ', normalize-space(@rel), ' '), ' next ')]/@href"
     ).getall()
-    for anchor in response.xpath("//a[@href]"):
+    # Only the anchors that may say so are looked at: a list page has hundreds.
+    for anchor in response.xpath(_NEXT_PAGE_ANCHORS):
         if _NEXT_PAGE_WORDS.fullmatch(" ".join(anchor.xpath(".//text()").getall()).strip()):
             found.append(anchor.attrib["href"])
     numbered = _PAGE_NUMBER.match(here.path)
     if numbered:
         n = int(numbered["n"] or 1) + 1
         sibling = f"{numbered['stem']}_{n}{numbered['ext']}"
-        found += [h for h in response.xpath("//a/@href").getall()
-                  if urlsplit(response.urljoin(h)).path == sibling]  # fmt: skip
+        name = sibling.rsplit("/", 1)[-1]
+        if "'" not in name:  # only the links that may name it are looked at
+            hrefs = response.xpath(f"//a[contains(@href, '{name}')]/@href").getall()
+            found += [h for h in hrefs if urlsplit(response.urljoin(h)).path == sibling]
     for href in found:
         url = urlsplit(response.urljoin(href.strip()))
         if url.scheme in ("http", "https") and url.netloc == here.netloc and url.path != here.path:
