@@ -19,6 +19,7 @@ import lxml.etree
 import lxml.html
 
 from .decoding import UnusableContent, decode_html
+from .documents import mostly_chinese
 
 __all__ = ["BOOK_SUFFIXES", "MAX_BOOK_BYTES", "Book", "book_format", "book_text"]
 
@@ -95,7 +96,7 @@ def _plain_text(body: bytes, media_type: str | None) -> str:
             text = body.decode(codec)
         except UnicodeDecodeError:
             continue
-        if sum("\u4e00" <= ch <= "\u9fff" for ch in text) >= 0.3 * len(text.strip() or "x"):
+        if mostly_chinese(text):
             return text.replace("\r\n", "\n")
     raise UnusableContent(
         f"{decoded.replaced} byte sequences are not valid {decoded.encoding}, nor is it "

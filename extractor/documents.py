@@ -34,6 +34,12 @@ def html_to_text(body: bytes, content_type: str | None = None, url: str | None =
     return found.text
 
 
+def mostly_chinese(text: str) -> bool:
+    """Whether a text decoded from a legacy Chinese encoding reads as Chinese: bytes of
+    another encoding decode too, but as noise with few common ideographs."""
+    return sum("\u4e00" <= ch <= "\u9fff" for ch in text) >= 0.3 * len(text.strip() or "x")
+
+
 def decode_text_file(data: bytes) -> str:
     """Decode a plain-text file: UTF-8 (with or without BOM), else GB18030 for Chinese files."""
     if b"\x00" in data[:8192]:
@@ -49,6 +55,6 @@ def decode_text_file(data: bytes) -> str:
     except UnicodeDecodeError:
         raise problem from None
     # Legacy Chinese files are GB18030-compatible; other bytes decode too, but as noise.
-    if sum("\u4e00" <= ch <= "\u9fff" for ch in text) >= 0.3 * len(text.strip() or "x"):
+    if mostly_chinese(text):
         return text
     raise problem
