@@ -37,7 +37,7 @@ NUMBER_FIELDS = {
     "concurrency": int,
     "refetch_days": float,
 }
-FORM_FIELDS = ("name", *LIST_FIELDS, *NUMBER_FIELDS, "schedule", "enabled", "notes")
+FORM_FIELDS = ("name", *LIST_FIELDS, *NUMBER_FIELDS, "schedule", "enabled", "render", "notes")
 
 
 class FormError(ValueError):
@@ -70,6 +70,7 @@ def parse_form(form: Mapping[str, str]) -> Campaign:
         del data["refetch_days"]  # tracker's default: always fetch again
     data["schedule"] = (form.get("schedule") or "").strip() or None
     data["enabled"] = form.get("enabled") in ("on", "true", "1")
+    data["render"] = form.get("render") in ("on", "true", "1")
     data["notes"] = (form.get("notes") or "").strip()
     if problems:
         raise FormError(problems)

@@ -57,6 +57,11 @@ WORDS: tuple[str, ...] = (
     N_("binary content, not text"),
     N_("text that does not decode"),
     N_("no article text found on the page"),
+    N_(
+        "no text in the page as served: its scripts may write it (turn on the campaign's "
+        "rendering in a browser)"
+    ),
+    N_("fetched, but rendering it in the browser failed or ran out of time"),
     N_("extracting its text took too long"),
     N_("dropped by the crawler"),
     N_("a book download that cannot be read (damaged, or over the size cap)"),

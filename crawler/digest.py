@@ -63,22 +63,28 @@ class Digest:
 
 
 def digest(
-    body: bytes, content_type: str | None, url: str, cpu_seconds: float = 0, book: bool = False
+    body: bytes,
+    content_type: str | None,
+    url: str,
+    cpu_seconds: float = 0,
+    book: bool = False,
+    rendered: bool = False,
 ) -> Digest:
     """Decode and extract one page (runs in a worker process); ``book``: it was fetched as a
-    whole-book download, so a plain-text body is a book's text.
+    whole-book download, so a plain-text body is a book's text; ``rendered``: its scripts
+    have run (crawler.rendering), so a page without text is not one they would fill.
 
     ``cpu_seconds``: given up after this much CPU time (skip reason ``too_slow``); the
     cap needs the main thread. 0: no cap.
     """
     try:
         with cpu_cap(cpu_seconds):
-            return _digest(body, content_type, url, book)
+            return _digest(body, content_type, url, book, rendered)
     except CpuTimeExceeded as err:
         return Digest(skip="too_slow", detail=f"decoding and extraction took {err}")
 
 
-def _digest(body: bytes, content_type: str | None, url: str, book: bool = False) -> Digest:
+def _digest(body: bytes, content_type: str | None, url: str, book: bool, rendered: bool) -> Digest:
     kind = book_format(body, content_type, url)
     # A plain-text body is a book when its link or name says so; else a page served as
     # text/plain.
@@ -98,7 +104,9 @@ def _digest(body: bytes, content_type: str | None, url: str, book: bool = False)
     found = extract(decoded.text, url)
     common = {"title": found.title, "author": found.author, "date": found.date}
     if not found.text:
-        return Digest(**common, encoding=decoded.encoding, skip="no_main_text",
+        # Its text may come by script: the run says so, a campaign can render it.
+        skip = "needs_rendering" if found.scripted and not rendered else "no_main_text"
+        return Digest(**common, encoding=decoded.encoding, skip=skip,
                       detail=found.reason or "")  # fmt: skip
     return Digest(found.text, **common, extractor=found.extractor, encoding=decoded.encoding)
 

@@ -1,5 +1,6 @@
 """One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`, ``fetch_page(url)``
-for the re-check of a page after a takedown notice (tracker.rechecks).
+for the re-check of a page after a takedown notice (tracker.rechecks), ``download(url)``
+for the requests of a page rendered in a browser (crawler.rendering).
 
 Both use a plain HTTP client (urllib) with the crawler's User-Agent and limits
 (crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
@@ -30,7 +31,7 @@ from . import settings as crawl_settings
 from .connections import guarded_opener
 from .digest import GONE_STATUSES, digest
 
-__all__ = ["FetchError", "fetch_page", "fetch_text"]
+__all__ = ["Download", "FetchError", "download", "fetch_page", "fetch_text"]
 
 _CHUNK = 65536
 # Content-Encodings fetch_text asks for and decompresses (wbits: gzip or zlib header, then
@@ -122,7 +123,9 @@ def _decompress(body: bytes, url: str, max_bytes: int) -> bytes:
 
 
 @dataclass(frozen=True)
-class _Download:
+class Download:
+    """A fetched body (decompressed) and how it was answered."""
+
     body: bytes
     content_type: str | None
     final_url: str
@@ -130,9 +133,10 @@ class _Download:
     headers: dict[str, str]
 
 
-def _download(url: str, allow_private: bool | None, timeout: float, max_bytes: int,
-              lookup: Lookup) -> _Download:  # fmt: skip
-    """The body of ``url`` (decompressed), or FetchError; HTTPError is left to the caller."""
+def download(url: str, allow_private: bool | None, timeout: float, max_bytes: int,
+             lookup: Lookup) -> Download:  # fmt: skip
+    """The body of ``url`` (decompressed), or FetchError; urllib's HTTPError is left to the
+    caller (it may tell a gone page from a failure)."""
     if allow_private is None:
         allow_private = Settings.from_env().allow_private_networks
     _check_scheme(url)
@@ -158,7 +162,7 @@ def _download(url: str, allow_private: bool | None, timeout: float, max_bytes: i
         body = _decompress(body, url, max_bytes)
     elif encoding != "identity":
         raise FetchError(f"{url}: sent in {encoding} encoding, which was not asked for")
-    return _Download(body, content_type, str(final_url), status, answer)
+    return Download(body, content_type, str(final_url), status, answer)
 
 
 def fetch_text(
@@ -176,7 +180,7 @@ def fetch_text(
     unreachable, too big, too slow, redirects too often or has no article text.
     """
     try:
-        got = _download(url, allow_private, timeout, max_bytes, lookup)
+        got = download(url, allow_private, timeout, max_bytes, lookup)
     except urllib.error.HTTPError as err:
         raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
     try:
@@ -199,7 +203,7 @@ def fetch_page(
     when the URL is refused or cannot be fetched (any other HTTP error included).
     """
     try:
-        got = _download(url, allow_private, timeout, max_bytes, lookup)
+        got = download(url, allow_private, timeout, max_bytes, lookup)
     except urllib.error.HTTPError as err:
         if err.code not in GONE_STATUSES:
             raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None

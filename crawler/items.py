@@ -22,6 +22,7 @@ class FetchedPage:
     source: str = NETWORK
     redirected_from: list[str] = field(default_factory=list)
     book: bool = False  # fetched as a whole-book download (a link naming or saying so)
+    rendered: bool = False  # its scripts were run in a browser (crawler.rendering)
     next_url: str | None = None  # the page continuing this one ("下一页"), same site
     previous_url: str | None = None  # the page this one continues (it was its next_url)
 

@@ -41,6 +41,7 @@ from .urls import UrlScope, canonicalize
 #: Request meta keys set by the spider and these middlewares.
 SEED = "copytrack_seed"  # a campaign seed: domain check only, never served from the store
 SOURCE = "copytrack_source"  # items.STORED / items.NOT_MODIFIED when not a plain download
+RENDER = "copytrack_render"  # an HTML answer is rendered in a browser (crawler.rendering)
 _CONDITIONAL = "copytrack_conditional"  # the stored page a conditional GET revalidates
 _ROBOTS_PATH = "/robots.txt"
 
@@ -53,6 +54,11 @@ class CrawlRefused(IgnoreRequest):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
+
+
+class RenderFailed(Exception):
+    """A page fetched but not rendered in the browser (crawler.rendering): its time ran out,
+    or the browser failed."""
 
 
 def _campaign(crawler: Crawler) -> dict[str, Any]:

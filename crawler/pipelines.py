@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from multiprocessing import forkserver
@@ -71,9 +72,12 @@ def store_fetched(
     crawl's process: the reactor's thread would wait for the GIL meanwhile.
     """
     content_type = _header(item.headers, "content-type")
-    found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book)
+    found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book,
+                   rendered=item.rendered)  # fmt: skip
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
                       campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip
+    if item.rendered:
+        page = replace(page, rendered=True)
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
     ctx = process_context()
     counts += save_page(ctx, page)

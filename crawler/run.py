@@ -45,6 +45,7 @@ from tracker.keys import RedisKeys
 from tracker.servers import ServerStartError
 
 from . import settings as crawl_settings
+from .rendering import render_settings
 from .spiders.campaign import CampaignSpider
 
 log = logging.getLogger("crawler.run")
@@ -107,8 +108,8 @@ def scrapy_settings(
     """
     settings = ScrapySettings()
     settings.setmodule(crawl_settings, priority="project")
+    settings.setdict(tunables_from_env(os.environ), priority="cmdline")
     overrides: dict[str, Any] = {
-        **tunables_from_env(os.environ),
         "COPYTRACK_CAMPAIGN": campaign.to_doc(),
         "COPYTRACK_RUN_ID": str(run_id),
         "COPYTRACK_ALLOW_PRIVATE_NETWORKS": ctx.settings.allow_private_networks,
@@ -126,6 +127,8 @@ def scrapy_settings(
     if campaign.concurrency is not None:
         overrides["CONCURRENT_REQUESTS_PER_DOMAIN"] = campaign.concurrency
         overrides["AUTOTHROTTLE_TARGET_CONCURRENCY"] = float(campaign.concurrency)
+    if campaign.render:
+        overrides.update(render_settings(settings))
     if frontier == "redis":
         overrides.update(
             frontier_keys(ctx.keys, run_id),

@@ -100,5 +100,12 @@ COPYTRACK_EXTRACT_NICENESS = 10
 # A page whose decoding and extraction take more CPU time than this (seconds) is stored
 # without text, skip reason "too_slow", rather than hold a worker (pages take 0.01-0.5 s).
 COPYTRACK_EXTRACT_CPU_SECONDS = 60.0
+# A campaign that renders pages (its `render` option) runs their scripts in Chromium
+# (crawler/rendering.py): this many pages at once, each given this many seconds (its
+# scripts' requests until the network is idle included), and at most this many requests
+# of its own (scripts, XHR, fetch; images, styles and fonts are never fetched).
+COPYTRACK_RENDER_PAGES = 4
+COPYTRACK_RENDER_TIMEOUT = 20.0
+COPYTRACK_RENDER_REQUESTS = 50
 # Counts reach the run document at least this often (seconds).
 COPYTRACK_PROGRESS_EVERY = 2.0

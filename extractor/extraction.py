@@ -63,6 +63,8 @@ class Extracted:
     date: str | None = None
     extractor: str = "none"
     reason: str | None = None
+    #: No text, and the page is a shell its scripts may fill (text written by JavaScript).
+    scripted: bool = False
 
 
 _WRAPPER_LINE = re.compile(r"""\A\s*<text\b[^>]*>""", re.I)
@@ -364,5 +366,24 @@ def extract(
             if not found
             else f"main text too short ({found} < {options.min_text_chars} characters)"
         )
-        return Extracted("", title, author, date, "none", reason)
+        scripted = _script_shell(tree)
+        if scripted:
+            reason += "; the page shows almost no text but runs scripts, which may write it"
+        return Extracted("", title, author, date, "none", reason, scripted)
     return Extracted(text, title, author, date, extractor)
+
+
+#: A page showing less text than this, scripts apart, may be a shell its scripts fill.
+_SHELL_CHARS = 1000
+
+
+def _script_shell(tree: lxml.html.HtmlElement) -> bool:
+    """Whether the page has scripts and, without them, almost no text (a list page, whose
+    text is links, is not one)."""
+    if not tree.xpath("//script[@src or normalize-space()]"):
+        return False
+    shown = tree.xpath(
+        "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript"
+        " or ancestor::template)]"
+    )
+    return _visible_len("".join(shown)) < _SHELL_CHARS

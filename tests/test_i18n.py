@@ -161,7 +161,8 @@ class _VisibleText(HTMLParser):
 ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "cron", "JSONL",
            "robots", "DOWNLOAD_MAXSIZE", "sha256sum", "token", "create", "NAME", "recheck",
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
-           "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl"}  # fmt: skip
+           "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
+           "Chromium"}  # fmt: skip
 
 
 def _data_words(ctx) -> set[str]:

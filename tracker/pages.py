@@ -40,6 +40,7 @@ class PageInput:
     skip_reason: str | None = None  # why a page has no text to scan (binary, gone, …)
     next_url: str | None = None  # the page continuing it ("下一页"), on the same site
     parts: tuple[str, ...] = ()  # the pages a joined chapter was made of (tracker.chains)
+    rendered: bool = False  # the capture is the page as a browser rendered it (its scripts run)
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,9 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     }
     # Set only when there is one, or else taken away: the indexes on them stay small.
     unset = update["$unset"] = {}
-    for name, value in (("next_url", page.next_url), ("parts", list(page.parts)),
-                        ("skip_reason", page.skip_reason)):  # fmt: skip
+    sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
+              ("skip_reason", page.skip_reason), ("rendered", page.rendered))  # fmt: skip
+    for name, value in sparse:
         if value:
             fields[name] = value
         else:

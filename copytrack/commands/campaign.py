@@ -102,6 +102,12 @@ def campaign() -> None:
     show_default=True,
     help="Do not fetch again pages fetched this recently.",
 )
+@click.option(
+    "--render",
+    is_flag=True,
+    help="Run each page's scripts in Chromium before reading it (sites that write their "
+    "text by script; slower).",
+)
 @click.option("--disabled", is_flag=True, help="Store it without scheduling it.")
 @click.option("--notes", default="", help="Free text.")
 def add(name: str, disabled: bool, **fields: Any) -> None:  # fmt: skip
@@ -118,7 +124,7 @@ def import_(file: Path) -> None:
     """Add or replace the campaigns of a YAML or JSON FILE (one, a list, or {campaigns: [...]}).
 
     Fields: name, seeds, allowed_domains, allow, deny, max_depth, max_pages, schedule,
-    enabled, delay, concurrency, refetch_days, notes. The file is checked as a whole
+    enabled, delay, concurrency, refetch_days, render, notes. The file is checked as a whole
     before anything is stored.
     """
     campaigns = load_campaign_file(file)

@@ -54,7 +54,7 @@ from extractor.decoding import sniff_binary
 
 from ..digest import BOOK_URL, BOOK_WORDS
 from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
-from ..middlewares import SEED, SOURCE, CrawlRefused
+from ..middlewares import RENDER, SEED, SOURCE, CrawlRefused, RenderFailed
 from ..urls import canonicalize
 
 SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
@@ -87,6 +87,7 @@ _FAILURES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((DownloadTimeoutError, TimeoutError, TCPTimedOutError), "timeout"),
     ((CannotResolveHostError, DNSLookupError), "dns"),
     ((DownloadConnectionRefusedError, ConnectionRefusedError), "connection_refused"),
+    ((RenderFailed,), "render_failed"),
     (_CORRUPT_COMPRESSION, "bad_compression"),
 )
 # The messages of Scrapy's IgnoreRequest for its two limits (RedirectMiddleware,
@@ -111,6 +112,7 @@ class CampaignSpider(SitemapSpider):
         max_links: int,
         max_sitemap_urls: int,
         book_maxsize: int = 64 * 1024 * 1024,
+        render: bool = False,
         *args: Any,
         **kwargs: Any,
     ) -> None:
@@ -119,6 +121,7 @@ class CampaignSpider(SitemapSpider):
         self.max_links = max_links
         self.max_sitemap_urls = max_sitemap_urls
         self.max_depth: int | None = campaign.get("max_depth")
+        self.render = render  # pages (not books) are rendered in a browser when HTML
         # Scope is the middlewares' job. One pass over a page's links: whole-book downloads
         # (by their name or their words) apart, then the media and documents skipped.
         self.link_extractor = LinkExtractor(canonicalize=False, unique=True, deny_extensions=())
@@ -137,8 +140,9 @@ class CampaignSpider(SitemapSpider):
         max_links = crawler.settings.getint("COPYTRACK_MAX_LINKS_PER_PAGE")
         max_sitemap_urls = crawler.settings.getint("COPYTRACK_MAX_SITEMAP_URLS")
         book_maxsize = crawler.settings.getint("COPYTRACK_BOOK_MAXSIZE")
+        render = crawler.settings.getbool("COPYTRACK_RENDER")
         return super().from_crawler(
-            crawler, campaign, max_links, max_sitemap_urls, book_maxsize, *args, **kwargs
+            crawler, campaign, max_links, max_sitemap_urls, book_maxsize, render, *args, **kwargs
         )
 
     async def start(self) -> AsyncIterator[Request]:
@@ -155,6 +159,8 @@ class CampaignSpider(SitemapSpider):
         meta = {**(meta or {}), "download_slot": urlsplit(url).netloc}
         if seed:
             meta[SEED] = True
+        if self.render and not meta.get(BOOK):
+            meta[RENDER] = True
         return Request(url, callback=callback, errback=self.on_error, meta=meta)
 
     # ------------------------------------------------------------------ callbacks
@@ -227,6 +233,7 @@ class CampaignSpider(SitemapSpider):
             source=response.meta.get(SOURCE, NETWORK),
             redirected_from=list(response.meta.get("redirect_urls", [])),
             book=response.meta.get(BOOK, False),
+            rendered="rendered" in response.flags,
             next_url=next_url,
             # Reached by its "下一页" link, or by another after that link was seen.
             previous_url=response.meta.get(PREVIOUS) or self.continued.get(here),

@@ -48,6 +48,7 @@ class Campaign:
     delay: float | None = None  # seconds between requests to one site (None: crawler default)
     concurrency: int | None = None  # parallel requests to one site (None: crawler default)
     refetch_days: float = 0.0  # a page fetched more recently is not fetched again
+    render: bool = False  # run each page's scripts in a browser before reading its text
     notes: str = ""
 
     @classmethod
@@ -88,10 +89,11 @@ class Campaign:
                     "(five fields, e.g. '0 3 * * *' for 03:00 UTC daily)"
                 )
             values["schedule"] = schedule.strip()
-        enabled = data.get("enabled", True)
-        if not isinstance(enabled, bool):
-            raise CampaignError(f"enabled: expected true or false, got {enabled!r}")
-        values["enabled"] = enabled
+        for key, default in (("enabled", True), ("render", False)):
+            flag = data.get(key, default)
+            if not isinstance(flag, bool):
+                raise CampaignError(f"{key}: expected true or false, got {flag!r}")
+            values[key] = flag
         notes = data.get("notes") or ""
         if not isinstance(notes, str):
             raise CampaignError("notes: expected text")

@@ -51,6 +51,11 @@ REASONS: dict[str, str] = {
     "binary": "binary content, not text",
     "undecodable": "text that does not decode",
     "no_main_text": "no article text found on the page",
+    "needs_rendering": (
+        "no text in the page as served: its scripts may write it (turn on the campaign's "
+        "rendering in a browser)"
+    ),
+    "render_failed": "fetched, but rendering it in the browser failed or ran out of time",
     "too_slow": "extracting its text took too long",
     "ignored": "dropped by the crawler",
     "unreadable_book": "a book download that cannot be read (damaged, or over the size cap)",

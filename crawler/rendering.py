@@ -1,0 +1,225 @@
+"""Script-rendered pages: a campaign's ``render`` option runs each page's scripts in
+Chromium (scrapy-playwright driving Debian's Chromium) before its text is extracted.
+
+A page is first downloaded as any other (scope, robots.txt, the private-network rule,
+size cap, redirects: the downloader middlewares and Scrapy's own handler). Only an HTML
+page answered 200 is then rendered, from the bytes already fetched: Chromium fetches
+nothing itself. Every request its page makes goes through a route that serves the
+document from those bytes and fetches the page's scripts and data requests (XHR, fetch)
+here, under the private-network rule (``crawler.fetch.download``: one look-up, the socket
+to the address that passed), the size cap and the download timeout, at most
+``COPYTRACK_RENDER_REQUESTS`` per page; images, styles, fonts, media and frames are
+refused (the text needs none of them). Whatever a page might still open around the route
+(a WebSocket, a prefetch) meets a proxy that does not exist, loopback included.
+
+Bounded in time (``COPYTRACK_RENDER_TIMEOUT`` per page, network idle included) and
+concurrency (``COPYTRACK_RENDER_PAGES`` pages at once, one browser). The rendered
+document is the page's capture, stored with ``rendered: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import urllib.error
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page, Route
+from playwright.async_api import Request as BrowserRequest
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.http import Headers, HtmlResponse, Response
+from scrapy.settings import Settings as ScrapySettings
+from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
+from scrapy_playwright.page import PageMethod
+
+from tracker.config import ConfigError
+from tracker.netguard import Lookup, system_lookup
+
+from .fetch import FetchError, download
+from .middlewares import RENDER, RenderFailed
+
+__all__ = ["RenderOptions", "RenderingDownloadHandler", "render_settings", "router"]
+
+log = logging.getLogger(__name__)
+
+#: What a page's scripts may fetch: the text of a chapter comes in by script or request.
+_FETCHED_TYPES = frozenset({"script", "xhr", "fetch"})
+#: Chromium's flags: no sandbox (it runs as the crawl's user, often root in containers),
+#: nothing fetched in the background, every connection not served by the route sent to a
+#: proxy on the discard port (nobody there), loopback not excepted.
+_CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+)
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How a page's own requests are fetched (the crawl's settings, carried in meta)."""
+
+    allow_private: bool
+    timeout: float
+    max_bytes: int
+    max_requests: int
+
+
+def chromium_path() -> Path:
+    """Debian's Chromium (``COPYTRACK_CHROMIUM`` to use another build)."""
+    return Path(os.environ.get("COPYTRACK_CHROMIUM") or "/usr/bin/chromium")
+
+
+def render_settings(settings: ScrapySettings) -> dict[str, Any]:
+    """The overrides of ``settings`` for a campaign that renders: the handler, the browser,
+    its bounds (COPYTRACK_RENDER_PAGES, COPYTRACK_RENDER_TIMEOUT).
+
+    ConfigError when Chromium is missing: a campaign that renders must not quietly crawl
+    without.
+    """
+    chromium = chromium_path()
+    if not os.access(chromium, os.X_OK):
+        raise ConfigError(
+            f"the campaign renders pages in a browser, but there is no Chromium at {chromium}: "
+            "install Debian's (apt-get install chromium) or set COPYTRACK_CHROMIUM to its path"
+        )
+    handler = f"{__name__}.RenderingDownloadHandler"
+    handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), "http": handler, "https": handler}
+    return {
+        "COPYTRACK_RENDER": True,
+        "DOWNLOAD_HANDLERS": handlers,
+        "PLAYWRIGHT_BROWSER_TYPE": "chromium",
+        "PLAYWRIGHT_LAUNCH_OPTIONS": {
+            "executable_path": str(chromium),
+            "headless": True,
+            "args": list(_CHROMIUM_ARGS),
+        },
+        "PLAYWRIGHT_MAX_CONTEXTS": 1,
+        "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": settings.getint("COPYTRACK_RENDER_PAGES"),
+        # Service workers would fetch around the route.
+        "PLAYWRIGHT_CONTEXTS": {"default": {"service_workers": "block"}},
+        "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": settings.getfloat("COPYTRACK_RENDER_TIMEOUT")
+        * 1000,
+    }
+
+
+class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
+    """Scrapy's HTTP download first; then, for a request marked ``RENDER`` answered 200
+    with HTML, the page rendered by Chromium from those bytes."""
+
+    #: How host names are resolved for a page's requests; tests give a fake one.
+    lookup: Lookup = staticmethod(system_lookup)
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        settings = crawler.settings
+        self.timeout_ms = settings.getfloat("COPYTRACK_RENDER_TIMEOUT") * 1000
+        self.options = RenderOptions(
+            allow_private=settings.getbool("COPYTRACK_ALLOW_PRIVATE_NETWORKS"),
+            timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
+            max_bytes=settings.getint("DOWNLOAD_MAXSIZE"),
+            max_requests=settings.getint("COPYTRACK_RENDER_REQUESTS"),
+        )
+
+    async def download_request(self, request: Request) -> Response:
+        fetched = await super().download_request(request)  # no "playwright" meta: HTTP
+        if not request.meta.get(RENDER) or fetched.status != 200:
+            return fetched
+        if not isinstance(fetched, HtmlResponse):
+            return fetched
+        request.meta.update({
+            "playwright": True,
+            "playwright_page_init_callback": router(fetched, self.options, self.lookup),
+            # Scripts that fetch the text after the load event: until the network is idle.
+            "playwright_page_methods": [
+                PageMethod("wait_for_load_state", "networkidle", timeout=self.timeout_ms)
+            ],
+        })  # fmt: skip
+        try:
+            rendered = await super().download_request(request)
+        except PlaywrightError as err:
+            why = str(err).strip().splitlines()[0]
+            raise RenderFailed(f"{fetched.url}: fetched but not rendered: {why}") from None
+        finally:
+            for key in ("playwright", "playwright_page_init_callback", "playwright_page_methods"):
+                request.meta.pop(key, None)
+        # The DOM as text, in UTF-8 whatever the page was served in; the served headers
+        # otherwise (a rendered page is re-checked and evidenced like any other).
+        headers = fetched.headers.copy()
+        headers["Content-Type"] = "text/html; charset=utf-8"
+        return fetched.replace(
+            body=rendered.text.encode("utf-8"),
+            headers=headers,
+            encoding="utf-8",
+            flags=[*fetched.flags, "rendered"],
+        )
+
+
+def router(
+    fetched: Response, options: RenderOptions, lookup: Lookup = system_lookup
+) -> Callable[[Page, Request], Awaitable[None]]:
+    """scrapy-playwright's page init callback for one page: a route serving each of its
+    requests — the document from ``fetched``, scripts and data requests fetched under the
+    crawl's rules (at most ``options.max_requests``), the rest refused."""
+
+    async def route_page(page: Page, request: Request) -> None:
+        budget = [options.max_requests]
+
+        async def serve(route: Route, asked: BrowserRequest) -> None:
+            if asked.is_navigation_request() and asked.frame == page.main_frame:
+                if asked.url.split("#")[0] != fetched.url.split("#")[0]:
+                    await _abort(route)  # a script navigating away
+                else:
+                    await _answer(route, status=200, headers=_plain(fetched.headers),
+                                  body=fetched.body)  # fmt: skip
+                return
+            wanted = asked.resource_type in _FETCHED_TYPES and asked.method in ("GET", "HEAD")
+            if not wanted or budget[0] <= 0:
+                await _abort(route)
+                return
+            budget[0] -= 1
+            try:
+                got = await asyncio.to_thread(
+                    download, asked.url, options.allow_private, options.timeout,
+                    options.max_bytes, lookup,
+                )  # fmt: skip
+            except urllib.error.HTTPError as err:
+                await _answer(route, status=err.code, headers={}, body=b"")
+            except FetchError as err:  # refused, too big, too slow, unreachable
+                log.info("%s: a request of the page not served: %s", fetched.url, err)
+                await _abort(route)
+            else:
+                await _answer(route, status=got.status, headers=_plain(got.headers),
+                              body=got.body)  # fmt: skip
+
+        await page.route("**", serve)
+
+    return route_page
+
+
+async def _answer(route: Route, **response: Any) -> None:
+    with suppress(PlaywrightError):  # the page was closed meanwhile (its time was up)
+        await route.fulfill(**response)
+
+
+async def _abort(route: Route) -> None:
+    with suppress(PlaywrightError):
+        await route.abort("blockedbyclient")
+
+
+def _plain(headers: Mapping[str, str] | Headers) -> dict[str, str]:
+    """Headers as Chromium may be handed them: the body is given decompressed and whole."""
+    if isinstance(headers, Headers):
+        headers = headers.to_unicode_dict()
+    dropped = {"content-encoding", "content-length", "transfer-encoding"}
+    return {k: v for k, v in headers.items() if k.lower() not in dropped}
