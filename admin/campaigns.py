@@ -24,6 +24,7 @@ from tracker.campaigns.outcomes import (
     run_health,
 )
 from tracker.context import Context
+from tracker.discovery.proposals import ProposedSite, proposed_sites
 
 from .i18n import gettext
 
@@ -36,8 +37,18 @@ NUMBER_FIELDS = {
     "delay": float,
     "concurrency": int,
     "refetch_days": float,
+    "sample": int,
 }
-FORM_FIELDS = ("name", *LIST_FIELDS, *NUMBER_FIELDS, "schedule", "enabled", "render", "notes")
+FORM_FIELDS = (
+    "name",
+    "kind",
+    *LIST_FIELDS,
+    *NUMBER_FIELDS,
+    "schedule",
+    "enabled",
+    "render",
+    "notes",
+)
 
 
 class FormError(ValueError):
@@ -66,8 +77,10 @@ def parse_form(form: Mapping[str, str]) -> Campaign:
             data[name] = kind(raw) if raw else None
         except ValueError:
             problems[name] = "give a number, or leave it empty"
-    if data["refetch_days"] is None:
-        del data["refetch_days"]  # tracker's default: always fetch again
+    for name in ("refetch_days", "sample"):
+        if data[name] is None:
+            del data[name]  # tracker's default
+    data["kind"] = (form.get("kind") or "sites").strip()
     data["schedule"] = (form.get("schedule") or "").strip() or None
     data["enabled"] = form.get("enabled") in ("on", "true", "1")
     data["render"] = form.get("render") in ("on", "true", "1")
@@ -80,10 +93,15 @@ def parse_form(form: Mapping[str, str]) -> Campaign:
         raise FormError({_field_of(err): str(err)}) from None
 
 
-def as_form(campaign: Campaign | None) -> dict[str, str]:
-    """A campaign as the strings of its form fields (a new campaign's defaults for None)."""
+def as_form(campaign: Campaign | None, proposed: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A campaign as the strings of its form fields (a new campaign's defaults for None,
+    with the ``name`` and ``seeds`` a proposal gives)."""
     if campaign is None:
-        return {"max_pages": str(Campaign.max_pages), "enabled": "on"}
+        values = {"max_pages": str(Campaign.max_pages), "enabled": "on", "kind": "sites",
+                  "sample": str(Campaign.sample)}  # fmt: skip
+        proposed = proposed or {}
+        values.update({key: proposed[key] for key in ("name", "seeds") if proposed.get(key)})
+        return values
     values = {}
     for name, value in campaign.to_doc().items():
         if isinstance(value, list):
@@ -174,6 +192,11 @@ def problems(
     ctx: Context, run: Mapping[str, Any], outcome: str | None, reason: str | None, page: int
 ) -> ProblemPage:
     return problem_page(ctx, run["_id"], outcome or None, reason or None, page)
+
+
+def proposals(ctx: Context, campaign: str) -> list[ProposedSite]:
+    """The sites a discover campaign found copying works, not yet crawled by a campaign."""
+    return proposed_sites(ctx, campaign)
 
 
 def next_runs(schedule: str | None, count: int = 3) -> list[datetime]:

@@ -37,6 +37,11 @@ WORDS: tuple[str, ...] = (
     N_("mostly failed: %(failed)s URLs failed, %(fetched)s fetched; main reason "
        "%(num)s × %(reason)s"),
     N_("%(fetched)s fetched; %(failed)s failed"), N_("%(fetched)s fetched"),
+    N_("the search engine failed: %(error)s"),
+    N_("nothing searched: today's query budget is spent (%(over_budget)s queries wait "
+       "for tomorrow)"),
+    N_("no new site found: %(asked)s queries asked, %(cached)s answered from the cache, "
+       "%(known)s results on sites already crawled or licensed"),
     # tracker.campaigns.outcomes.REASONS
     N_("the host name does not resolve (DNS)"),
     N_("too slow: no answer within the download timeout"),

@@ -40,6 +40,8 @@ from tracker.campaigns import (
 )
 from tracker.config import ConfigError, Settings
 from tracker.context import Context, follow_servers, process_context
+from tracker.discovery.providers import SearchError, provider_from_settings
+from tracker.discovery.searches import discover
 from tracker.failures import CONNECTION_ERRORS, describe
 from tracker.keys import RedisKeys
 from tracker.servers import ServerStartError
@@ -162,6 +164,20 @@ def _keep_alive(ctx: Context, name: str, run_id: ObjectId, stop: threading.Event
             log.exception("heartbeat of run %s failed", run_id)
 
 
+def discovered(ctx: Context, campaign: Campaign, run: dict[str, Any]) -> Campaign:
+    """A discover campaign with its run's seeds, the search results: looked up by the first
+    crawl process of the run, read from the run by the others. SearchError when no search
+    engine is configured."""
+    if run.get("discovery") is None:
+        found = discover(ctx, campaign.name, provider_from_settings(ctx.settings), campaign.sample)
+        ctx.db.runs.update_one(
+            {"_id": run["_id"], "discovery": {"$exists": False}},
+            {"$set": {"discovery": found.to_doc()}},
+        )
+        run = ctx.db.runs.find_one({"_id": run["_id"]}) or run
+    return campaign.with_seeds(run["discovery"]["seeds"])
+
+
 def crawl(
     ctx: Context,
     campaign: Campaign,
@@ -215,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     beat.start()
     error = None
     try:
+        if campaign.kind == "discover":
+            campaign = discovered(ctx, campaign, run)
         reason = crawl(ctx, campaign, run_id, args.frontier, resume_since)
         if reason == "shutdown":
             error = "interrupted (the crawl process was asked to stop)"
-    except ConfigError as err:
+    except (ConfigError, SearchError) as err:
         log.error("%s", err)
         error = str(err)
     except Exception as err:

@@ -26,11 +26,13 @@ from tracker.config import BY_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-SERVICES = {"mongo", "redis", "worker", "beat", "crawler", "admin", "flower"}
+SERVICES = {"mongo", "redis", "worker", "beat", "crawler", "admin", "flower", "searxng"}
 SERVERS = {"mongo", "redis"}
-APP_SERVICES = SERVICES - SERVERS
+#: Started with `--profile discovery` only: the meta-search engine discover campaigns ask.
+SEARCH = {"searxng"}
+APP_SERVICES = SERVICES - SERVERS - SEARCH
 # Variables the compose file interpolates besides the COPYTRACK_* settings.
-COMPOSE_VARIABLES = ("FLOWER_BASIC_AUTH", "FLOWER_PUBLISH", "ADMIN_PUBLISH")
+COMPOSE_VARIABLES = ("FLOWER_BASIC_AUTH", "FLOWER_PUBLISH", "ADMIN_PUBLISH", "SEARXNG_SECRET")
 
 
 def _compose_config(**variables: str) -> subprocess.CompletedProcess[str]:

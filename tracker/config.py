@@ -14,12 +14,13 @@ import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 CRAWL_FRONTIERS = ("memory", "redis")
 CRAWL_DISPATCHES = ("local", "queue")
+SEARCH_PROVIDERS = ("searxng", "brave")
 LOG_FORMATS = ("text", "json")
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -111,6 +112,10 @@ def _log_level(raw: str) -> str:
     return raw.upper()
 
 
+def _secret(raw: str) -> str | None:
+    return raw or None
+
+
 def _whole_number(low: int, high: int, unit: str) -> Reader:
     def read(raw: str) -> int:
         if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
@@ -177,6 +182,20 @@ SETTINGS: tuple[Setting, ...] = (
             "10000", "10000",
             "crawls pause while more scans than this wait for a worker, until half are "
             "done; `0`: no bound"),
+    Setting("COPYTRACK_SEARCH_PROVIDER", "search_provider", _choice(SEARCH_PROVIDERS),
+            "searxng", "searxng",
+            "the search engine `discover` campaigns ask: `searxng` (your own instance) or "
+            "`brave` (Brave Search API)"),
+    Setting("COPYTRACK_SEARCH_URL", "search_url", _url(("http://", "https://"), ""),
+            "", "(unset)",
+            "the SearXNG instance (`http://searxng:8080`; `json` among its formats), or "
+            "another Brave API endpoint"),
+    Setting("COPYTRACK_SEARCH_API_KEY", "search_api_key", _secret, "", "(unset)",
+            "the commercial search API's key (sent in a header only, never logged)"),
+    Setting("COPYTRACK_SEARCH_DAILY_QUERIES", "search_daily_queries",
+            _whole_number(0, 10**7, "queries"), "100", "100",
+            "search queries all `discover` campaigns may ask per day (UTC) together; answers "
+            "are cached 30 days"),
 )  # fmt: skip
 
 #: variable -> its declaration.
@@ -209,6 +228,10 @@ class Settings:
     crawl_frontier: str = _DEFAULTS["crawl_frontier"]
     crawl_dispatch: str = _DEFAULTS["crawl_dispatch"]
     scan_queue_max: int = _DEFAULTS["scan_queue_max"]
+    search_provider: str = _DEFAULTS["search_provider"]
+    search_url: str | None = None
+    search_api_key: str | None = field(default=None, repr=False)
+    search_daily_queries: int = _DEFAULTS["search_daily_queries"]
 
     @property
     def embedded_mongo(self) -> bool:

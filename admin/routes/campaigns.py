@@ -72,8 +72,10 @@ def _campaign(request: Request, name: str) -> Campaign:
 
 
 @router.get("/campaigns/new")
-def new_campaign(request: Request, user: Admin) -> HTMLResponse:
-    return _form_page(request, seam.as_form(None), None)
+def new_campaign(request: Request, user: Admin, name: str = "", seeds: str = "") -> HTMLResponse:
+    """The form of a new campaign; ``name`` and ``seeds`` filled in when it comes from a
+    site discovery proposed."""
+    return _form_page(request, seam.as_form(None, {"name": name, "seeds": seeds}), None)
 
 
 @router.post("/campaigns/new")
@@ -90,6 +92,7 @@ def campaign_detail(request: Request, user: Viewer, name: str) -> HTMLResponse:
         campaign=campaign,
         next_runs=seam.next_runs(campaign.schedule),
         runs=seam.history(app_context(request), name),
+        proposals=seam.proposals(app_context(request), name) if campaign.kind == "discover" else [],
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +26,10 @@ _NAME = re.compile(r"^[^\W_][\w.-]{0,63}$")
 _LABEL = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
 # host name, IPv4 address or bracketed IPv6 address, then an optional port
 _DOMAIN = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-f:.]+\])(?::\d{{1,5}})?$")
+
+
+#: What a campaign crawls: the sites it lists, or what a search engine finds.
+KINDS = ("sites", "discover")
 
 
 class CampaignError(ValueError):
@@ -49,6 +53,8 @@ class Campaign:
     concurrency: int | None = None  # parallel requests to one site (None: crawler default)
     refetch_days: float = 0.0  # a page fetched more recently is not fetched again
     render: bool = False  # run each page's scripts in a browser before reading its text
+    kind: str = "sites"  # "discover": its seeds are search results (tracker.discovery)
+    sample: int = 20  # discover: works whose sentences one run looks up
     notes: str = ""
 
     @classmethod
@@ -70,13 +76,30 @@ class Campaign:
                 "'-', starting with a letter or digit)"
             )
         values: dict[str, Any] = {"name": name}
+        kind = data.get("kind") or "sites"
+        if kind not in KINDS:
+            raise CampaignError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+        values["kind"] = kind
         values["seeds"] = tuple(_seed(s) for s in _strings(data, "seeds"))
-        if not values["seeds"]:
+        if kind == "sites" and not values["seeds"]:
             raise CampaignError("seeds: give at least one seed URL (page, sitemap or feed)")
+        if kind == "discover" and values["seeds"]:
+            raise CampaignError(
+                "seeds: a discover campaign finds its own (search results); leave them out, "
+                "or make it a sites campaign"
+            )
+        values["sample"] = _number(data, "sample", int, 1, cls.sample)
         values["allowed_domains"] = tuple(_domain(d) for d in _strings(data, "allowed_domains"))
         for key in ("allow", "deny"):
             values[key] = tuple(_regex(key, p) for p in _strings(data, key))
         values["max_depth"] = _number(data, "max_depth", int, 0, cls.max_depth)
+        if kind == "discover":  # the results' pages, and at most the pages they link to
+            depth = values["max_depth"]
+            if depth is not None and depth > 1:
+                raise CampaignError(
+                    "max_depth: a discover campaign crawls its results to depth 0 or 1"
+                )
+            values["max_depth"] = depth or 0
         values["max_pages"] = _number(data, "max_pages", int, 1, cls.max_pages)
         values["delay"] = _number(data, "delay", float, 0, None)
         values["concurrency"] = _number(data, "concurrency", int, 1, None)
@@ -99,6 +122,11 @@ class Campaign:
             raise CampaignError("notes: expected text")
         values["notes"] = notes
         return cls(**values)
+
+    def with_seeds(self, seeds: list[str]) -> Campaign:
+        """This discover campaign crawling ``seeds`` (its search results), on their sites."""
+        sites = tuple(dict.fromkeys(urlsplit(seed).netloc.lower() for seed in seeds))
+        return replace(self, seeds=tuple(seeds), allowed_domains=sites)
 
     def domains(self) -> tuple[str, ...]:
         """The allowed domains, or the seeds' ``host[:port]`` when none are given."""

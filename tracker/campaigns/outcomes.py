@@ -175,6 +175,28 @@ def _main_reason(counts: Mapping[str, int]) -> dict[str, str]:
     return {"num": f"{n:,}", "reason": explain(reason)}
 
 
+def _search_health(search: Mapping[str, Any], fetched: int) -> Health:
+    """A discover run that found nothing to crawl, or whose search engine failed."""
+    if search.get("error"):
+        level = "warning" if fetched else "error"
+        return Health(level, "the search engine failed: %(error)s", {"error": search["error"]})
+    counts = {name: f"{search.get(name, 0):,}" for name in ("asked", "cached", "known",
+                                                           "over_budget")}  # fmt: skip
+    if search.get("over_budget") and not search.get("asked"):
+        return Health(
+            "warning",
+            "nothing searched: today's query budget is spent (%(over_budget)s queries wait "
+            "for tomorrow)",
+            counts,
+        )
+    return Health(
+        "ok",
+        "no new site found: %(asked)s queries asked, %(cached)s answered from the cache, "
+        "%(known)s results on sites already crawled or licensed",
+        counts,
+    )
+
+
 def run_health(run: Mapping[str, Any]) -> Health:
     """Red: the run failed, or it is over and fetched nothing; amber: most of its URLs
     failed; green otherwise (a run still going is judged on what it did so far)."""
@@ -186,6 +208,9 @@ def run_health(run: Mapping[str, Any]) -> Health:
     if run.get("state") == "failed":
         return Health("error", run.get("error") or "the run failed")
     done = run.get("state") in ("scanning", "finished")
+    search = run.get("discovery")
+    if search is not None and (search.get("error") or (done and not search["seeds"])):
+        return _search_health(search, fetched)
     if done and fetched == 0:
         why = failed or skipped
         if why:
