@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from tracker.campaigns import (
+    KINDS,
     Campaign,
     CampaignBusy,
     CampaignError,
@@ -58,9 +59,24 @@ def campaign() -> None:
     "--seed",
     "seeds",
     multiple=True,
-    required=True,
     metavar="URL",
-    help="Page, sitemap (or robots.txt) or RSS/Atom feed to start from; repeatable.",
+    help="Page, sitemap (or robots.txt) or RSS/Atom feed to start from; repeatable "
+    "(none for --kind discover).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(KINDS),
+    default="sites",
+    show_default=True,
+    help="sites: crawl the seeds' sites; discover: crawl what a search engine finds for "
+    "the library's most distinctive sentences (COPYTRACK_SEARCH_URL).",
+)
+@click.option(
+    "--sample",
+    type=int,
+    default=Campaign.sample,
+    show_default=True,
+    help="discover: works whose sentences one run looks up (in turn, round the library).",
 )
 @click.option(
     "--allow-domain",
@@ -124,8 +140,8 @@ def import_(file: Path) -> None:
     """Add or replace the campaigns of a YAML or JSON FILE (one, a list, or {campaigns: [...]}).
 
     Fields: name, seeds, allowed_domains, allow, deny, max_depth, max_pages, schedule,
-    enabled, delay, concurrency, refetch_days, render, notes. The file is checked as a whole
-    before anything is stored.
+    enabled, delay, concurrency, refetch_days, render, kind, sample, notes. The file is
+    checked as a whole before anything is stored.
     """
     campaigns = load_campaign_file(file)
     ctx = open_context()

@@ -12,7 +12,7 @@
 The public names of all of them are importable from ``tracker.campaigns``.
 """
 
-from .definition import Campaign, CampaignError, check_seeds, load_campaign_file
+from .definition import KINDS, Campaign, CampaignError, check_seeds, load_campaign_file
 from .dispatch import (
     CRAWL_COMMAND,
     crawl_log_path,
@@ -69,6 +69,7 @@ __all__ = [
     "HEARTBEAT_EVERY",
     "HEARTBEAT_STALE",
     "KEPT_PER_CRAWLER",
+    "KINDS",
     "LOCK_TTL",
     "OUTCOMES",
     "QUEUE_WAIT",
