@@ -45,6 +45,9 @@ class Alignment:
     # The part of matched_weight inside k-grams that match exactly: the evidence of copying,
     # without the gaps that chaining bridges (edits, or mere paraphrase of the same story).
     exact_weight: float
+    # Per span, its longest stretch matching exactly (same weights): a quoted or excerpted
+    # passage shows as one long stretch, phrases shared by chance as several short ones.
+    longest_exact: tuple[float, ...] = ()
 
 
 def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
@@ -187,6 +190,10 @@ def align_letters(
         matched_letters=master_letters,
         matched_weight=total(master_union),
         exact_weight=total(exact_union),
+        longest_exact=tuple(
+            max((float(weight[hi] - weight[lo]) for lo, hi in chain[4]), default=0.0)
+            for chain in chains
+        ),
     )
 
 

@@ -244,6 +244,36 @@ def excerpt(text: str, rng: random.Random, fraction: float = 0.3, filler: str = 
     return "\n".join([*paragraphs[:at], piece, *paragraphs[at:]])
 
 
+_WORD = re.compile(r"\S+\s*")
+
+
+def short_excerpt(text: str, rng: random.Random, size: int = 30, filler: str = "") -> str:
+    """Copy ``size`` characters of Chinese text (``size`` words of English) from the start
+    of one of its sentences — a quotation-sized stretch — into ``filler`` (between two of
+    its paragraphs), or alone when there is none."""
+    cjk = is_cjk(text)
+    flat = " ".join(text.split()) if not cjk else "".join(text.split())
+    starts, at = [], 0
+    for unit in sentences(flat):
+        starts.append(at)
+        at += len(unit)
+    if cjk:
+        fits = [s for s in starts if s + size <= len(flat)] or [0]
+        start = rng.choice(fits)
+        piece = flat[start : start + size]
+    else:
+        words = [(m.start(), m.group()) for m in _WORD.finditer(flat)]
+        word_at = {offset: n for n, (offset, _) in enumerate(words)}
+        fits = [word_at[s] for s in starts if s in word_at and word_at[s] + size <= len(words)]
+        first = rng.choice(fits or [0])
+        piece = "".join(w for _, w in words[first : first + size]).strip()
+    if not filler:
+        return piece
+    paragraphs = filler.split("\n")
+    place = rng.randint(0, len(paragraphs))
+    return "\n".join([*paragraphs[:place], piece, *paragraphs[place:]])
+
+
 def insert_ads(
     text: str, rng: random.Random, every: int = 2, ads: Sequence[str] | None = None
 ) -> str:
@@ -289,6 +319,7 @@ ATTACKS: dict[str, Attack] = {
     "paragraph_shuffle": paragraph_shuffle,
     "sentence_shuffle": sentence_shuffle,
     "excerpt": excerpt,
+    "short_excerpt": short_excerpt,
     "insert_ads": insert_ads,
     "merge": merge,
     "combine": combine,
@@ -299,6 +330,8 @@ def copied_fraction(name: str, strength: dict[str, Any]) -> float:
     """About how much of the master an attack leaves on the page (1.0 = all of it)."""
     if name == "excerpt":
         return float(strength.get("fraction", 0.3))
+    if name == "short_excerpt":
+        return 0.1  # ~30-60 characters of a 200-700-character brief
     if name == "combine":
         steps = strength.get("steps", DEFAULT_STEPS)
         return reduce(lambda acc, step: acc * copied_fraction(*step), steps, 1.0)

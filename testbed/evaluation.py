@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import multiprocessing
 import platform
 import random
@@ -48,6 +49,11 @@ LANGS = ("zh", "en")
 #: translation), and excerpt attacks of fraction f only use masters of at least
 #: ``MIN_EXCERPT_CHARS[lang] / f`` characters.
 MIN_EXCERPT_CHARS = {"zh": 150, "en": 300}
+#: News briefs: the short works short excerpts are taken from (characters).
+SHORT_WORK_CHARS = (200, 700)
+#: A short excerpt copies this many Chinese characters, or English words, of a brief: the
+#: shortest stretches a publisher asks to find (quotation-sized; reported with their size).
+SHORT_EXCERPT_SIZES = {"zh": (30, 50), "en": (25, 40)}
 #: Longest paragraph of a suspect page: pages break text into short paragraphs, so that a
 #: news article has enough of them for ads every 3 paragraphs and shuffles to matter.
 PARAGRAPH_CHARS = 200
@@ -55,8 +61,11 @@ PARAGRAPH_CHARS = 200
 NEGATIVE_SHARE = 0.3
 #: Two corpus documents sharing this many characters of exact common text (letters and
 #: digits, in passages of at least ``SHINGLE[lang]`` characters, boilerplate excluded) are
-#: related: news outlets reuse each other's sentences and paragraphs.
-REUSE_CHARS = 50
+#: related: news outlets reuse each other's sentences and paragraphs, novels quote a poem
+#: twice. As short as the shortest copied stretch copytrack reports (a Chinese quotation
+#: of ~24 characters, MatchSettings.min_excerpt_letters): a passage that size shared by two
+#: documents is a real quotation, reported with its size, not an error.
+REUSE_CHARS = {"zh": 24, "en": 50}
 #: Shortest common passage that counts: ~12 Chinese characters, ~6 English words.
 SHINGLE = {"zh": 12, "en": 30}
 #: A passage found in this many corpus documents is boilerplate (a site footer, a
@@ -85,10 +94,16 @@ class Variant:
 
     def min_chars(self, lang: str) -> int:
         """Shortest master this variant uses (excerpts need enough text to copy)."""
+        if self.attack == "short_excerpt":
+            return SHORT_WORK_CHARS[0]
         if self.attack != "excerpt":
             return 0
         chars = MIN_EXCERPT_CHARS.get(lang, max(MIN_EXCERPT_CHARS.values()))
         return round(chars / self.strength["fraction"])
+
+    def max_chars(self) -> float:
+        """Longest master this variant uses (short excerpts come from short works)."""
+        return SHORT_WORK_CHARS[1] if self.attack == "short_excerpt" else math.inf
 
 
 POSITIVES: tuple[Variant, ...] = (
@@ -100,6 +115,11 @@ POSITIVES: tuple[Variant, ...] = (
     Variant("paragraph shuffle", "paragraph_shuffle"),
     Variant("sentence shuffle", "sentence_shuffle"),
     *(Variant(f"excerpt {p}%", "excerpt", {"fraction": p / 100}) for p in (10, 30, 60)),
+    *(
+        Variant(f"short excerpt {n} {unit}", "short_excerpt", {"size": n}, (lang,))
+        for lang, unit in (("zh", "chars"), ("en", "words"))
+        for n in SHORT_EXCERPT_SIZES[lang]
+    ),
     *(Variant(f"ads every {n}", "insert_ads", {"every": n}) for n in (1, 3)),
     Variant("merge", "merge"),
     Variant("combined", "combine", {"steps": COMBINED_STEPS}),
@@ -216,7 +236,9 @@ def reuse(docs: Sequence[Document], masters: Sequence[Document]) -> dict[str, se
     of the fingerprints, so that it counts neither for nor against the matcher. ``masters``
     must be among ``docs``, whose passages decide what is boilerplate.
     """
-    size = SHINGLE.get(masters[0].lang if masters else "", min(SHINGLE.values()))
+    lang = masters[0].lang if masters else ""
+    size = SHINGLE.get(lang, min(SHINGLE.values()))
+    reuse_chars = REUSE_CHARS.get(lang, max(REUSE_CHARS.values()))
     windows_of = {doc.id: _shingles(doc.text, size) for doc in docs}
     values, df = np.unique(
         np.concatenate([np.empty(0, np.uint64), *map(np.unique, windows_of.values())]),
@@ -252,7 +274,7 @@ def reuse(docs: Sequence[Document], masters: Sequence[Document]) -> dict[str, se
         step[np.diff(owner, append=-1) != 0] = size
         covered = np.bincount(owner, np.minimum(step, size), minlength=len(masters))
         related[doc.id] = {
-            masters[i].id for i in np.flatnonzero(covered >= REUSE_CHARS) if masters[i].id != doc.id
+            masters[i].id for i in np.flatnonzero(covered >= reuse_chars) if masters[i].id != doc.id
         }
     return related
 
@@ -305,7 +327,7 @@ def _positive(
 ) -> Suspect:
     extra: dict[str, Any] = {}
     copied, sources = [master], [master]
-    if variant.attack == "excerpt":
+    if variant.attack in ("excerpt", "short_excerpt"):
         sources.append(pools.other_like(master, rng))
         extra["filler"] = _page(sources[1])
     elif variant.attack == "merge":
@@ -367,7 +389,7 @@ def build_benchmark(
             )
         pools = _Pools(pool, n_masters, random.Random(f"{seed}:{lang}"))
         variants = [
-            (v, [m for m in pools.masters if len(m.text) >= v.min_chars(lang)])
+            (v, [m for m in pools.masters if v.min_chars(lang) <= len(m.text) <= v.max_chars()])
             for v in POSITIVES
             if lang in v.langs
         ]

@@ -45,6 +45,9 @@ CORPUS = (("zh_news", 300), ("zh_novel", 60), ("en_news", 300), ("en_novel", 40)
 # with no false positive; one miss per attack (of ~12 suspects) stays above the floor.
 FLOORS = {"f1": 0.985, "precision": 0.99, "recall": 0.98}
 ATTACK_RECALL_FLOOR = 0.9
+# 30 characters hold a whole indexed granule about 70% of the time (docs/accuracy.md,
+# "Short excerpts"): the measured limit of the fingerprint, not a miss to fix here.
+SHORTEST_EXCERPT_FLOOR = {"short excerpt 30 chars": 0.5}
 MAX_HARD_FALSE_POSITIVES = 1  # of 60 hard negatives per language
 
 
@@ -74,7 +77,14 @@ def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):
     variants = {v.label: v for v in POSITIVES}
     for lang in LANGS:
         labels = {s.label for s in bench.suspects if s.lang == lang}
-        assert labels == {v.label for v in POSITIVES if lang in v.langs} | set(NEGATIVES)
+        # Every variant that has a master of its size (short excerpts: news briefs).
+        sizes = [len(m.text) for m in bench.masters if m.lang == lang]
+        usable = {
+            v.label
+            for v in POSITIVES
+            if lang in v.langs and any(v.min_chars(lang) <= n <= v.max_chars() for n in sizes)
+        }
+        assert labels == usable | set(NEGATIVES)
     for suspect in bench.suspects:
         assert set(suspect.expected) <= masters.keys()
         assert (suspect.label in NEGATIVES) == (not suspect.expected)
@@ -82,8 +92,9 @@ def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):
         if suspect.label == "merge":
             assert len(set(suspect.expected)) == 2
         if suspect.label in variants:
-            shortest = variants[suspect.label].min_chars(suspect.lang)
-            assert len(masters[suspect.expected[0]].text) >= shortest
+            variant = variants[suspect.label]
+            size = len(masters[suspect.expected[0]].text)
+            assert variant.min_chars(suspect.lang) <= size <= variant.max_chars()
 
 
 def test_negatives_and_fillers_reuse_no_master_and_hard_negatives_share_a_group(bench):
@@ -127,7 +138,8 @@ def test_accuracy_on_real_servers_stays_above_the_floors(ctx, bench):
         assert hard.flagged <= MAX_HARD_FALSE_POSITIVES, (lang, hard)
         for label, s in scores[lang].items():
             if s.expected:
-                assert s.recall >= ATTACK_RECALL_FLOOR, (lang, label, s)
+                floor = SHORTEST_EXCERPT_FLOOR.get(label, ATTACK_RECALL_FLOOR)
+                assert s.recall >= floor, (lang, label, s)
     data = report_json(evaluation)
     assert data["index"]["postings"] == ctx.index.stats().postings > 0
     assert set(data["languages"]) == set(LANGS)

@@ -136,3 +136,52 @@ def test_merged_masters_are_both_reported_with_passages(library):
 def test_results_are_deterministic(library):
     query = ZH[5][:300] + ZH[6][100:500] + ZH[7]
     assert match_text(library, query) == match_text(library, query)
+
+
+def _brief(text: str) -> str:
+    """A news brief: the article's first sentences, up to 600 characters."""
+    head = "".join(text.split())[:600]
+    return head[: head.rfind("。") + 1] or head
+
+
+# Short works made of articles used nowhere else here (not masters, not fillers).
+BRIEFS = [brief for brief in map(_brief, ZH[60:80]) if len(brief) >= 200]
+
+
+def _brief_library(ctx):
+    for i, text in enumerate(BRIEFS):
+        add_work(ctx, Work(text=text, external_id=f"b{i}"))
+    return ctx
+
+
+def test_a_short_excerpt_of_a_brief_is_reported_with_its_size(ctx):
+    """50 characters of a news brief quoted inside an unrelated article: found, and the
+    finding says how much was copied (so reviewers tell a quotation from a copy)."""
+    _brief_library(ctx)
+    found = 0
+    for i, brief in enumerate(BRIEFS):
+        piece = brief[len(brief) // 3 : len(brief) // 3 + 50]
+        page = UNRELATED[i % 20] + "\n" + piece + "\n" + UNRELATED[(i + 1) % 20]
+        matches = {m.master.external_id: m for m in match_text(ctx, page)}
+        # Another brief is reported only if it has the piece too (briefs rewrite each other).
+        for name in set(matches) - {f"b{i}"}:
+            other = BRIEFS[int(name[1:])]
+            common = SequenceMatcher(None, other, piece, autojunk=False).find_longest_match()
+            assert common.size >= 24, (name, piece)
+        if f"b{i}" in matches:
+            found += 1
+            # the piece, give or take its edges
+            assert 40 <= matches[f"b{i}"].copied_chars <= 60
+    assert len(BRIEFS) >= 15 and found >= 0.9 * len(BRIEFS)
+
+
+def test_names_and_stock_phrases_shorter_than_the_minimum_are_not_reported(ctx):
+    """The longest stretch a page shares with a work decides: 20 characters of a brief (a
+    name, a stock phrase) are below the minimum; the same page with 40 is reported."""
+    _brief_library(ctx)
+    flat = BRIEFS[0]
+    filler = UNRELATED[0] + "\n{}\n" + UNRELATED[1]
+    assert match_text(ctx, filler.format(flat[60:80])) == []
+    assert [m.master.external_id for m in match_text(ctx, filler.format(flat[60:110]))] == ["b0"]
+    strict = MatchSettings(min_excerpt_chars=60)
+    assert match_text(ctx, filler.format(flat[60:110]), strict) == []

@@ -187,6 +187,10 @@ def test_notices_need_a_confirmed_finding_and_are_recorded_with_their_hash(libra
         set_notice_sender(ctx, password="x")
 
 
+def copied_of(findings: list[dict]) -> list[int]:
+    return [f["copied_chars"] for f in findings]
+
+
 def test_filters_parse_and_select_findings(library):
     ctx = library
     ids = [found_on(ctx, f"https://s{i}.filter.example/{i}", i) for i in range(3)]
@@ -201,9 +205,17 @@ def test_filters_parse_and_select_findings(library):
     assert find_findings(ctx, parse_filter({"since": str(today + timedelta(1))})).total == 0
     assert find_findings(ctx, parse_filter({"until": str(today + timedelta(1))})).total == 4
     assert find_findings(ctx, parse_filter({"min_score": "0.99", "max_score": "1"})).total >= 1
+    # How much was copied: whole works here, so none is quotation-sized.
+    copied = ctx.db.findings.distinct("copied_chars")
+    assert copied and min(copied) > 200
+    assert find_findings(ctx, parse_filter({"max_copied": "200"})).total == 0
+    assert find_findings(ctx, parse_filter({"min_copied": str(min(copied))})).total == 4
+    by_size = find_findings(ctx, parse_filter({"sort": "-copied_chars"})).items
+    assert [f["copied_chars"] for f in by_size] == sorted(copied_of(by_size), reverse=True)
     paged = find_findings(ctx, FindingFilter(sort="domain"), page=2, per_page=3)
     assert paged.pages == 2 and len(paged.items) == 1 and paged.items[0]["domain"].startswith("s2")
-    for bad in ({"status": "gone"}, {"sort": "text"}, {"min_score": "2"}, {"since": "soon"}):
+    for bad in ({"status": "gone"}, {"sort": "text"}, {"min_score": "2"}, {"since": "soon"},
+                {"min_copied": "-5"}, {"max_copied": "lots"}):  # fmt: skip
         with pytest.raises(FilterError):
             parse_filter(bad)
     assert FindingFilter(status=("new",), min_score=0.5).as_params() == {

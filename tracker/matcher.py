@@ -22,9 +22,11 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,9 @@ class MatchSettings:
     """Thresholds of the matcher (defaults chosen by measurement, see docs/accuracy.md)."""
 
     min_hits: int = 2
+    # A master hit once only is aligned too, but reported only as a short excerpt (below):
+    # one granule is all a quotation-sized copy may hold.
+    min_excerpt_hits: int = 1
     max_candidates: int | None = None
     # A fingerprint in more masters than max_df, or than max_df_share of the library once
     # that is more, is ignored: one in 20 of 1,000 works is boilerplate, one in 20 of a
@@ -56,6 +61,13 @@ class MatchSettings:
     max_df_share: float = 0.0002
     min_shared_hits: int = 12
     min_matched_letters: int = 100
+    # A shorter copy (a quotation-sized excerpt of a news brief) is reported when one of
+    # its passages holds a stretch copied character for character — letters and digits,
+    # punctuation and spacing aside — of this many Chinese characters, or this many Latin
+    # letters and digits (~15 English words): names and stock phrases are shorter
+    # (docs/accuracy.md, "Short excerpts").
+    min_excerpt_chars: int = 24
+    min_excerpt_latin_chars: int = 80
     min_coverage: float = 0.05
     whole_master_coverage: float = 0.8
     boilerplate_max_chars: int = 150
@@ -92,6 +104,9 @@ class Match:
     master_coverage: float
     suspect_coverage: float
     spans: tuple[Span, ...]
+    #: Characters of the work inside the matched passages: how much was copied, so that a
+    #: quotation-sized excerpt is told from a copy.
+    copied_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +135,12 @@ class Candidate:
         shared = int(np.count_nonzero(self.shared[inside]))
         return shared > int(np.count_nonzero(inside)) - shared
 
+    def is_own(self, span: Span) -> bool:
+        """A fingerprint inside this passage is this master's alone: text no other work
+        has, not a phrase or footer that several share."""
+        inside = (span.suspect_start <= self.starts) & (self.ends <= span.suspect_end)
+        return bool(np.count_nonzero(inside & ~self.shared))
+
 
 def candidates(
     ctx: Context, text: str, settings: MatchSettings = DEFAULT_MATCH_SETTINGS
@@ -143,7 +164,8 @@ def candidates(
     shared = found.df[order] > 1
     ids, first, hits = np.unique(master, return_index=True, return_counts=True)
     distinctive = np.add.reduceat(~shared, first)
-    keep = (hits >= settings.min_hits) & ((distinctive > 0) | (hits >= settings.min_shared_hits))
+    fewest = min(settings.min_hits, settings.min_excerpt_hits)
+    keep = (hits >= fewest) & ((distinctive > 0) | (hits >= settings.min_shared_hits))
     ranked = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-hits[i], ids[i]))
     starts, ends = query.starts[position], query.ends[position]
     out = []
@@ -151,6 +173,40 @@ def candidates(
         rows = slice(first[i], first[i] + hits[i])
         out.append(Candidate(int(ids[i]), int(hits[i]), starts[rows], ends[rows], shared[rows]))
     return out
+
+
+def _is_excerpt(
+    master: str, suspect: str, span: Span, longest_exact: float, settings: MatchSettings
+) -> bool:
+    """Whether a passage copies a stretch of ``min_excerpt_chars`` Chinese characters (or
+    ``min_excerpt_latin_chars`` Latin letters and digits) character for character. Its
+    letters matching exactly (``longest_exact``, pinyin initials) is the cheap test first:
+    homophones and templates whose numbers differ match in letters, not in characters."""
+    if longest_exact < min(settings.min_excerpt_chars, settings.min_excerpt_latin_chars / 2):
+        return False
+    copied = _alnum(master[span.master_start : span.master_end])
+    page = _alnum(suspect[span.suspect_start : span.suspect_end])
+    stretch = SequenceMatcher(None, copied, page, autojunk=False).find_longest_match()
+    words = copied[stretch.a : stretch.a + stretch.size]
+    latin = sum(c.isascii() for c in words)
+    needed = (
+        settings.min_excerpt_latin_chars if latin * 2 > len(words) else settings.min_excerpt_chars
+    )
+    return stretch.size >= needed
+
+
+def _copied_chars(spans: Iterable[Span]) -> int:
+    """Characters of the master covered by ``spans`` (overlaps counted once)."""
+    total, reached = 0, 0
+    for start, end in sorted((s.master_start, s.master_end) for s in spans):
+        total += max(0, end - max(start, reached))
+        reached = max(reached, end)
+    return total
+
+
+def _alnum(text: str) -> str:
+    """Letters and digits only, compatibility forms folded (full-width digits, case)."""
+    return "".join(filter(str.isalnum, unicodedata.normalize("NFKC", text).casefold()))
 
 
 def _window(suspect: Letters, candidate: Candidate) -> Letters:
@@ -210,11 +266,15 @@ def match_text(
         # Coverage of the whole suspect, not of the window.
         suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect)
         coverage = max(alignment.master_coverage, suspect_coverage)
-        enough = (
+        excerpt = any(
+            _is_excerpt(master["text"], text, span, longest, settings) and candidate.is_own(span)
+            for span, longest in zip(alignment.spans, alignment.longest_exact, strict=True)
+        )
+        enough = candidate.hits >= settings.min_hits and (
             alignment.exact_weight >= settings.min_matched_letters
             or alignment.master_coverage >= settings.whole_master_coverage
         )
-        if not enough or coverage < settings.min_coverage:
+        if not (excerpt or (enough and coverage >= settings.min_coverage)):
             continue
         matches.append(
             Match(
@@ -224,6 +284,7 @@ def match_text(
                 master_coverage=round(alignment.master_coverage, 4),
                 suspect_coverage=round(suspect_coverage, 4),
                 spans=alignment.spans,
+                copied_chars=_copied_chars(alignment.spans),
             )
         )
     matches.sort(key=lambda m: (-m.score, -m.hits, m.master.id))

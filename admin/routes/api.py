@@ -129,6 +129,7 @@ class MatchOut(BaseModel):
     hits: int
     work_coverage: float = Field(description="Fraction of the work found in the text.")
     text_coverage: float = Field(description="Fraction of the text copied from the work.")
+    copied_chars: int = Field(description="Characters of the work in the matched passages.")
     passages: list[PassageOut]
 
 
@@ -202,6 +203,9 @@ class FindingOut(BaseModel):
     hits: int
     work_coverage: float
     page_coverage: float
+    copied_chars: int | None = Field(
+        None, description="Characters of the work copied (none for findings of old scans)"
+    )
     first_seen: datetime
     last_seen: datetime
     page_id: str
@@ -312,6 +316,7 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
         hits=doc["hits"],
         work_coverage=doc["master_coverage"],
         page_coverage=doc["suspect_coverage"],
+        copied_chars=doc.get("copied_chars"),
         first_seen=doc["first_seen"],
         last_seen=doc["last_seen"],
         page_id=str(doc["page_id"]),
@@ -358,6 +363,7 @@ def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
                 hits=m.hits,
                 work_coverage=m.master_coverage,
                 text_coverage=m.suspect_coverage,
+                copied_chars=m.copied_chars,
                 passages=[
                     PassageOut(
                         work_start=s.master_start,
@@ -440,6 +446,13 @@ def list_findings(
     campaign: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
+    min_copied: Annotated[
+        int | None, Query(ge=0, le=10**9, description="At least this many characters copied")
+    ] = None,
+    max_copied: Annotated[
+        int | None,
+        Query(ge=0, le=10**9, description="At most this many: quotation-sized excerpts"),
+    ] = None,
     since: Annotated[date | None, Query(description="First seen on or after this day")] = None,
     until: Annotated[date | None, Query(description="First seen on or before this day")] = None,
     notice: Annotated[

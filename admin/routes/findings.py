@@ -59,6 +59,7 @@ SORT_CHOICES = (
     ("-first_seen", N_("First seen")),
     ("-score", N_("Score")),
     ("-master_coverage", N_("Work coverage")),
+    ("-copied_chars", N_("Most copied")),
     ("-hits", N_("Hits")),
     ("domain", N_("Domain")),
 )

@@ -23,6 +23,7 @@ CSV_COLUMNS = (
     ("dismiss_reason", lambda f: f.get("dismiss_reason")),
     ("score", lambda f: f.get("score")),
     ("work_coverage", lambda f: f.get("master_coverage")),
+    ("copied_chars", lambda f: f.get("copied_chars")),
     ("page_coverage", lambda f: f.get("suspect_coverage")),
     ("hits", lambda f: f.get("hits")),
     ("first_seen", lambda f: iso(f.get("first_seen"))),

@@ -24,7 +24,15 @@ from .status import STATUSES
 
 #: Sort keys a findings list accepts; ``-key`` sorts descending.
 _WITH_PORT = re.compile(r"[^:]+:\d{1,5}")
-SORT_KEYS = ("last_seen", "first_seen", "score", "hits", "master_coverage", "domain")
+SORT_KEYS = (
+    "last_seen",
+    "first_seen",
+    "score",
+    "hits",
+    "master_coverage",
+    "copied_chars",
+    "domain",
+)
 
 
 DEFAULT_SORT = "-last_seen"
@@ -56,6 +64,9 @@ class FindingFilter:
     campaign: str | None = None
     min_score: float | None = None
     max_score: float | None = None
+    # Characters of the work copied: a quotation-sized excerpt or a copy.
+    min_copied: int | None = None
+    max_copied: int | None = None
     since: date | None = None  # first seen on or after
     until: date | None = None  # first seen on or before
     page_id: ObjectId | None = None  # the findings of one page (a whole book copies many works)
@@ -72,6 +83,8 @@ class FindingFilter:
             "campaign": self.campaign,
             "min_score": self.min_score,
             "max_score": self.max_score,
+            "min_copied": self.min_copied,
+            "max_copied": self.max_copied,
             "since": self.since,
             "until": self.until,
             "page_id": self.page_id,
@@ -103,6 +116,16 @@ def _share(params: Mapping[str, str], name: str) -> float | None:
         return fraction
     percent = _bounded(params, f"{name}_pct", 100, "a percentage")
     return None if percent is None else percent / 100
+
+
+def _characters(params: Mapping[str, str], name: str) -> int | None:
+    """A whole number of characters in parameter ``name``; None if not given."""
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > 10**9:
+        raise FilterError(f"{name}={raw!r}: give a whole number of characters")
+    return int(raw)
 
 
 def _date(params: Mapping[str, str], name: str) -> date | None:
@@ -142,6 +165,8 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
         campaign=text("campaign"),
         min_score=_share(params, "min"),
         max_score=_share(params, "max"),
+        min_copied=_characters(params, "min_copied"),
+        max_copied=_characters(params, "max_copied"),
         since=_date(params, "since"),
         until=_date(params, "until"),
         page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,
@@ -206,6 +231,13 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
         score["$lte"] = flt.max_score
     if score:
         clauses.append({"score": score})
+    copied: dict[str, int] = {}
+    if flt.min_copied is not None:
+        copied["$gte"] = flt.min_copied
+    if flt.max_copied is not None:
+        copied["$lte"] = flt.max_copied
+    if copied:
+        clauses.append({"copied_chars": copied})
     seen: dict[str, datetime] = {}
     if flt.since:
         seen["$gte"] = day_start(flt.since)

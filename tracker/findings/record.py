@@ -36,6 +36,7 @@ def _finding_fields(match: Match) -> dict[str, Any]:
         "master_coverage": match.master_coverage,
         "suspect_coverage": match.suspect_coverage,
         "spans": [list(span) for span in match.spans],
+        "copied_chars": match.copied_chars,
     }
 
 
