@@ -3,7 +3,7 @@
 No I/O, no storage: the tracker package stores and queries what this package computes.
 """
 
-from .align import Alignment, Span, align, align_letters
+from .align import Alignment, KgramIndex, Span, align, align_letters
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -22,6 +22,7 @@ __all__ = [
     "Fingerprint",
     "FingerprintArray",
     "FingerprintParams",
+    "KgramIndex",
     "Letters",
     "ReferenceFrame",
     "Span",

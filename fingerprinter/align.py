@@ -64,13 +64,28 @@ def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
     return codes.astype(np.uint64, copy=False)
 
 
+@dataclass(frozen=True)
+class KgramIndex:
+    """A master's k-grams sorted (``codes``) with their positions (``order``): what each
+    alignment against the master would otherwise sort again."""
+
+    k: int
+    codes: np.ndarray
+    order: np.ndarray
+
+    @classmethod
+    def of(cls, letters: np.ndarray, k: int) -> KgramIndex:
+        codes = kgram_codes(letters, k)
+        order = np.argsort(codes, kind="stable").astype(np.int32)
+        return cls(k, codes[order], order)
+
+
 def _matching_pairs(
-    master: np.ndarray, suspect: np.ndarray, k: int
+    master: KgramIndex, suspect: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(master position, suspect position) of every shared k-gram, common k-grams excluded."""
-    m_codes, s_codes = kgram_codes(master, k), kgram_codes(suspect, k)
-    order = np.argsort(m_codes, kind="stable")
-    sorted_codes = m_codes[order]
+    s_codes = kgram_codes(suspect, k)
+    order, sorted_codes = master.order, master.codes
     left = np.searchsorted(sorted_codes, s_codes, side="left")
     right = np.searchsorted(sorted_codes, s_codes, side="right")
     hits = right - left
@@ -149,14 +164,19 @@ def align_letters(
     suspect: Letters,
     params: FingerprintParams | None = None,
     keep: Callable[[Span], bool] | None = None,
+    master_kgrams: KgramIndex | None = None,
 ) -> Alignment:
     """``align`` on letter streams that the caller already computed.
 
-    ``keep`` may veto spans (e.g. boilerplate) before coverage is computed.
+    ``keep`` may veto spans (e.g. boilerplate) before coverage is computed;
+    ``master_kgrams``, the master's ``KgramIndex`` for ``params.align_k``, saves sorting
+    its k-grams again when the caller keeps it.
     """
     params = params or DEFAULT_PARAMS
     k = params.align_k
-    master_pos, suspect_pos = _matching_pairs(master.letters, suspect.letters, k)
+    if master_kgrams is None or master_kgrams.k != k:
+        master_kgrams = KgramIndex.of(master.letters, k)
+    master_pos, suspect_pos = _matching_pairs(master_kgrams, suspect.letters, k)
     runs = _diagonal_runs(master_pos, suspect_pos, k)
     weight = _weights(master, params.latin_weight)
     chains = [

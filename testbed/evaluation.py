@@ -34,7 +34,7 @@ from fingerprinter import FingerprintParams
 from tracker.context import Context, open_context
 from tracker.index import MemoryIndex
 from tracker.jsonl import BadLine, read_jsonl
-from tracker.library import Work, add_work, fingerprint_values, master_texts
+from tracker.library import Work, add_work, fingerprint_values, master_texts, text_sha256
 from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
@@ -446,7 +446,9 @@ def _memory_library(ctx: Context, masters: Sequence[Document]) -> tuple[Context,
     stored = {}
     for master_id, doc in enumerate(masters, start=1):
         ctx.index.add(master_id, fingerprint_values(ctx, doc.text))
-        stored[master_id] = {"_id": master_id, "external_id": doc.id, "text": doc.text}
+        # With its hash, as MongoDB gives it: the matcher then keeps its letters at hand.
+        stored[master_id] = {"_id": master_id, "external_id": doc.id, "text": doc.text,
+                             "sha256": text_sha256(doc.text)}  # fmt: skip
 
     def load(_: Context, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         return {i: stored[i] for i in ids}
@@ -797,7 +799,8 @@ def _settings_text(evaluation: Evaluation) -> str:
         f"min_coverage {s.min_coverage}, max_df {s.max_df} or {s.max_df_share:.2%} of the "
         f"library, min_shared_hits "
         f"{s.min_shared_hits}, boilerplate under {s.boilerplate_max_chars} chars and "
-        f"{s.boilerplate_max_share:.0%} of the master"
+        f"{s.boilerplate_max_share:.0%} of the master; excerpts from {s.min_excerpt_chars} "
+        f"Chinese or {s.min_excerpt_latin_chars} Latin characters copied verbatim"
     )
 
 

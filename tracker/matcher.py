@@ -31,7 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from fingerprinter import Letters, Span, align_letters, query_array, to_letters
+from fingerprinter import (
+    FingerprintParams,
+    KgramIndex,
+    Letters,
+    Span,
+    align_letters,
+    query_array,
+    to_letters,
+)
 
 from .context import Context
 from .library import library_size, master_texts
@@ -39,8 +47,12 @@ from .library import library_size, master_texts
 # Letters of the suspect aligned beyond the first and last hit of a candidate: a copied
 # stretch with no hit is shorter than the guaranteed span, so this is ample.
 WINDOW_SLACK_LETTERS = 2000
-# Letter streams of recently matched masters kept per process (a worker keeps matching
-# the same popular works): about 9 bytes per letter, so ~100 MB for 2,000 news articles.
+# ... and around the one hit of a master hit once: a copied stretch longer than this
+# would hold a second indexed granule.
+EXCERPT_SLACK_LETTERS = 200
+# Letter streams and sorted k-grams of recently matched masters kept per process (a worker
+# keeps matching the same popular works): about 21 bytes per letter, so ~120 MB for 2,000
+# news articles.
 _MASTER_LETTERS_CACHE = 2000
 
 
@@ -180,9 +192,12 @@ def _is_excerpt(
 ) -> bool:
     """Whether a passage copies a stretch of ``min_excerpt_chars`` Chinese characters (or
     ``min_excerpt_latin_chars`` Latin letters and digits) character for character. Its
-    letters matching exactly (``longest_exact``, pinyin initials) is the cheap test first:
-    homophones and templates whose numbers differ match in letters, not in characters."""
-    if longest_exact < min(settings.min_excerpt_chars, settings.min_excerpt_latin_chars / 2):
+    letters matching exactly (``longest_exact``, pinyin initials) are a cheap test first;
+    the characters decide: homophones, and templates whose numbers differ, match in
+    letters, not in characters. Only passages of a candidate not reported otherwise get
+    here, so they are short."""
+    # Letters drop digits and Latin words count half: a stretch of characters is longer.
+    if longest_exact < min(settings.min_excerpt_chars, settings.min_excerpt_latin_chars) / 2:
         return False
     copied = _alnum(master[span.master_start : span.master_end])
     page = _alnum(suspect[span.suspect_start : span.suspect_end])
@@ -209,33 +224,37 @@ def _alnum(text: str) -> str:
     return "".join(filter(str.isalnum, unicodedata.normalize("NFKC", text).casefold()))
 
 
-def _window(suspect: Letters, candidate: Candidate) -> Letters:
+def _window(suspect: Letters, candidate: Candidate, min_hits: int) -> Letters:
     """The suspect's letters from WINDOW_SLACK_LETTERS before the candidate's first hit to
-    as many after its last."""
-    first = np.searchsorted(suspect.offsets, candidate.starts.min()) - WINDOW_SLACK_LETTERS
-    last = np.searchsorted(suspect.offsets, candidate.ends.max()) + WINDOW_SLACK_LETTERS
+    as many after its last; EXCERPT_SLACK_LETTERS for a candidate with fewer than
+    ``min_hits`` hits, which can only be reported as a short excerpt around its hit."""
+    slack = WINDOW_SLACK_LETTERS if candidate.hits >= min_hits else EXCERPT_SLACK_LETTERS
+    first = np.searchsorted(suspect.offsets, candidate.starts.min()) - slack
+    last = np.searchsorted(suspect.offsets, candidate.ends.max()) + slack
     window = slice(max(int(first), 0), int(last))
     return Letters(suspect.codes[window], suspect.offsets[window])
 
 
-_letters_cache: OrderedDict[tuple[int, str], Letters] = OrderedDict()
+_letters_cache: OrderedDict[tuple[int, str], tuple[Letters, KgramIndex]] = OrderedDict()
 
 
-def _master_letters(master: dict[str, Any], latin_mode: str) -> Letters:
-    """The master's letter stream, from a per-process cache keyed by id and text hash
-    (masters loaded without their hash are not cached)."""
-    if master.get("sha256") is None:
-        return to_letters(master["text"], latin_mode)
-    key = (master["_id"], f"{master['sha256']}:{latin_mode}")
-    letters = _letters_cache.get(key)
-    if letters is None:
-        letters = to_letters(master["text"], latin_mode)
-        _letters_cache[key] = letters
-        if len(_letters_cache) > _MASTER_LETTERS_CACHE:
-            _letters_cache.popitem(last=False)
+def _master_letters(
+    master: dict[str, Any], params: FingerprintParams
+) -> tuple[Letters, KgramIndex]:
+    """The master's letter stream and its sorted k-grams, from a per-process cache keyed by
+    id and text hash (masters loaded without their hash are not cached)."""
+    key = (master["_id"], f"{master.get('sha256')}:{params.latin_mode}:{params.align_k}")
+    found = _letters_cache.get(key) if master.get("sha256") else None
+    if found is None:
+        letters = to_letters(master["text"], params.latin_mode)
+        found = letters, KgramIndex.of(letters.letters, params.align_k)
+        if master.get("sha256"):
+            _letters_cache[key] = found
+            if len(_letters_cache) > _MASTER_LETTERS_CACHE:
+                _letters_cache.popitem(last=False)
     else:
         _letters_cache.move_to_end(key)
-    return letters
+    return found
 
 
 def match_text(
@@ -256,25 +275,26 @@ def match_text(
         if master is None:  # removed between the index lookup and now
             continue
         chars = len(master["text"])
-        window = _window(suspect, candidate)
+        window = _window(suspect, candidate, settings.min_hits)
+        letters, kgrams = _master_letters(master, ctx.params)
         alignment = align_letters(
-            _master_letters(master, ctx.params.latin_mode),
+            letters,
             window,
             ctx.params,
             keep=lambda span, c=candidate, n=chars: not c.is_boilerplate(span, n, settings),
+            master_kgrams=kgrams,
         )
         # Coverage of the whole suspect, not of the window.
         suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect)
         coverage = max(alignment.master_coverage, suspect_coverage)
-        excerpt = any(
-            _is_excerpt(master["text"], text, span, longest, settings) and candidate.is_own(span)
-            for span, longest in zip(alignment.spans, alignment.longest_exact, strict=True)
-        )
         enough = candidate.hits >= settings.min_hits and (
             alignment.exact_weight >= settings.min_matched_letters
             or alignment.master_coverage >= settings.whole_master_coverage
         )
-        if not (excerpt or (enough and coverage >= settings.min_coverage)):
+        if not (enough and coverage >= settings.min_coverage) and not any(
+            _is_excerpt(master["text"], text, span, longest, settings) and candidate.is_own(span)
+            for span, longest in zip(alignment.spans, alignment.longest_exact, strict=True)
+        ):
             continue
         matches.append(
             Match(
