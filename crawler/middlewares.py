@@ -65,6 +65,12 @@ def _campaign(crawler: Crawler) -> dict[str, Any]:
     return crawler.settings.getdict("COPYTRACK_CAMPAIGN")
 
 
+def campaign_domains(crawler: Crawler) -> list[str]:
+    """The host[:port]s the crawl's campaign stays on: its allowed domains, or its seeds'."""
+    campaign = _campaign(crawler)
+    return campaign.get("allowed_domains") or [urlsplit(s).netloc for s in campaign["seeds"]]
+
+
 class CampaignScopeMiddleware:
     """Keeps the crawl on the campaign's hosts (ports included) and URL patterns.
 
@@ -79,10 +85,9 @@ class CampaignScopeMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CampaignScopeMiddleware:
         campaign = _campaign(crawler)
-        domains = campaign.get("allowed_domains") or [
-            urlsplit(seed).netloc for seed in campaign["seeds"]
-        ]
-        scope = UrlScope.build(domains, campaign.get("allow", []), campaign.get("deny", []))
+        scope = UrlScope.build(
+            campaign_domains(crawler), campaign.get("allow", []), campaign.get("deny", [])
+        )
         middleware = cls(scope, crawler)
         crawler.signals.connect(middleware.request_scheduled, signal=signals.request_scheduled)
         return middleware

@@ -43,7 +43,8 @@ from tracker.config import ConfigError
 from tracker.netguard import Lookup, system_lookup
 
 from .fetch import FetchError, download
-from .middlewares import RENDER, RenderFailed
+from .middlewares import RENDER, RenderFailed, campaign_domains
+from .urls import UrlScope
 
 __all__ = ["RenderOptions", "RenderingDownloadHandler", "render_settings", "router"]
 
@@ -73,6 +74,8 @@ class RenderOptions:
     timeout: float
     max_bytes: int
     max_requests: int
+    #: Only these sites' requests are fetched (COPYTRACK_RENDER_OFFSITE=0); None: any site.
+    sites: UrlScope | None = None
 
 
 def chromium_path() -> Path:
@@ -129,6 +132,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
             max_bytes=settings.getint("DOWNLOAD_MAXSIZE"),
             max_requests=settings.getint("COPYTRACK_RENDER_REQUESTS"),
+            sites=None
+            if settings.getint("COPYTRACK_RENDER_OFFSITE")
+            else UrlScope.build(campaign_domains(crawler), (), ()),
         )
 
     async def download_request(self, request: Request) -> Response:
@@ -184,6 +190,7 @@ def router(
                                   body=fetched.body)  # fmt: skip
                 return
             wanted = asked.resource_type in _FETCHED_TYPES and asked.method in ("GET", "HEAD")
+            wanted = wanted and (options.sites is None or options.sites.in_domains(asked.url))
             if not wanted or budget[0] <= 0:
                 await _abort(route)
                 return

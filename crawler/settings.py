@@ -107,5 +107,8 @@ COPYTRACK_EXTRACT_CPU_SECONDS = 60.0
 COPYTRACK_RENDER_PAGES = 4
 COPYTRACK_RENDER_TIMEOUT = 20.0
 COPYTRACK_RENDER_REQUESTS = 50
+# 1: a page's scripts may fetch from other sites too (the CDN its reader script loads
+# from); 0: only from the campaign's own domains.
+COPYTRACK_RENDER_OFFSITE = 1
 # Counts reach the run document at least this often (seconds).
 COPYTRACK_PROGRESS_EVERY = 2.0

@@ -21,6 +21,7 @@ import pytest
 from scrapy.http import HtmlResponse
 
 from crawler.rendering import RenderOptions, chromium_path, router
+from crawler.urls import UrlScope
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
@@ -188,3 +189,16 @@ def test_a_rendered_page_gets_its_text_through_the_route_when_the_address_is_all
         text = _render(_page(server.server_port), "http://pirate.test/ch1", options, lookup)
         assert "这是第0段正文" in text  # the listener's article, as text
         assert server.paths == ["/text"], server.paths
+
+
+def test_with_offsite_requests_off_a_page_gets_nothing_from_other_sites():
+    """COPYTRACK_RENDER_OFFSITE=0: the same page on another site than its text's is
+    rendered without it; nothing is looked up or fetched for the other site."""
+    with listening() as server:
+        lookup = ScriptedLookup({"pirate.test": [["127.0.0.1"]]})
+        options = RenderOptions(
+            allow_private=True, timeout=10, max_bytes=2**20, max_requests=10,
+            sites=UrlScope.build(["mirror.test"], (), ()),
+        )  # fmt: skip
+        text = _render(_page(server.server_port), "http://mirror.test/ch1", options, lookup)
+        assert text == "" and lookup.calls == {} and server.connections == 0
