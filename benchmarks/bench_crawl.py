@@ -3,7 +3,7 @@ a Scrapy-only crawl (same spider, settings and test web, no copytrack pipeline) 
 run. Usage::
 
     .venv/bin/python -m benchmarks.bench_crawl [--repeat N] [--out benchmarks/results/crawl.md]
-    .venv/bin/python -m benchmarks.bench_crawl --real-pages [--repeat N] [--limit N]
+    .venv/bin/python -m benchmarks.bench_crawl --real-pages [--repeat N] [--limit N] [--render]
 
 Each crawl is a fresh process (Twisted's reactor does not restart) on embedded servers
 in a temporary data dir, against the local test web served by this process. Two regimes:
@@ -199,6 +199,9 @@ def main() -> int:
     parser.add_argument("--real-pages", action="store_true", help="the shared real pages")
     parser.add_argument("--webpages", type=Path, default=WEBPAGES_DIR)
     parser.add_argument("--limit", type=int, default=None, help="real pages: first N only")
+    parser.add_argument(
+        "--render", action="store_true", help="real pages: rendered in Chromium, both sides"
+    )
     parser.add_argument("--child", nargs=2, metavar=("MODE", "CAMPAIGN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -267,11 +270,54 @@ class NaiveSpider(scrapy.Spider):
         yield {"url": response.url, "text": trafilatura.extract(response.text)}
         yield from response.follow_all(css="a", callback=self.parse)
 """
+#: The naive spider a user would write to render pages: scrapy-playwright on every request.
+#: Its browser sends every host but loopback to a dead proxy and aborts their requests: the
+#: real pages name their images and scripts on the public web, which a benchmark must not
+#: reach (copytrack runs with COPYTRACK_RENDER_OFFSITE=0 alike).
+NAIVE_RENDER_SPIDER = """\
+from urllib.parse import urlsplit
+
+import scrapy
+import trafilatura
+
+
+def other_host(request):
+    return urlsplit(request.url).hostname != "127.0.0.1"
+
+
+class NaiveRenderSpider(scrapy.Spider):
+    name = "naive-render"
+    custom_settings = {
+        "DOWNLOAD_HANDLERS": {
+            "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+            "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+        },
+        "PLAYWRIGHT_LAUNCH_OPTIONS": {
+            "executable_path": "/usr/bin/chromium",
+            # Loopback is fetched directly (Chromium's default), anything else nowhere.
+            "args": ["--no-sandbox", "--proxy-server=127.0.0.1:9"],
+        },
+        "PLAYWRIGHT_ABORT_REQUEST": other_host,
+        "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 4,
+    }
+
+    def __init__(self, start: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.start_url = start
+
+    async def start(self):
+        yield scrapy.Request(self.start_url, meta={"playwright": True})
+
+    def parse(self, response):
+        yield {"url": response.url, "text": trafilatura.extract(response.text)}
+        yield from response.follow_all(css="a", callback=self.parse, meta={"playwright": True})
+"""
 REAL_CONCURRENCY = 16
 REAL_LIST_LINKS = 100  # links per list page
 REAL_DEPTH = 2  # home → list → page
 REAL_LIBRARY_PER_FILE = 100  # works of each shared corpus file in the library
 REAL_OUTPUT = REPO / "benchmarks" / "results" / "crawl-real.md"
+RENDER_OUTPUT = REPO / "benchmarks" / "results" / "crawl-real-render.md"
 QUALITY_TARGETS = {"zh": 0.94, "en": 0.90}
 
 
@@ -307,10 +353,11 @@ def _quality(texts: dict[str, str], by_path: dict[str, dict]) -> dict[str, tuple
     return {lang: (sum(f) / len(f), len(f)) for lang, f in scores.items()}
 
 
-def run_naive(start: str, workdir: Path) -> dict[str, Any]:
-    """`scrapy runspider` of the naive spider, timed as a whole command."""
+def run_naive(start: str, workdir: Path, render: bool = False) -> dict[str, Any]:
+    """`scrapy runspider` of the naive spider (rendering every page with scrapy-playwright
+    when ``render``), timed as a whole command."""
     spider, out = workdir / "naive_spider.py", workdir / "naive.jsonl"
-    spider.write_text(NAIVE_SPIDER)
+    spider.write_text(NAIVE_RENDER_SPIDER if render else NAIVE_SPIDER)
     command = [
         sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"start={start}",
         "-O", str(out), "-s", "LOG_LEVEL=WARNING", "-s", f"DEPTH_LIMIT={REAL_DEPTH}",
@@ -325,11 +372,13 @@ def run_naive(start: str, workdir: Path) -> dict[str, Any]:
     return {"seconds": seconds, "pages": len(rows), "texts": texts}
 
 
-def run_campaign(start: str, workdir: Path, library: Path) -> dict[str, Any]:
+def run_campaign(start: str, workdir: Path, library: Path, render: bool = False) -> dict[str, Any]:
     """`copytrack campaign run --wait` on embedded servers (started, the library added and
-    the campaign defined before the clock); the texts it stored, from MongoDB."""
+    the campaign defined before the clock); the texts it stored, from MongoDB. ``render``:
+    the campaign renders its pages, their scripts' requests kept on the site."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPYTRACK_")}
-    env.update(COPYTRACK_DATA_DIR=str(workdir / "data"), COPYTRACK_ALLOW_PRIVATE_NETWORKS="1")
+    env.update(COPYTRACK_DATA_DIR=str(workdir / "data"), COPYTRACK_ALLOW_PRIVATE_NETWORKS="1",
+               COPYTRACK_RENDER_OFFSITE="0")  # fmt: skip
     settings = Settings.from_env(env)
     ensure_servers(settings)
     try:
@@ -337,7 +386,8 @@ def run_campaign(start: str, workdir: Path, library: Path) -> dict[str, Any]:
                        env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         subprocess.run(
             [*COMMAND, "campaign", "add", "real", "--seed", start, "--depth", str(REAL_DEPTH),
-             "--delay", "0", "--concurrency", str(REAL_CONCURRENCY)],
+             "--delay", "0", "--concurrency", str(REAL_CONCURRENCY),
+             *(["--render"] if render else [])],
             env=env, check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         started = time.perf_counter()
@@ -368,19 +418,23 @@ def real_pages_main(args: argparse.Namespace) -> int:
         start = running.url("real")
         runs: dict[str, list[dict[str, Any]]] = {"naive": [], "copytrack": []}
         for i in range(args.repeat):  # taking turns: other load falls on both
-            runs["naive"].append(run_naive(start, workdir))
-            runs["copytrack"].append(run_campaign(start, workdir / f"run-{i}", library))
+            runs["naive"].append(run_naive(start, workdir, args.render))
+            runs["copytrack"].append(
+                run_campaign(start, workdir / f"run-{i}", library, args.render)
+            )
             for name, side in runs.items():
                 print(f"{name:<10} {side[-1]['pages']} pages in {side[-1]['seconds']:.1f} s")
     best = {name: min(side, key=lambda r: r["seconds"]) for name, side in runs.items()}
-    text = real_report(best, by_path, len(by_path))
+    text = real_report(best, by_path, len(by_path), args.render)
     if args.limit is None:
-        REAL_OUTPUT.write_text(text)
+        (RENDER_OUTPUT if args.render else REAL_OUTPUT).write_text(text)
     print(text)
     return 0
 
 
-def real_report(best: dict[str, dict[str, Any]], by_path: dict[str, dict], n_pages: int) -> str:
+def real_report(
+    best: dict[str, dict[str, Any]], by_path: dict[str, dict], n_pages: int, render: bool = False
+) -> str:
     naive, ours = best["naive"], best["copytrack"]
     speed = {name: n_pages / side["seconds"] for name, side in best.items()}
     quality = {name: _quality(side["texts"], by_path) for name, side in best.items()}
@@ -400,6 +454,19 @@ def real_report(best: dict[str, dict[str, Any]], by_path: dict[str, dict], n_pag
         "Each the whole command, best of the repeats; pages/s = pages served / seconds. "
         "F1: bag-of-tokens against the human truth (as in bench_extraction), mean over the "
         "pages that have one.",
+        *(
+            [
+                "",
+                "**Rendering on** (`--render`): every page run in Debian's Chromium. *naive*: "
+                "the scrapy-playwright spider a user would write (`playwright: True` on every "
+                "request, 4 pages at once); *copytrack*: the campaign's `render` option "
+                "(`COPYTRACK_RENDER_PAGES` 4). Both browsers reach loopback only (the pages "
+                "name their scripts and images on the public web): the naive one aborts other "
+                "hosts' requests, copytrack runs with `COPYTRACK_RENDER_OFFSITE=0`.",
+            ]
+            if render
+            else []
+        ),
         "",
         "| | naive spider | copytrack | copytrack vs naive |",
         "|---|---:|---:|---:|",

@@ -12,7 +12,8 @@ to the address that passed), the size cap and the download timeout, at most
 refused (the text needs none of them). Whatever a page might still open around the route
 (a WebSocket, a prefetch) meets a proxy that does not exist, loopback included.
 
-Bounded in time (``COPYTRACK_RENDER_TIMEOUT`` per page, network idle included) and
+Bounded in time (``COPYTRACK_RENDER_TIMEOUT`` to load, as much again for its scripts'
+requests to be done) and
 concurrency (``COPYTRACK_RENDER_PAGES`` pages at once, one browser). The rendered
 document is the page's capture, stored with ``rendered: true``.
 """
@@ -22,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import urllib.error
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +48,7 @@ from .fetch import FetchError, download
 from .middlewares import RENDER, RenderFailed, campaign_domains
 from .urls import UrlScope
 
-__all__ = ["RenderOptions", "RenderingDownloadHandler", "render_settings", "router"]
+__all__ = ["PageRoute", "RenderOptions", "RenderingDownloadHandler", "render_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +128,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
-        self.timeout_ms = settings.getfloat("COPYTRACK_RENDER_TIMEOUT") * 1000
+        self.timeout = settings.getfloat("COPYTRACK_RENDER_TIMEOUT")
         self.options = RenderOptions(
             allow_private=settings.getbool("COPYTRACK_ALLOW_PRIVATE_NETWORKS"),
             timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
@@ -143,13 +145,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             return fetched
         if not isinstance(fetched, HtmlResponse):
             return fetched
+        route = PageRoute(fetched, self.options, self.lookup)
         request.meta.update({
             "playwright": True,
-            "playwright_page_init_callback": router(fetched, self.options, self.lookup),
-            # Scripts that fetch the text after the load event: until the network is idle.
-            "playwright_page_methods": [
-                PageMethod("wait_for_load_state", "networkidle", timeout=self.timeout_ms)
-            ],
+            "playwright_page_init_callback": route.install,
+            # Scripts that fetch the text after the load event: until they are done.
+            "playwright_page_methods": [PageMethod(route.settle, self.timeout)],
         })  # fmt: skip
         try:
             rendered = await super().download_request(request)
@@ -171,47 +172,74 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         )
 
 
-def router(
-    fetched: Response, options: RenderOptions, lookup: Lookup = system_lookup
-) -> Callable[[Page, Request], Awaitable[None]]:
-    """scrapy-playwright's page init callback for one page: a route serving each of its
-    requests — the document from ``fetched``, scripts and data requests fetched under the
-    crawl's rules (at most ``options.max_requests``), the rest refused."""
+#: A page is read once none of its requests has been in flight for this long (seconds):
+#: its scripts ask for the text right after loading. (Chromium's "network idle" waits
+#: 0.5 s, which here would be most of a page's time.)
+QUIET = 0.25
 
-    async def route_page(page: Page, request: Request) -> None:
-        budget = [options.max_requests]
 
-        async def serve(route: Route, asked: BrowserRequest) -> None:
-            if asked.is_navigation_request() and asked.frame == page.main_frame:
-                if asked.url.split("#")[0] != fetched.url.split("#")[0]:
-                    await _abort(route)  # a script navigating away
-                else:
-                    await _answer(route, status=200, headers=_plain(fetched.headers),
-                                  body=fetched.body)  # fmt: skip
+class PageRoute:
+    """Every request of one rendered page, served: the document from the response already
+    fetched, scripts and data requests fetched under the crawl's rules (at most
+    ``options.max_requests``), the rest refused; and when the page has gone quiet."""
+
+    def __init__(
+        self, fetched: Response, options: RenderOptions, lookup: Lookup = system_lookup
+    ) -> None:
+        self.fetched = fetched
+        self.options = options
+        self.lookup = lookup
+        self.budget = options.max_requests
+        self.pending = 0
+        self.last_activity = time.monotonic()
+
+    async def install(self, page: Page, request: Request | None = None) -> None:
+        """scrapy-playwright's page init callback: the route, before the page loads."""
+        self.page = page
+        await page.route("**", self._serve)
+
+    async def settle(self, page: Page, timeout: float) -> None:
+        """Return once no request has been in flight for ``QUIET`` seconds, or after
+        ``timeout`` seconds (a page that keeps asking is read as it stands)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.pending and time.monotonic() - self.last_activity >= QUIET:
                 return
-            wanted = asked.resource_type in _FETCHED_TYPES and asked.method in ("GET", "HEAD")
-            wanted = wanted and (options.sites is None or options.sites.in_domains(asked.url))
-            if not wanted or budget[0] <= 0:
-                await _abort(route)
-                return
-            budget[0] -= 1
-            try:
-                got = await asyncio.to_thread(
-                    download, asked.url, options.allow_private, options.timeout,
-                    options.max_bytes, lookup,
-                )  # fmt: skip
-            except urllib.error.HTTPError as err:
-                await _answer(route, status=err.code, headers={}, body=b"")
-            except FetchError as err:  # refused, too big, too slow, unreachable
-                log.info("%s: a request of the page not served: %s", fetched.url, err)
-                await _abort(route)
+            await asyncio.sleep(0.05)
+
+    async def _serve(self, route: Route, asked: BrowserRequest) -> None:
+        self.last_activity = time.monotonic()
+        if asked.is_navigation_request() and asked.frame == self.page.main_frame:
+            if asked.url.split("#")[0] != self.fetched.url.split("#")[0]:
+                await _abort(route)  # a script navigating away
             else:
-                await _answer(route, status=got.status, headers=_plain(got.headers),
-                              body=got.body)  # fmt: skip
-
-        await page.route("**", serve)
-
-    return route_page
+                await _answer(route, status=200, headers=_plain(self.fetched.headers),
+                              body=self.fetched.body)  # fmt: skip
+            return
+        options = self.options
+        wanted = asked.resource_type in _FETCHED_TYPES and asked.method in ("GET", "HEAD")
+        wanted = wanted and (options.sites is None or options.sites.in_domains(asked.url))
+        if not wanted or self.budget <= 0:
+            await _abort(route)
+            return
+        self.budget -= 1
+        self.pending += 1
+        try:
+            got = await asyncio.to_thread(
+                download, asked.url, options.allow_private, options.timeout,
+                options.max_bytes, self.lookup,
+            )  # fmt: skip
+        except urllib.error.HTTPError as err:
+            await _answer(route, status=err.code, headers={}, body=b"")
+        except FetchError as err:  # refused, too big, too slow, unreachable
+            log.info("%s: a request of the page not served: %s", self.fetched.url, err)
+            await _abort(route)
+        else:
+            await _answer(route, status=got.status, headers=_plain(got.headers),
+                          body=got.body)  # fmt: skip
+        finally:
+            self.pending -= 1
+            self.last_activity = time.monotonic()
 
 
 async def _answer(route: Route, **response: Any) -> None:

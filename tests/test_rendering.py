@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from scrapy.http import HtmlResponse
 
-from crawler.rendering import RenderOptions, chromium_path, router
+from crawler.rendering import PageRoute, RenderOptions, chromium_path
 from crawler.urls import UrlScope
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
@@ -142,9 +142,10 @@ def _render(html: str, url: str, options: RenderOptions, lookup: ScriptedLookup)
                       "--proxy-bypass-list=<-loopback>"],
             )  # fmt: skip
             page = await browser.new_page()
-            await router(fetched, options, lookup)(page, None)  # type: ignore[arg-type]
+            route = PageRoute(fetched, options, lookup)
+            await route.install(page)
             await page.goto(url)
-            await page.wait_for_load_state("networkidle", timeout=10_000)
+            await route.settle(page, timeout=10)
             content = await page.inner_text("#content")
             await browser.close()
             return content
