@@ -25,6 +25,11 @@ BOOK_WORDS = r"(?i)txt\s*下载|全本下载|全集下载|下载全本|epub\s*�
 _BOOK_NAME = re.compile(BOOK_URL, re.IGNORECASE)
 
 
+def names_a_book(url: str) -> bool:
+    """Whether a URL names a whole-book download (.txt, .zip, .epub, .pdf)."""
+    return bool(_BOOK_NAME.search(url))
+
+
 @dataclass(frozen=True)
 class Digest:
     """What decoding and extraction made of a page's bytes."""
@@ -88,7 +93,7 @@ def _digest(body: bytes, content_type: str | None, url: str, book: bool, rendere
     kind = book_format(body, content_type, url)
     # A plain-text body is a book when its link or name says so; else a page served as
     # text/plain.
-    if kind in ("zip", "epub", "pdf") or (kind == "txt" and (book or _BOOK_NAME.search(url))):
+    if kind in ("zip", "epub", "pdf") or (kind == "txt" and (book or names_a_book(url))):
         return _book(body, content_type, url)
     media_type = (content_type or "text/html").split(";")[0].strip().lower()
     if media_type not in PAGE_TYPES:

@@ -23,13 +23,14 @@ from http.client import HTTPResponse
 from typing import IO, Any
 
 from extractor import html_to_text
+from extractor.books import book_format
 from tracker.config import Settings
 from tracker.netguard import Lookup, PrivateAddressError, system_lookup
 from tracker.pages import PageInput
 
 from . import settings as crawl_settings
 from .connections import guarded_opener
-from .digest import GONE_STATUSES, digest
+from .digest import GONE_STATUSES, digest, names_a_book
 
 __all__ = ["Download", "FetchError", "download", "fetch_page", "fetch_text"]
 
@@ -169,20 +170,32 @@ def fetch_text(
     url: str,
     allow_private: bool | None = None,
     timeout: float = crawl_settings.DOWNLOAD_TIMEOUT,
-    max_bytes: int = crawl_settings.DOWNLOAD_MAXSIZE,
+    max_bytes: int | None = None,
     lookup: Lookup = system_lookup,
 ) -> str:
-    """Fetch one URL and return its article text.
+    """Fetch one URL and return its article text, or a whole book's text when the URL names
+    a book download (.txt, .zip, .epub, .pdf) or its bytes are one.
 
     ``allow_private`` defaults to COPYTRACK_ALLOW_PRIVATE_NETWORKS; ``lookup`` resolves
-    host names (the system resolver). Raises FetchError
+    host names (the system resolver); ``max_bytes`` defaults to DOWNLOAD_MAXSIZE, or
+    COPYTRACK_BOOK_MAXSIZE for a URL naming a book, as the crawl does. Raises FetchError
     (a ValueError, its message starting with the URL) when the URL is refused,
     unreachable, too big, too slow, redirects too often or has no article text.
     """
+    book = names_a_book(url)
+    if max_bytes is None:
+        max_bytes = crawl_settings.DOWNLOAD_MAXSIZE
+        if book:
+            max_bytes = crawl_settings.COPYTRACK_BOOK_MAXSIZE
     try:
         got = download(url, allow_private, timeout, max_bytes, lookup)
     except urllib.error.HTTPError as err:
         raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
+    if book or book_format(got.body, got.content_type, got.final_url) in ("zip", "epub", "pdf"):
+        found = digest(got.body, got.content_type, got.final_url, book=True)
+        if found.skip:
+            raise FetchError(f"{url}: {found.detail}")
+        return found.text
     try:
         return html_to_text(got.body, got.content_type, got.final_url)
     except ValueError as err:

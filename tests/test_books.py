@@ -10,6 +10,7 @@ import zipfile
 
 import pytest
 
+from crawler.fetch import FetchError, fetch_text
 from extractor.books import book_format, book_text
 from extractor.decoding import UnusableContent
 from tests.corpus import novel_chapters
@@ -168,3 +169,24 @@ def test_a_crawl_finds_every_chapter_in_each_whole_book_download(crawl_ctx):
         found = ctx.db.findings.distinct("master_external_id", {"page_id": page["_id"]})
         assert len(found) == 40, (path, len(found))
     assert ctx.db.pages.find_one({"url": f"{base}/files/hlm.epub"})["extractor"] == "book:epub"
+
+
+class _BigBook(Handler):
+    """A 4 MB GBK book, as /big.txt and, the same bytes, as /big.html."""
+
+    def do_GET(self) -> None:
+        media = "text/plain; charset=gbk" if self.path.endswith(".txt") else "text/html"
+        self.send_body(self.server.book, media)  # type: ignore[attr-defined]
+
+
+def test_check_url_reads_a_book_download_under_the_book_cap():
+    """`copytrack check URL` fetches a URL naming a book like the crawl does: up to
+    COPYTRACK_BOOK_MAXSIZE (64 MB), read as a book; a page keeps the 3 MB page cap."""
+    book = (BOOK * (1 + 4 * 2**20 // len(BOOK.encode("gbk", "ignore")))).encode("gbk", "ignore")
+    assert len(book) > 4 * 2**20
+    with served(_BigBook, book=book) as server:
+        base = f"http://127.0.0.1:{server.server_port}"
+        text = fetch_text(f"{base}/big.txt", allow_private=True)
+        assert CHAPTERS[7][:200] in text and len(text) > 1_000_000
+        with pytest.raises(FetchError, match="larger than 3 MB"):
+            fetch_text(f"{base}/big.html", allow_private=True)
