@@ -38,6 +38,7 @@ from tracker.campaigns import (
     heartbeat,
     join_run,
 )
+from tracker.chains import MAX_CHAIN
 from tracker.config import ConfigError, Settings
 from tracker.context import Context, follow_servers, process_context
 from tracker.discovery.providers import SearchError, provider_from_settings
@@ -120,7 +121,9 @@ def scrapy_settings(
     if resume_since is not None:
         overrides["COPYTRACK_RESUME_SINCE"] = resume_since.isoformat()
     if campaign.max_depth is not None:
-        overrides["DEPTH_LIMIT"] = campaign.max_depth
+        # The spider keeps the depth itself (a chapter's next pages do not count); Scrapy's
+        # limit is the backstop, past the longest chain joined.
+        overrides["DEPTH_LIMIT"] = campaign.max_depth + MAX_CHAIN
     if campaign.max_pages is not None:
         overrides["CLOSESPIDER_PAGECOUNT"] = campaign.max_pages
     if campaign.delay is not None:

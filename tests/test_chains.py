@@ -3,12 +3,15 @@ into one document found as the chapter it copies, each page still kept (real cra
 
 from __future__ import annotations
 
+from bson import ObjectId
+
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from tracker.chains import JOINED
+from tracker.chains import JOINED, join_run_chains
 from tracker.library import Work, add_works
+from tracker.pages import PageInput, scan_page, store_page
 from tracker.users import add_user
 
 PAGES = 10
@@ -89,3 +92,34 @@ def test_a_chapter_cut_into_pages_is_found_as_one(crawl_ctx):
     shown = web.get(f"/findings/{finding['_id']}").text
     assert 'id="page-parts"' in shown and all(f">{url}</a>" in shown for url in pages)
     assert f"{PAGES} pages, each stored on its own" in shown
+
+
+def test_the_pages_of_a_chapter_do_not_count_against_the_depth(crawl_ctx):
+    """A campaign of depth 0 seeded with a chapter's first page fetches its other nine
+    pages (a reader's one page) and joins them, but no other link of them."""
+    ctx = crawl_ctx
+    add_works(ctx, [Work(text=text, external_id=f"ch{n}") for n, text in enumerate(CHAPTERS)])
+    with served(_CutChapters) as server:
+        base = f"http://127.0.0.1:{server.server_port}"
+        seed = f"{base}/words/1.html"
+        campaign = {"name": "one", "seeds": [seed], "delay": 0, "max_depth": 0}
+        save_campaign(ctx, Campaign.from_dict(campaign))
+        run = wait_for_run(ctx, trigger_run(ctx, "one"), timeout=240)
+    assert run["state"] == "finished", run
+    fetched = sorted(p["url"] for p in ctx.db.pages.find({"url": {"$not": {"$regex": "#"}}}))
+    assert fetched == sorted([seed, *(f"{base}/words/1_{n}.html" for n in range(2, PAGES + 1))])
+    joined = ctx.db.pages.find_one({"url": seed + JOINED})
+    assert ctx.db.findings.distinct("master_external_id", {"page_id": joined["_id"]}) == ["ch1"]
+
+
+def test_a_page_whose_next_page_never_came_is_matched_alone(ctx):
+    """A page says it continues, but the crawl never stored its next page (gone, refused):
+    at the crawl's end it is matched on its own after all."""
+    add_works(ctx, [Work(text=CHAPTERS[0], external_id="ch0")])
+    run_id = ObjectId()
+    page = PageInput(url="http://pirate.example/1.html", text=CHAPTERS[0], run_id=run_id,
+                     next_url="http://pirate.example/1_2.html", chained=True)  # fmt: skip
+    page_id, _ = store_page(ctx, page)
+    assert scan_page(ctx, page_id).matches == 0  # waiting for its chapter's other pages
+    assert join_run_chains(ctx, run_id) == [page_id]
+    assert scan_page(ctx, page_id).matches == 1

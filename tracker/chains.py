@@ -7,7 +7,9 @@ is; the joined document names them (``parts``) and lives at the first page's URL
 ``#pages`` added.
 
 A chain is joined again whenever one of its pages is stored, so it is complete once its
-last page is in, in whatever order the pages came.
+last page is in, in whatever order the pages came. Its pages are stored ``chained`` and
+matched only as part of the joined chapter: alone, each would be a quotation-sized excerpt
+of it, ten findings for one copy.
 """
 
 from __future__ import annotations
@@ -72,15 +74,22 @@ def join_chain(ctx: Context, url: str) -> tuple[ObjectId, bool] | None:
 
 def join_run_chains(ctx: Context, run_id: ObjectId) -> list[ObjectId]:
     """Join again every chain a run stored pages of — its last page may have come in
-    without saying that it continues another —; the joined documents whose text changed.
-    Each chain is walked once."""
+    without saying that it continues another —; the documents to scan: joined ones whose
+    text changed, and pages that said they continue but whose next page never came (they
+    are scanned alone after all). Each chain is walked once."""
     covered: set[str] = set()
     changed = []
-    for page in ctx.db.pages.find({"run_id": run_id, "next_url": {"$exists": True}}, {"url": 1}):
+    query = {"run_id": run_id, "next_url": {"$exists": True}}
+    for page in ctx.db.pages.find(query, {"url": 1}):
         if page["url"] in covered:
             continue
         chain = chain_of(ctx, page["url"])
         covered.update(p["url"] for p in chain)
-        if len(chain) > 1 and (joined := join_chain(ctx, chain[0]["url"])) and joined[1]:
+        if len(chain) == 1:
+            ctx.db.pages.update_one(
+                {"_id": chain[0]["_id"]}, {"$unset": {"chained": "", "scanned_as": ""}}
+            )
+            changed.append(chain[0]["_id"])
+        elif (joined := join_chain(ctx, chain[0]["url"])) and joined[1]:
             changed.append(joined[0])
     return changed

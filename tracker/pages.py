@@ -41,6 +41,9 @@ class PageInput:
     next_url: str | None = None  # the page continuing it ("下一页"), on the same site
     parts: tuple[str, ...] = ()  # the pages a joined chapter was made of (tracker.chains)
     rendered: bool = False  # the capture is the page as a browser rendered it (its scripts run)
+    # A page of a chapter cut into several: its copies are found in the chapter joined from
+    # them (tracker.chains), not on it alone (where each would be a quotation-sized excerpt).
+    chained: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     # Set only when there is one, or else taken away: the indexes on them stay small.
     unset = update["$unset"] = {}
     sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
-              ("skip_reason", page.skip_reason), ("rendered", page.rendered))  # fmt: skip
+              ("skip_reason", page.skip_reason), ("rendered", page.rendered),
+              ("chained", page.chained))  # fmt: skip
     for name, value in sparse:
         if value:
             fields[name] = value
@@ -137,7 +141,8 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
     if not force and not needs_scan(page, mark):
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
-    matches = match_text(ctx, page_text(ctx, page))
+    # A page of a chain is matched as part of its joined chapter only.
+    matches = [] if page.get("chained") else match_text(ctx, page_text(ctx, page))
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
     suppress_licensed(ctx, page_id)  # a syndication partner's copy is licensed, not new
     ctx.db.pages.update_one(

@@ -51,6 +51,7 @@ from twisted.internet.error import (
 from twisted.python.failure import Failure
 
 from extractor.decoding import sniff_binary
+from tracker.chains import MAX_CHAIN
 
 from ..digest import BOOK_URL, BOOK_WORDS
 from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
@@ -62,6 +63,9 @@ SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
 BOOK = "copytrack_book"
 #: Request meta of a page continuing another (its URL): a chapter cut into pages.
 PREVIOUS = "copytrack_previous"
+#: Request meta: how many of the hops to this page went to a chapter's next page. They do
+#: not count against the campaign's depth: the pages of a chapter are one page to a reader.
+CHAIN_HOPS = "copytrack_chain_hops"
 #: A link to the rest of a chapter cut into pages, by its words ("下一章", the next chapter,
 #: is not one).
 _NEXT_PAGE_WORDS = re.compile(r"(?:下一页|下页|下一頁|下頁|next\s*page)\s*[>›»]*", re.IGNORECASE)
@@ -238,9 +242,12 @@ class CampaignSpider(SitemapSpider):
             # Reached by its "下一页" link, or by another after that link was seen.
             previous_url=response.meta.get(PREVIOUS) or self.continued.get(here),
         )
-        if next_url is not None:
-            meta = {PREVIOUS: here}
-            yield from self._follow_links(response, [next_url], self.parse_page, meta=meta)
+        # Past its depth, a chapter's pages are followed as far as a chain is joined.
+        if next_url is not None and response.meta.get(CHAIN_HOPS, 0) < MAX_CHAIN - 1:
+            meta = {PREVIOUS: here, CHAIN_HOPS: response.meta.get(CHAIN_HOPS, 0) + 1}
+            yield from self._follow_links(
+                response, [next_url], self.parse_page, meta=meta, next_page=True
+            )
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
         if text_page and not self._at_max_depth(response):
@@ -260,7 +267,10 @@ class CampaignSpider(SitemapSpider):
         took the crawl process a third of its time. It also makes depth 0 mean the seeds
         only (to Scrapy a DEPTH_LIMIT of 0 is no limit).
         """
-        return self.max_depth is not None and response.meta.get("depth", 0) >= self.max_depth
+        if self.max_depth is None:
+            return False
+        hops = response.meta.get("depth", 0) - response.meta.get(CHAIN_HOPS, 0)
+        return hops >= self.max_depth
 
     def _follow_links(
         self,
@@ -270,14 +280,16 @@ class CampaignSpider(SitemapSpider):
         limit: int = 0,
         limit_name: str = "COPYTRACK_MAX_LINKS_PER_PAGE",
         meta: dict[str, Any] | None = None,
+        next_page: bool = False,
     ) -> Iterator[Request | DroppedLinks]:
         """Requests for the first ``limit`` usable links (0: all), relative ones resolved
         against the response's URL; counts of the others (the log names ``limit_name``).
+        ``next_page``: the link to the rest of the page's chapter, followed at any depth.
 
         A link no request can be made of (``mailto:``, a bad port or IPv6 address) is
         skipped and counted, so it cannot stop the page's other links from being followed.
         """
-        if self._at_max_depth(response):
+        if self._at_max_depth(response) and not next_page:
             return
         followed = unusable = 0
         for n, url in enumerate(links):
