@@ -48,8 +48,11 @@ from .library import library_size, master_texts
 # stretch with no hit is shorter than the guaranteed span, so this is ample.
 WINDOW_SLACK_LETTERS = 2000
 # ... and around the one hit of a master hit once: a copied stretch longer than this
-# would hold a second indexed granule.
+# would hold a second indexed granule. The master is aligned on as many characters around
+# the hit's, found by the middle _PROBE_CHARS of them.
 EXCERPT_SLACK_LETTERS = 200
+EXCERPT_SLACK_CHARS = 400
+_PROBE_CHARS = 8
 # Letter streams and sorted k-grams of recently matched masters kept per process (a worker
 # keeps matching the same popular works): about 21 bytes per letter, so ~120 MB for 2,000
 # news articles.
@@ -257,6 +260,81 @@ def _master_letters(
     return found
 
 
+def _match(
+    ctx: Context,
+    text: str,
+    suspect: Letters,
+    candidate: Candidate,
+    master: dict[str, Any],
+    settings: MatchSettings,
+) -> Match | None:
+    """The candidate aligned on the text: a match, or None when it holds too little.
+
+    A master hit once can only be a short excerpt: it is aligned on the part of it around
+    the hit's characters (found by a plain search) rather than whole, and not at all when
+    they are not in it verbatim.
+    """
+    chars = len(master["text"])
+    window = _window(suspect, candidate, settings.min_hits)
+    whole = candidate.hits >= settings.min_hits
+    if whole:
+        offset, part = 0, master["text"]
+        letters, kgrams = _master_letters(master, ctx.params)
+    else:
+        found = _around_hit(master["text"], text, candidate)
+        if found is None:
+            return None
+        offset, part = found
+        letters, kgrams = to_letters(part, ctx.params.latin_mode), None
+    alignment = align_letters(
+        letters,
+        window,
+        ctx.params,
+        keep=lambda span: not candidate.is_boilerplate(span, chars, settings),
+        master_kgrams=kgrams,
+    )
+    spans = tuple(span._replace(master_start=span.master_start + offset,
+                                master_end=span.master_end + offset)
+                  for span in alignment.spans)  # fmt: skip
+    copied = _copied_chars(spans)
+    master_coverage = alignment.master_coverage if whole else copied / max(chars, 1)
+    # Coverage of the whole suspect, not of the window.
+    suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect)
+    coverage = max(master_coverage, suspect_coverage)
+    enough = whole and (
+        alignment.exact_weight >= settings.min_matched_letters
+        or alignment.master_coverage >= settings.whole_master_coverage
+    )
+    if not (enough and coverage >= settings.min_coverage) and not any(
+        _is_excerpt(part, text, span, longest, settings) and candidate.is_own(span)
+        for span, longest in zip(alignment.spans, alignment.longest_exact, strict=True)
+    ):
+        return None
+    return Match(
+        master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
+        score=round(coverage, 4),
+        hits=candidate.hits,
+        master_coverage=round(master_coverage, 4),
+        suspect_coverage=round(suspect_coverage, 4),
+        spans=spans,
+        copied_chars=copied,
+    )
+
+
+def _around_hit(master: str, text: str, candidate: Candidate) -> tuple[int, str] | None:
+    """Where the text of a candidate's one hit is in the master, by the characters in its
+    middle: the part of the master ``EXCERPT_SLACK_CHARS`` around them (offset, text), or
+    None when the master does not have them verbatim."""
+    granule = text[int(candidate.starts[0]) : int(candidate.ends[0])]
+    middle = len(granule) // 2
+    probe = granule[max(0, middle - _PROBE_CHARS // 2) : middle + _PROBE_CHARS // 2]
+    at = master.find(probe) if len(probe) == _PROBE_CHARS else -1
+    if at < 0:
+        return None
+    start = max(0, at - EXCERPT_SLACK_CHARS)
+    return start, master[start : at + EXCERPT_SLACK_CHARS]
+
+
 def match_text(
     ctx: Context,
     text: str,
@@ -272,40 +350,9 @@ def match_text(
     matches = []
     for candidate in found:
         master = masters.get(candidate.master_id)
-        if master is None:  # removed between the index lookup and now
-            continue
-        chars = len(master["text"])
-        window = _window(suspect, candidate, settings.min_hits)
-        letters, kgrams = _master_letters(master, ctx.params)
-        alignment = align_letters(
-            letters,
-            window,
-            ctx.params,
-            keep=lambda span, c=candidate, n=chars: not c.is_boilerplate(span, n, settings),
-            master_kgrams=kgrams,
-        )
-        # Coverage of the whole suspect, not of the window.
-        suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect)
-        coverage = max(alignment.master_coverage, suspect_coverage)
-        enough = candidate.hits >= settings.min_hits and (
-            alignment.exact_weight >= settings.min_matched_letters
-            or alignment.master_coverage >= settings.whole_master_coverage
-        )
-        if not (enough and coverage >= settings.min_coverage) and not any(
-            _is_excerpt(master["text"], text, span, longest, settings) and candidate.is_own(span)
-            for span, longest in zip(alignment.spans, alignment.longest_exact, strict=True)
-        ):
-            continue
-        matches.append(
-            Match(
-                master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
-                score=round(coverage, 4),
-                hits=candidate.hits,
-                master_coverage=round(alignment.master_coverage, 4),
-                suspect_coverage=round(suspect_coverage, 4),
-                spans=alignment.spans,
-                copied_chars=_copied_chars(alignment.spans),
-            )
-        )
+        if master is not None:  # else removed between the index lookup and now
+            match = _match(ctx, text, suspect, candidate, master, settings)
+            if match is not None:
+                matches.append(match)
     matches.sort(key=lambda m: (-m.score, -m.hits, m.master.id))
     return matches
