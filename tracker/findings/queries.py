@@ -224,20 +224,11 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
         clauses.append({"page_id": flt.page_id})
     if flt.notice:
         clauses.append(stage_query(flt.notice, now()))
-    score: dict[str, float] = {}
-    if flt.min_score is not None:
-        score["$gte"] = flt.min_score
-    if flt.max_score is not None:
-        score["$lte"] = flt.max_score
-    if score:
-        clauses.append({"score": score})
-    copied: dict[str, int] = {}
-    if flt.min_copied is not None:
-        copied["$gte"] = flt.min_copied
-    if flt.max_copied is not None:
-        copied["$lte"] = flt.max_copied
-    if copied:
-        clauses.append({"copied_chars": copied})
+    for field, low, high in (("score", flt.min_score, flt.max_score),
+                             ("copied_chars", flt.min_copied, flt.max_copied)):  # fmt: skip
+        bounds = {op: value for op, value in (("$gte", low), ("$lte", high)) if value is not None}
+        if bounds:
+            clauses.append({field: bounds})
     seen: dict[str, datetime] = {}
     if flt.since:
         seen["$gte"] = day_start(flt.since)
