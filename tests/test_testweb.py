@@ -175,7 +175,9 @@ def test_truth_describes_masters_and_pages(web: TestWeb, tmp_path: Path) -> None
         assert set(article["copies"]) <= master_ids
         assert not set(article["others"]) & master_ids  # unrelated text is never a master
     attacks = {a["attack"] for a in articles if a["copies"]}
-    assert attacks == set(ATTACKS)
+    # Every attack but the short excerpt, which `copytrack eval` measures on news briefs:
+    # the test web's masters are whole articles and chapters.
+    assert attacks == set(ATTACKS) - {"short_excerpt"}
     assert any(len(a["copies"]) == 2 for a in articles)
     assert web.articles(reachable=False)
     assert all(a["path"].startswith("/private/") for a in web.articles(reachable=False))
