@@ -13,9 +13,8 @@ refused (the text needs none of them). Whatever a page might still open around t
 (a WebSocket, a prefetch) meets a proxy that does not exist, loopback included.
 
 Bounded in time (``COPYTRACK_RENDER_TIMEOUT`` to load, as much again for its scripts'
-requests to be done) and
-concurrency (``COPYTRACK_RENDER_PAGES`` pages at once, one browser). The rendered
-document is the page's capture, stored with ``rendered: true``.
+requests to be done) and concurrency (``COPYTRACK_RENDER_PAGES`` pages at once, one
+browser). The rendered document is the page's capture, stored with ``rendered: true``.
 """
 
 from __future__ import annotations
