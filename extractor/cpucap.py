@@ -35,7 +35,9 @@ def cpu_cap(seconds: float) -> Iterator[None]:
         raise CpuTimeExceeded(f"over {seconds:g} s of CPU time")
 
     previous = signal.signal(signal.SIGPROF, expired)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
+    # Again every ``seconds`` after: raised where it cannot propagate (a ``__del__`` run by
+    # the garbage collector, a callback that swallows everything), it would be lost.
+    signal.setitimer(signal.ITIMER_PROF, seconds, seconds)
     try:
         yield
     finally:

@@ -112,3 +112,19 @@ def test_a_page_too_slow_to_extract_is_stored_as_evidence_without_text(
     assert counts == ["pages.fetched", "scans_enqueued", "pages.changed"]
     page = worker_ctx.db.pages.find_one({"url": URL})
     assert "第3999段" in page["text"] and "skip_reason" not in page
+
+
+def test_an_expiry_swallowed_once_comes_again() -> None:
+    """Raised inside code that drops it (a ``__del__``, a catch-all), the cap fires again
+    after as much CPU time: a runaway page cannot outlive it by luck."""
+    swallowed = 0
+    deadline = time.monotonic() + 10
+    with pytest.raises(CpuTimeExceeded), cpu_cap(TINY_CAP):
+        while time.monotonic() < deadline:
+            try:
+                sum(range(10_000))
+            except CpuTimeExceeded:
+                if swallowed:
+                    raise
+                swallowed += 1
+    assert swallowed == 1
