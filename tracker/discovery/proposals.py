@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 from ..campaigns.store import list_campaigns
 from ..context import Context
-from ..findings.licensing import licensed_domain_of
 from ..findings.status import NOT_COPIES
+from .searches import known_site
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,10 @@ def proposed_sites(
     ctx: Context, campaign: str | None = None, limit: int = 100
 ) -> list[ProposedSite]:
     """Sites found by the discover campaigns (or ``campaign`` alone), most findings first."""
-    campaigns = list_campaigns(ctx)
-    discovering = [c.name for c in campaigns if c.kind == "discover"]
+    discovering = [c.name for c in list_campaigns(ctx) if c.kind == "discover"]
     if campaign is not None:
         discovering = [name for name in discovering if name == campaign]
-    crawled = {site for c in campaigns if c.kind == "sites" for site in c.domains()}
+    known = known_site(ctx)
     groups = ctx.db.findings.aggregate([
         {"$match": {"campaign": {"$in": discovering}, "status": {"$nin": list(NOT_COPIES)}}},
         {"$group": {"_id": "$site", "findings": {"$sum": 1},
@@ -53,7 +52,7 @@ def proposed_sites(
     found = []
     for group in groups:
         site = group["_id"] or ""
-        if not site or site in crawled or licensed_domain_of(ctx, site.split(":")[0]):
+        if not site or known(site):
             continue
         found.append(ProposedSite(site, group["findings"], len(group["works"]),
                                   group["example"], group["last_seen"]))  # fmt: skip

@@ -11,7 +11,9 @@ site a campaign already crawls, or on a licensed domain, are not crawled again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -56,7 +58,7 @@ def discover(ctx: Context, campaign: str, provider: SearchProvider, sample: int)
     """Ask ``provider`` for the distinctive sentences of the next ``sample`` works of
     campaign ``campaign``'s turn; returns the result URLs to crawl and the counts."""
     found = Discovery()
-    known_sites = _crawled_sites(ctx)
+    known = known_site(ctx)
     seeds: dict[str, None] = {}
     for master in _next_works(ctx, campaign, sample):
         found.works += 1
@@ -68,8 +70,7 @@ def discover(ctx: Context, campaign: str, provider: SearchProvider, sample: int)
                 continue
             for result in results[:RESULTS_PER_QUERY]:
                 found.results += 1
-                site = urlsplit(result.url).netloc.lower()
-                if site in known_sites or licensed_domain_of(ctx, site.split(":")[0]):
+                if known(urlsplit(result.url).netloc.lower()):
                     found.known += 1
                 else:
                     seeds.setdefault(result.url)
@@ -147,11 +148,18 @@ def _next_works(ctx: Context, campaign: str, sample: int) -> list[dict[str, Any]
     return works
 
 
-def _crawled_sites(ctx: Context) -> set[str]:
-    """The host[:port]s the site campaigns crawl (their allowed domains or seeds)."""
-    return {
+def known_site(ctx: Context) -> Callable[[str], bool]:
+    """Whether a host[:port] is known already: a sites campaign crawls it, or its domain is
+    licensed (each licence looked up once)."""
+    crawled = {
         domain
         for campaign in list_campaigns(ctx)
         if campaign.kind == "sites"
         for domain in campaign.domains()
     }
+
+    @functools.cache
+    def licensed(host: str) -> bool:
+        return licensed_domain_of(ctx, host) is not None
+
+    return lambda site: site in crawled or licensed(site.split(":")[0])
