@@ -30,7 +30,7 @@ from fingerprinter import (
     to_letters,
     winnowing,
 )
-from fingerprinter.align import kgram_codes
+from fingerprinter.align import KgramIndex, kgram_codes
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
 from fingerprinter.initials import DROP, common_letters_class, initial_table
 from fingerprinter.quantize import level_table
@@ -364,6 +364,18 @@ def test_kgrams_of_the_seed_example():
     # The seed's list (Schleimer et al. 2003, fig. 2).
     seed = "adoru dorun orunr runru unrun nrunr runru unrun nruna runad unado nador adoru"
     assert decoded == [*seed.split(), "dorun", "orunr", "runru", "unrun"]
+
+
+@pytest.mark.parametrize("k", [5, 8, 13])
+def test_sorted_kgrams_keep_every_position_in_text_order_among_equals(k):
+    # k = 13 does not fit a position beside the code in 64 bits: the other way is taken.
+    letters = to_letters("\n".join(ZH[:20])).letters
+    letters = np.concatenate([letters, letters[:500]])  # repeated k-grams
+    codes = kgram_codes(letters, k)
+    order = np.argsort(codes, kind="stable")
+    index = KgramIndex.of(letters, k)
+    assert np.array_equal(index.codes, codes[order])
+    assert np.array_equal(index.order, order)
 
 
 def test_winnowing_selects_the_seed_example():
