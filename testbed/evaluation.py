@@ -34,7 +34,8 @@ from fingerprinter import FingerprintParams
 from tracker.context import Context, open_context
 from tracker.index import MemoryIndex
 from tracker.jsonl import BadLine, read_jsonl
-from tracker.library import Work, add_work, fingerprint_values, master_texts, text_sha256
+from tracker.library import Work, add_work, fingerprint_values, text_sha256
+from tracker.master_cache import cached_masters
 from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
@@ -516,7 +517,7 @@ def evaluate(
     """
     global _RUN
     started = time.perf_counter()
-    load: MasterLoader = master_texts
+    load: MasterLoader = cached_masters
     if in_memory:
         ctx, load = _memory_library(ctx, bench.masters)
     else:

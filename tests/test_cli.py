@@ -104,6 +104,7 @@ def test_check_jsonl_writes_one_line_per_pair(run, files, tmp_path):
                 json.dumps({"id": "s1", "text": ZH[0] + ZH[1]}, ensure_ascii=False),
                 json.dumps({"id": "s2", "text": ZH[11]}, ensure_ascii=False),
                 "][",
+                json.dumps({"id": "s3", "text": ZH[1]}, ensure_ascii=False),
             ]
         )
         + "\n",
@@ -111,7 +112,13 @@ def test_check_jsonl_writes_one_line_per_pair(run, files, tmp_path):
     )
     result = run("check", "--jsonl", str(suspects))
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert sorted((r["suspect_id"], r["master_id"]) for r in rows) == [("s1", "a"), ("s1", "b")]
+    # Matched by several threads, printed in the file's order.
+    assert [r["suspect_id"] for r in rows] == ["s1", "s1", "s3"]
+    assert sorted((r["suspect_id"], r["master_id"]) for r in rows) == [
+        ("s1", "a"),
+        ("s1", "b"),
+        ("s3", "b"),
+    ]
     assert set(rows[0]) == {
         "suspect_id",
         "master_id",

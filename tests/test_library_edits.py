@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.copies import ZH, found_on
+from tracker.config import Settings
+from tracker.context import open_context
 from tracker.findings import set_status
 from tracker.library import ARCHIVE, Work, add_work
 from tracker.library_edits import delete_work, edit_work, findings_fate
@@ -53,6 +55,25 @@ def test_a_new_text_is_matched_and_the_findings_are_scanned_again(copied):
         edit_work(ctx, master_id, text="太短")
     with pytest.raises(LookupError):
         edit_work(ctx, 999_999, title="x")
+
+
+def test_a_process_matching_sees_the_edits_another_process_makes(copied, tracker_env):
+    ctx, master_id, _ = copied
+    worker = open_context(Settings.from_env(tracker_env))  # a worker keeping masters it met
+    try:
+        suspect = ZH[0][: len(ZH[0]) // 2]
+        before = match_text(worker, suspect)
+        assert [m.master.title for m in before] == ["作品0"] and len(worker.masters) == 1
+        # The admin (another process) renames the work and puts another text first.
+        edit_work(ctx, master_id, title="更正后", text=ZH[5] + ZH[0])
+        after = match_text(worker, suspect)
+        assert [m.master.title for m in after] == ["更正后"]
+        shift = len(ZH[5])
+        assert [s.master_start for s in after[0].spans] == [
+            s.master_start + shift for s in before[0].spans
+        ]
+    finally:
+        worker.close()
 
 
 def test_deleting_a_work_keeps_the_findings_reviewers_decided_on(copied):

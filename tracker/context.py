@@ -20,6 +20,7 @@ from .config import Settings
 from .generation import ensure as ensure_generation
 from .index import InvertedIndex, RedisIndex
 from .keys import RedisKeys
+from .master_cache import MasterCache
 from .servers import Endpoints, ensure_servers
 from .store import ensure_indexes
 from .times import mongo_client
@@ -37,6 +38,7 @@ class Context:
     params: FingerprintParams = DEFAULT_PARAMS
     # (monotonic time, masters counted then): see tracker.library.library_size
     library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
+    masters: MasterCache = field(default_factory=MasterCache, init=False, repr=False)
 
     @property
     def keys(self) -> RedisKeys:

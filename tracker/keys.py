@@ -36,6 +36,12 @@ class RedisKeys:
         return self.celery + "unacked"
 
     @property
+    def library_edit(self) -> str:
+        """A random value set anew whenever a work's text or title changes
+        (tracker.master_cache)."""
+        return f"{self.prefix}:library-edit"
+
+    @property
     def dashboard(self) -> str:
         return f"{self.prefix}:dashboard"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
@@ -24,6 +24,7 @@ from fingerprinter import index_array, to_letters
 from .context import Context
 from .generation import postings_added, postings_removing
 from .index import MAX_MASTER_ID
+from .master_cache import note_library_edit
 from .store import next_id
 from .times import now
 
@@ -360,6 +361,7 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
     ctx.index.remove(master_id, values)
     try:
         ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
+        note_library_edit(ctx)  # before the new postings: none is aligned on the old text
     except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
         _index_many(ctx, [(master_id, old["text"])])
         return _winner(ctx, piece, by_id=False)
@@ -463,11 +465,6 @@ def library_size(ctx: Context) -> int:
     if ctx.library_count is None or at - ctx.library_count[0] > LIBRARY_COUNT_SECONDS:
         ctx.library_count = (at, ctx.db.masters.estimated_document_count())
     return ctx.library_count[1]
-
-
-def master_texts(ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """Masters (with text) by integer id."""
-    return {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": list(master_ids)}})}
 
 
 def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 from .context import Context
 from .findings import REMOVED, SYSTEM, invalidate_dashboard
 from .library import ARCHIVE, AddResult, find_masters, remove_master, replace_text
+from .master_cache import note_library_edit
 from .pages import scan_page
 from .times import now
 
@@ -65,6 +66,7 @@ def edit_work(
     result = None if text is None else replace_text(ctx, master_id, text)
     if fields:
         ctx.db.masters.update_one({"_id": master_id}, {"$set": {**fields, "updated_at": now()}})
+        note_library_edit(ctx)
         if "title" in fields:
             ctx.db.findings.update_many(
                 {"master_id": master_id}, {"$set": {"master_title": fields["title"]}}

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -42,7 +43,8 @@ from fingerprinter import (
 )
 
 from .context import Context
-from .library import library_size, master_texts
+from .library import library_size
+from .master_cache import cached_masters
 
 # Letters of the suspect aligned beyond the first and last hit of a candidate: a copied
 # stretch with no hit is shorter than the guaranteed span, so this is ample.
@@ -95,7 +97,8 @@ class MatchSettings:
 
 DEFAULT_MATCH_SETTINGS = MatchSettings()
 
-#: Fetches masters (``external_id``, ``text``, ``title``) by integer id: MongoDB by default;
+#: Fetches masters (``external_id``, ``text``, ``title``) by integer id: the context's cache
+#: of MongoDB's by default;
 #: evaluation sweeps pass one that reads masters kept in memory.
 MasterLoader = Callable[[Context, Iterable[int]], dict[int, dict[str, Any]]]
 
@@ -239,6 +242,7 @@ def _window(suspect: Letters, candidate: Candidate, min_hits: int) -> Letters:
 
 
 _letters_cache: OrderedDict[tuple[int, str], tuple[Letters, KgramIndex]] = OrderedDict()
+_letters_lock = threading.Lock()  # threads of one process match at once (check --jsonl)
 
 
 def _master_letters(
@@ -247,16 +251,18 @@ def _master_letters(
     """The master's letter stream and its sorted k-grams, from a per-process cache keyed by
     id and text hash (masters loaded without their hash are not cached)."""
     key = (master["_id"], f"{master.get('sha256')}:{params.latin_mode}:{params.align_k}")
-    found = _letters_cache.get(key) if master.get("sha256") else None
-    if found is None:
-        letters = to_letters(master["text"], params.latin_mode)
-        found = letters, KgramIndex.of(letters.letters, params.align_k)
-        if master.get("sha256"):
+    with _letters_lock:
+        found = _letters_cache.get(key) if master.get("sha256") else None
+        if found is not None:
+            _letters_cache.move_to_end(key)
+            return found
+    letters = to_letters(master["text"], params.latin_mode)
+    found = letters, KgramIndex.of(letters.letters, params.align_k)
+    if master.get("sha256"):
+        with _letters_lock:
             _letters_cache[key] = found
             if len(_letters_cache) > _MASTER_LETTERS_CACHE:
                 _letters_cache.popitem(last=False)
-    else:
-        _letters_cache.move_to_end(key)
     return found
 
 
@@ -339,7 +345,7 @@ def match_text(
     ctx: Context,
     text: str,
     settings: MatchSettings = DEFAULT_MATCH_SETTINGS,
-    load_masters: MasterLoader = master_texts,
+    load_masters: MasterLoader = cached_masters,
 ) -> list[Match]:
     """The masters ``text`` copies, best first (deterministic order)."""
     found = candidates(ctx, text, settings)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -75,38 +77,58 @@ def _print_matches(ctx: Context, text: str, matches: list[Match]) -> None:
             )
 
 
-def _check_jsonl(ctx: Context, path: Path) -> int:
-    """One JSON line per (suspect, master) pair found; returns the number of bad lines."""
+def _check_jsonl(ctx: Context, path: Path, workers: int) -> int:
+    """One JSON line per (suspect, master) pair found, in the file's order; returns the
+    number of bad lines.
+
+    Suspects are matched by ``workers`` threads: while one waits for Redis or MongoDB,
+    another aligns (numpy releases the GIL), and the servers work on both cores. At most
+    two suspects per thread are in flight, so a file of any size streams.
+    """
     bad = 0
-    for item in read_jsonl(path):
-        if isinstance(item, BadLine):
-            bad += 1
-            click.echo(f"error: {item}", err=True)
-            continue
-        line_no, obj = item
-        text = obj.get("text")
-        if not isinstance(text, str):
-            bad += 1
-            click.echo(f'error: {path}:{line_no}: no "text" string', err=True)
-            continue
-        started = time.perf_counter()
-        matches = match_text(ctx, text)
-        latency_ms = round((time.perf_counter() - started) * 1000, 2)
-        for match in matches:
-            click.echo(
-                json.dumps(
-                    {
-                        "suspect_id": obj.get("id", line_no),
-                        "master_id": match.master.external_id,
-                        "score": match.score,
-                        "master_coverage": match.master_coverage,
-                        "suspect_coverage": match.suspect_coverage,
-                        "latency_ms": latency_ms,
-                    },
-                    ensure_ascii=False,
-                )
-            )
+    pending: deque[tuple[object, Future[tuple[list[Match], float]]]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="check") as pool:
+        for item in read_jsonl(path):
+            if isinstance(item, BadLine):
+                bad += 1
+                click.echo(f"error: {item}", err=True)
+                continue
+            line_no, obj = item
+            text = obj.get("text")
+            if not isinstance(text, str):
+                bad += 1
+                click.echo(f'error: {path}:{line_no}: no "text" string', err=True)
+                continue
+            pending.append((obj.get("id", line_no), pool.submit(_timed_match, ctx, text)))
+            if len(pending) >= 2 * workers:
+                _print_pairs(*pending.popleft())
+        while pending:
+            _print_pairs(*pending.popleft())
     return bad
+
+
+def _timed_match(ctx: Context, text: str) -> tuple[list[Match], float]:
+    started = time.perf_counter()
+    matches = match_text(ctx, text)
+    return matches, round((time.perf_counter() - started) * 1000, 2)
+
+
+def _print_pairs(suspect_id: object, matched: Future[tuple[list[Match], float]]) -> None:
+    matches, latency_ms = matched.result()
+    for match in matches:
+        click.echo(
+            json.dumps(
+                {
+                    "suspect_id": suspect_id,
+                    "master_id": match.master.external_id,
+                    "score": match.score,
+                    "master_coverage": match.master_coverage,
+                    "suspect_coverage": match.suspect_coverage,
+                    "latency_ms": latency_ms,
+                },
+                ensure_ascii=False,
+            )
+        )
 
 
 @click.command()
@@ -117,12 +139,19 @@ def _check_jsonl(ctx: Context, path: Path) -> int:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help='Check every line {"id", "text"} of a JSONL file; one JSON line per match.',
 )
-def check(source: str | None, jsonl_path: Path | None) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Suspects of --jsonl matched at once (threads of this process).",
+)
+def check(source: str | None, jsonl_path: Path | None, workers: int) -> None:
     """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
     if (source is None) == (jsonl_path is None):
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
     ctx = open_context()
     if jsonl_path is not None:
-        sys.exit(1 if _check_jsonl(ctx, jsonl_path) else 0)
+        sys.exit(1 if _check_jsonl(ctx, jsonl_path, workers) else 0)
     text = _read_source(source)
     _print_matches(ctx, text, match_text(ctx, text))

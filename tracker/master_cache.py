@@ -1,0 +1,90 @@
+"""Masters the matcher loaded lately, kept in the process.
+
+The matcher loads every candidate's text, and most candidates are works it saw a moment
+ago (a worker keeps meeting the same popular works; a work hit once by chance is met again
+by chance): a MongoDB query per page for texts already in memory is most of the time a
+check spends in MongoDB (benchmarks/results/scale.md).
+
+Kept copies stay true to the library: every change of a work's text or title
+(`note_library_edit`) sets the installation's edit mark in Redis to a new random value,
+and a process drops its copies whenever it reads another mark than the one they were
+loaded under (a Redis wiped or restarted empty reads as no mark: a change too). The mark
+is read after the index lookup, so a posting of a new text is never aligned on the old.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .context import Context
+
+# Python's size of the kept documents' texts, at most: ~12,000 news articles.
+MASTER_CACHE_BYTES = 64 * 2**20
+
+
+def note_library_edit(ctx: Context) -> None:
+    """A work's text or title changed: every process drops the masters it keeps."""
+    ctx.redis.set(ctx.keys.library_edit, secrets.token_hex(8))
+
+
+def cached_masters(ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The masters of ``master_ids`` that exist, through the context's cache."""
+    return ctx.masters.load(ctx, master_ids)
+
+
+class MasterCache:
+    """Master documents (``_id``, ``external_id``, ``title``, ``text``, ``sha256``) by id,
+    least recently used dropped first; safe to share between threads."""
+
+    def __init__(self, max_bytes: int = MASTER_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._docs: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._bytes = 0
+        self._mark: bytes | None = None
+        self._lock = threading.Lock()
+
+    def load(self, ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The masters of ``master_ids`` that exist, from memory or else from MongoDB."""
+        wanted = list(master_ids)
+        mark = ctx.redis.get(ctx.keys.library_edit)
+        with self._lock:
+            if mark != self._mark:
+                self._docs.clear()
+                self._bytes, self._mark = 0, mark
+            found = {i: self._docs[i] for i in wanted if i in self._docs}
+            for master_id in found:
+                self._docs.move_to_end(master_id)
+        missing = [i for i in wanted if i not in found]
+        if not missing:
+            return found
+        fetched = {
+            m["_id"]: m
+            for m in ctx.db.masters.find(
+                {"_id": {"$in": missing}},
+                {"external_id": 1, "title": 1, "text": 1, "sha256": 1},
+            )
+        }
+        with self._lock:
+            if mark == self._mark:  # else read under an older mark: used once, not kept
+                for master_id, doc in fetched.items():
+                    self._keep(master_id, doc)
+        return found | fetched
+
+    def _keep(self, master_id: int, doc: dict[str, Any]) -> None:
+        size = sys.getsizeof(doc["text"])
+        if master_id in self._docs or size > self.max_bytes:
+            return
+        self._docs[master_id] = doc
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, dropped = self._docs.popitem(last=False)
+            self._bytes -= sys.getsizeof(dropped["text"])
+
+    def __len__(self) -> int:
+        return len(self._docs)
