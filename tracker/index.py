@@ -589,8 +589,11 @@ class RedisIndex(InvertedIndex):
             self._grow(touched, shard_sizes)
         added = 0
         script = self._append if fresh else self._add
-        for reply in self._routed(script, x, master, lambda n: [], fresh=fresh):
-            added += reply[0]
+        # A shard at a time: routing builds a few dozen bytes of arrays per record, and a
+        # batch of works may hold millions of postings.
+        for _, rows in self._by_shard(x):
+            for reply in self._routed(script, x[rows], master[rows], lambda n: [], fresh=fresh):
+                added += reply[0]
         if not fresh:
             self._grow(touched)
         return added

@@ -30,8 +30,11 @@ def library() -> None:
 
 #: Works are registered in batches (a few round trips to each server per batch) of at most
 #: this many works or characters; each batch's results are printed once it is on disk.
-BATCH_WORKS = 1000
-BATCH_CHARS = 8_000_000
+#: Large: in a large library most index blocks get a posting or two per batch, and each
+#: block touched is rewritten once per batch (4,000 works instead of 1,000: 1.7x the
+#: works/s at 100,000 works, ~500 MB resident).
+BATCH_WORKS = 4000
+BATCH_CHARS = 32_000_000
 
 
 @library.command()
