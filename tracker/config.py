@@ -196,6 +196,10 @@ SETTINGS: tuple[Setting, ...] = (
             _whole_number(0, 10**7, "queries"), "100", "100",
             "search queries all `discover` campaigns may ask per day (UTC) together; answers "
             "are cached 30 days"),
+    Setting("COPYTRACK_MASTER_CACHE_MB", "master_cache_mb", _whole_number(0, 10**6, "MB"),
+            "256", "256",
+            "work texts each process keeps for matching, least recently used dropped first "
+            "(any edit of a work empties it everywhere); `0`: none"),
 )  # fmt: skip
 
 #: variable -> its declaration.
@@ -232,6 +236,7 @@ class Settings:
     search_url: str | None = None
     search_api_key: str | None = field(default=None, repr=False)
     search_daily_queries: int = _DEFAULTS["search_daily_queries"]
+    master_cache_mb: int = _DEFAULTS["master_cache_mb"]
 
     @property
     def embedded_mongo(self) -> bool:

@@ -38,7 +38,10 @@ class Context:
     params: FingerprintParams = DEFAULT_PARAMS
     # (monotonic time, masters counted then): see tracker.library.library_size
     library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
-    masters: MasterCache = field(default_factory=MasterCache, init=False, repr=False)
+    masters: MasterCache = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.masters = MasterCache(self.settings.master_cache_mb * 2**20)
 
     @property
     def keys(self) -> RedisKeys:

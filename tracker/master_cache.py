@@ -24,9 +24,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .context import Context
 
-# Python's size of the kept documents' texts, at most: ~12,000 news articles.
-MASTER_CACHE_BYTES = 64 * 2**20
-
 
 def note_library_edit(ctx: Context) -> None:
     """A work's text or title changed: every process drops the masters it keeps."""
@@ -40,9 +37,10 @@ def cached_masters(ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[st
 
 class MasterCache:
     """Master documents (``_id``, ``external_id``, ``title``, ``text``, ``sha256``) by id,
-    least recently used dropped first; safe to share between threads."""
+    their texts taking at most ``max_bytes`` (Python's size: 256 MB holds ~100,000 news
+    articles), least recently used dropped first; safe to share between threads."""
 
-    def __init__(self, max_bytes: int = MASTER_CACHE_BYTES) -> None:
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._docs: OrderedDict[int, dict[str, Any]] = OrderedDict()
         self._bytes = 0
