@@ -67,7 +67,8 @@ class MatchSettings:
 
     min_hits: int = 2
     # A master hit once only is aligned too, but reported only as a short excerpt (below):
-    # one granule is all a quotation-sized copy may hold.
+    # one granule is all a quotation-sized copy may hold. Not when the hit is in Latin
+    # script: min_excerpt_latin_chars copied letters hold several granules.
     min_excerpt_hits: int = 1
     max_candidates: int | None = None
     # A fingerprint in more masters than max_df, or than max_df_share of the library once
@@ -187,10 +188,22 @@ def candidates(
     ranked = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-hits[i], ids[i]))
     starts, ends = query.starts[position], query.ends[position]
     out = []
-    for i in ranked[: settings.max_candidates]:
+    for i in ranked:
         rows = slice(first[i], first[i] + hits[i])
+        if hits[i] < settings.min_hits and _in_latin(text[starts[rows][0] : ends[rows][0]]):
+            # A stretch of min_excerpt_latin_chars copied letters holds several indexed
+            # granules (one in every `stride` offsets): one hit in Latin script is chance.
+            continue
         out.append(Candidate(int(ids[i]), int(hits[i]), starts[rows], ends[rows], shared[rows]))
+        if len(out) == settings.max_candidates:
+            break
     return out
+
+
+def _in_latin(text: str) -> bool:
+    """Whether most letters of ``text`` (digits aside) are Latin ones."""
+    letters = [c for c in _alnum(text) if not c.isdigit()]
+    return sum(c.isascii() for c in letters) * 2 > len(letters)
 
 
 def _is_excerpt(
