@@ -142,7 +142,7 @@ def _print_pairs(suspect_id: object, matched: Future[tuple[list[Match], float]])
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=3,
+    default=4,
     show_default=True,
     help="Suspects of --jsonl matched at once (threads of this process).",
 )
