@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 import redis
 
+from tracker import index as index_module
 from tracker.index import (
     LOAD,
     MIN_LEVEL,
@@ -230,21 +231,40 @@ def test_fresh_masters_are_appended_into_the_same_blocks(redis_client: redis.Red
         batch = masters[start : start + 100]
         assert fresh.add_many(batch, fresh=True) == checked.add_many(batch) == 100 * 300
 
-    def blocks(index: RedisIndex) -> dict[bytes, set[bytes]]:
-        width = index.record_bytes
-        return {
-            key.split(b":", 2)[2]: {value[i : i + width] for i in range(0, len(value), width)}
-            for key in redis_client.scan_iter(f"{index.prefix}:*")
-            if key.count(b":") == 3 and (value := redis_client.get(key)) is not None
-        }
-
-    assert blocks(fresh) == blocks(checked)
+    assert _blocks(fresh) == _blocks(checked)
     assert (fresh.stats().postings, fresh.stats().keys) == (
         checked.stats().postings,
         checked.stats().keys,
     )
     sample = [fp for _, fps in masters[::17] for fp in fps[:20]]
     assert fresh.lookup(sample) == checked.lookup(sample)
+
+
+def _blocks(index: RedisIndex) -> dict[bytes, set[bytes]]:
+    """The index's blocks (name → set of records)."""
+    client, width = index.client, index.record_bytes
+    return {
+        key.split(b":", 2)[2]: {value[i : i + width] for i in range(0, len(value), width)}
+        for key in client.scan_iter(f"{index.prefix}:*")
+        if key.count(b":") == 3 and (value := client.get(key)) is not None
+    }
+
+
+def test_a_large_batch_is_routed_a_shard_at_a_time_into_the_same_blocks(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past _ROUTED_AT_ONCE records (millions of postings in a batch of works), routing
+    goes shard by shard to bound its memory: the blocks are the same."""
+    rng = random.Random(12)
+    masters = [(m, [rng.getrandbits(64) for _ in range(300)]) for m in range(1, 101)]
+    whole = RedisIndex(redis_client, "ct:whole")
+    assert whole.add_many(masters, fresh=True) == 100 * 300
+    monkeypatch.setattr(index_module, "_ROUTED_AT_ONCE", 1000)
+    by_shard = RedisIndex(redis_client, "ct:byshard")
+    assert by_shard.add_many(masters, fresh=True) == 100 * 300
+    assert _blocks(by_shard) == _blocks(whole)
+    sample = [fp for _, fps in masters[::7] for fp in fps[:30]]
+    assert by_shard.lookup(sample) == whole.lookup(sample)
 
 
 def test_redis_query_is_one_round_trip(

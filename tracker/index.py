@@ -55,6 +55,8 @@ LOAD = 48  # postings per block, on average, before a block is split
 # Records sent per script call: bounds the time a call blocks the server, while a pipeline
 # still sends every call of a query in one round trip.
 _CHUNK = 4000
+# Records routed in one go; more are routed a shard at a time (bounded memory).
+_ROUTED_AT_ONCE = 200_000
 
 T = TypeVar("T")
 
@@ -589,11 +591,8 @@ class RedisIndex(InvertedIndex):
             self._grow(touched, shard_sizes)
         added = 0
         script = self._append if fresh else self._add
-        # A shard at a time: routing builds a few dozen bytes of arrays per record, and a
-        # batch of works may hold millions of postings.
-        for _, rows in self._by_shard(x):
-            for reply in self._routed(script, x[rows], master[rows], lambda n: [], fresh=fresh):
-                added += reply[0]
+        for reply in self._routed(script, x, master, lambda n: [], fresh=fresh):
+            added += reply[0]
         if not fresh:
             self._grow(touched)
         return added
@@ -664,6 +663,21 @@ class RedisIndex(InvertedIndex):
         the block index and the key; a posting record the block index, the key and the
         master id, sorted by block, key and id; a fresh posting the key and the id, with
         the run length of each block after the records."""
+        if len(x) <= _ROUTED_AT_ONCE:
+            return self._routed_calls(x, tag, extra, query, fresh)
+        # A shard at a time: routing takes a few dozen bytes of arrays per record, and a
+        # batch of works brings millions of postings; the calls still go in one round trip.
+        calls: list[list] = []
+        shards: list[int] = []
+        for _, rows in self._by_shard(x):
+            more, their_shards = self._routed_calls(x[rows], tag[rows], extra, query, fresh)
+            calls += more
+            shards += their_shards
+        return calls, shards
+
+    def _routed_calls(
+        self, x: np.ndarray, tag: np.ndarray, extra, query: bool, fresh: bool
+    ) -> tuple[list[list], list[int]]:
         shard = (x & np.uint64(SHARDS - 1)).astype(np.int64)
         h = x >> np.uint64(SHARD_BITS)
         low = h & np.uint64(0xFFFFFFFF)
