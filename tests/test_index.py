@@ -204,7 +204,10 @@ def test_redis_blocks_split_as_the_index_grows(redis_client: redis.Redis) -> Non
     index = RedisIndex(redis_client, "test:ix")
     start_blocks = SHARDS * 2**MIN_LEVEL
     rng = random.Random(5)
-    masters = {m: [rng.getrandbits(64) for _ in range(40)] for m in range(3 * start_blocks)}
+    # 2.5 x LOAD postings per first block: every shard splits past twice as many blocks.
+    masters = {
+        m: [rng.getrandbits(64) for _ in range(40)] for m in range(start_blocks * LOAD // 16)
+    }
     index.add_many(list(masters.items()))
 
     stats = index.stats()
@@ -213,9 +216,10 @@ def test_redis_blocks_split_as_the_index_grows(redis_client: redis.Redis) -> Non
     sample = [fp for m in range(0, len(masters), 97) for fp in masters[m]]
     owners = [m for m in range(0, len(masters), 97) for _ in masters[m]]
     assert [ids for ids in index.lookup(sample)] == [(m,) for m in owners]
-    for m in range(0, len(masters), 2):
+    removed = range(0, len(masters), 16)
+    for m in removed:
         assert index.remove(m, masters[m]) == 40
-    assert index.stats().postings == 40 * (len(masters) // 2)
+    assert index.stats().postings == 40 * (len(masters) - len(removed))
     assert index.lookup(masters[1][:3]) == [(1,)] * 3
     assert index.lookup(masters[0][:3]) == [()] * 3
 

@@ -22,9 +22,9 @@ every block number holds) is the record's key:
   big-endian); a lookup finds a key's records with plain string searches, in C.
 
 A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it holds more
-than ``LOAD`` postings per block on average, so blocks stay a few hundred bytes long at any
+than ``LOAD`` postings per block on average, so blocks stay under a kilobyte at any
 library size: a posting costs its record (10 bytes with the default 54-bit fingerprints)
-plus its share of a block key, about 13 bytes in all, with no server setting to tune.
+plus its share of a block key, about 11 bytes in all, with no server setting to tune.
 Every script touches the keys of one shard only (one hash slot), so the layout also suits
 Redis Cluster.
 """
@@ -50,7 +50,11 @@ MAX_MASTER_ID = 2**32 - 1  # records hold ids as uint32
 SHARD_BITS = 4
 SHARDS = 1 << SHARD_BITS
 MIN_LEVEL = 8  # a shard starts with 2**MIN_LEVEL blocks
-LOAD = 48  # postings per block, on average, before a block is split
+# Postings per block, on average, before a block is split. 96 rather than 48: in a large
+# library each block is rewritten once per batch of works that touches it, and fewer,
+# larger blocks take more of a batch's postings per rewrite (100,000 works: ingest 435 ->
+# 555 works/s, 11.8 -> 10.9 bytes per posting, lookups no slower).
+LOAD = 96
 
 # Records sent per script call: bounds the time a call blocks the server, while a pipeline
 # still sends every call of a query in one round trip.
