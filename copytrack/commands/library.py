@@ -29,12 +29,12 @@ def library() -> None:
 
 
 #: Works are registered in batches (a few round trips to each server per batch) of at most
-#: this many works or characters; each batch's results are printed once it is on disk.
-#: Large: in a large library most index blocks get a posting or two per batch, and each
-#: block touched is rewritten once per batch (4,000 works instead of 1,000: 1.7x the
-#: works/s at 100,000 works, ~500 MB resident).
+#: --batch works or BATCH_CHARS_PER_WORK characters per work; each batch's results are
+#: printed once it is on disk. Large by default: in a large library most index blocks get
+#: a posting or two per batch, and each block touched is rewritten once per batch (4,000
+#: works instead of 1,000: 1.7x the works/s at 100,000 works, ~560 MB resident).
 BATCH_WORKS = 4000
-BATCH_CHARS = 32_000_000
+BATCH_CHARS_PER_WORK = 8000
 
 
 @library.command()
@@ -44,7 +44,16 @@ BATCH_CHARS = 32_000_000
     default=None,
     help="Show a progress bar on stderr (default: when stderr is a terminal).",
 )
-def add(paths: tuple[Path, ...], progress: bool | None) -> None:
+@click.option(
+    "--batch",
+    "batch_works",
+    type=click.IntRange(min=1),
+    default=BATCH_WORKS,
+    show_default=True,
+    help="Works stored (and then printed) together: larger is faster in a large library, "
+    "smaller takes less memory.",
+)
+def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> None:
     """Register works from PATHS: .txt, .md, .html files, JSONL, or directories (recursive).
 
     JSONL lines need "text"; "id", "title", "author", "lang", "kind" are kept. Re-adding the
@@ -70,7 +79,7 @@ def add(paths: tuple[Path, ...], progress: bool | None) -> None:
                 continue
             batch.append(item)
             chars += len(item.work.text)
-            if len(batch) >= BATCH_WORKS or chars >= BATCH_CHARS:
+            if len(batch) >= batch_works or chars >= batch_works * BATCH_CHARS_PER_WORK:
                 yield batch
                 batch, chars = [], 0
         if batch:

@@ -28,7 +28,7 @@ def _stretches(count: int, size: int = 600) -> list[str]:
     ][:count]
 
 
-#: Enough works for four `library add` batches (1,000 works each).
+#: Enough works for four `library add` batches of 1,000 works (`--batch 1000`).
 WORKS = _stretches(3500)
 
 
@@ -55,7 +55,7 @@ def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
     works = _works_file(tmp_path)
     env = data_dir_env(small_disk)
     with subprocess.Popen(
-        [*COPYTRACK_COMMAND, "library", "add", str(works)],
+        [*COPYTRACK_COMMAND, "library", "add", "--batch", "1000", str(works)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
