@@ -98,9 +98,9 @@ class MatchSettings:
 
 DEFAULT_MATCH_SETTINGS = MatchSettings()
 
-#: Fetches masters (``external_id``, ``text``, ``title``) by integer id: the context's cache
-#: of MongoDB's by default;
-#: evaluation sweeps pass one that reads masters kept in memory.
+#: Fetches masters (``external_id``, ``text``, ``title``) by integer id: from MongoDB through
+#: the context's cache by default; evaluation sweeps pass one that reads masters kept in
+#: memory.
 MasterLoader = Callable[[Context, Iterable[int]], dict[int, dict[str, Any]]]
 
 
@@ -189,14 +189,14 @@ def candidates(
     starts, ends = query.starts[position], query.ends[position]
     out = []
     for i in ranked:
+        if settings.max_candidates is not None and len(out) >= settings.max_candidates:
+            break
         rows = slice(first[i], first[i] + hits[i])
         if hits[i] < settings.min_hits and _in_latin(text[starts[rows][0] : ends[rows][0]]):
             # A stretch of min_excerpt_latin_chars copied letters holds several indexed
             # granules (one in every `stride` offsets): one hit in Latin script is chance.
             continue
         out.append(Candidate(int(ids[i]), int(hits[i]), starts[rows], ends[rows], shared[rows]))
-        if len(out) == settings.max_candidates:
-            break
     return out
 
 
