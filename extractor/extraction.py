@@ -1,7 +1,8 @@
 """Decoded HTML → article text and metadata.
 
-trafilatura runs first (text); readability-lxml gives a second opinion, and a rule
-measured on the shared pages (see ``_combine``) decides per page which text to keep. Title,
+trafilatura runs first (text); readability-lxml gives a second opinion when trafilatura's
+own readability pass disagrees with its text, and a rule measured on the shared pages (see
+``_combine``) decides per page which text to keep. Title,
 author and date come from the page's markup (``_metadata``). Pages without main text return
 ``text=""`` and a ``reason``.
 """
@@ -9,6 +10,7 @@ author and date come from the page's markup (``_metadata``). Pages without main 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import re
 from collections import Counter
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 import lxml.html
 import trafilatura
+import trafilatura.external
 from htmldate import find_date
 from lxml import etree
 from lxml_html_clean import Cleaner
@@ -36,6 +39,9 @@ class ExtractionOptions:
     include_comments: bool = False  # append reader comments to the text
     include_tables: bool = True
     fallback: bool = True  # run readability-lxml as a second extractor
+    # ... unless trafilatura's text and its own readability pass agree: each holds this
+    # share of the other's tokens (half the shared pages; F1 unchanged, see _agree).
+    agreement_share: float = 0.95
     max_html_chars: int = 4_000_000  # longer pages are cut before parsing (CPU guard)
     # Table cells whose text is mostly link text are navigation, ads or "related" boxes.
     max_cell_link_density: float = 0.3
@@ -191,12 +197,46 @@ def _link_density(element: etree._Element) -> float:
     return links / total
 
 
+# trafilatura runs a readability pass of its own (a fork of readability-lxml) inside
+# bare_extraction; its text is kept, for the calls that ask, to decide whether
+# readability-lxml's second opinion is needed (see _agree).
+_own_readability = trafilatura.external.try_readability
+_readability_texts: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "readability_texts", default=None
+)
+
+
+def _kept_readability(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    summary = _own_readability(tree)
+    texts = _readability_texts.get()
+    if texts is not None:
+        texts.append(_html_lines(summary))
+    return summary
+
+
+trafilatura.external.try_readability = _kept_readability
+
+
 def _trafilatura_text(
-    tree: lxml.html.HtmlElement, url: str | None, options: ExtractionOptions
-) -> str:
+    tree: lxml.html.HtmlElement, options: ExtractionOptions
+) -> tuple[str, str | None]:
+    """trafilatura's text, and the text of its own readability pass over the whole page
+    (None when it made none)."""
+    texts: list[str] = []
+    asking = _readability_texts.set(texts)
+    try:
+        text = _bare_text(tree, options)
+    finally:
+        _readability_texts.reset(asking)
+    # The first pass reads the whole page; a later one, a retry on a pruned copy.
+    return text, texts[0] if texts else None
+
+
+def _bare_text(tree: lxml.html.HtmlElement, options: ExtractionOptions) -> str:
     document = trafilatura.bare_extraction(
         tree,
-        url=url,
+        # No url: trafilatura would only make the links absolute (a twentieth of its time),
+        # and they are stripped.
         # Comment capture on: on forum threads trafilatura then routes the posts into the
         # body (reposted texts live there); ordinary comments stay in commentsbody.
         include_comments=True,
@@ -281,6 +321,18 @@ def _readability_text(tree: lxml.html.HtmlElement) -> str:
         return ""
 
 
+def _agree(primary: str, own_readability: str | None, options: ExtractionOptions) -> bool:
+    """Whether trafilatura's text and its own readability pass hold the same tokens (each at
+    least ``agreement_share`` of the other's). Measured on the shared pages: on such pages
+    readability-lxml's opinion changes nothing; on half the pages it is then not asked."""
+    if not primary or own_readability is None:
+        return False
+    p, s = _tokens(primary), _tokens(own_readability)
+    common = sum((p & s).values())
+    share = options.agreement_share
+    return common >= share * sum(p.values()) and common >= share * sum(s.values())
+
+
 def _combine(primary: str, second: str, options: ExtractionOptions) -> tuple[str, str]:
     """Keep trafilatura's text or take readability's; returns (text, extractor).
 
@@ -356,9 +408,11 @@ def extract(
         return Extracted("", title=wrapper_title, reason="no parsable HTML")
     title, author, date = _metadata(tree, url)
     title = title or wrapper_title
-    primary = _trafilatura_text(tree, url, options)  # works on its own copy
-    second = _readability_text(tree) if options.fallback else ""
-    text, extractor = _combine(primary, second, options)
+    primary, own_readability = _trafilatura_text(tree, options)  # on its own copy
+    if options.fallback and not _agree(primary, own_readability, options):
+        text, extractor = _combine(primary, _readability_text(tree), options)
+    else:
+        text, extractor = primary, "trafilatura"
     if _visible_len(text) < options.min_text_chars:
         found = _visible_len(text)
         reason = (

@@ -125,6 +125,28 @@ def test_fallback_can_be_switched_off() -> None:
     assert "annual budget" in result.text
 
 
+def test_second_opinion_only_when_trafilaturas_own_readability_pass_disagrees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trafilatura's readability pass is read from inside it (a hook on a trafilatura
+    # internal): after an upgrade that moved it, every page would cost a second extractor.
+    import extractor.extraction as extraction
+
+    asked: list[object] = []
+    real = extraction._readability_text
+    monkeypatch.setattr(
+        extraction, "_readability_text", lambda tree: asked.append(tree) or real(tree)
+    )
+    page = article_page("".join(f"<p>{n}. {EN_PARAGRAPH}</p>" for n in range(1, 9)))
+    result = extract(page)
+    assert "8. The committee met" in result.text
+    assert result.extractor == "trafilatura"
+    assert asked == []
+    # A share no two texts reach: readability-lxml is asked.
+    extract(page, options=ExtractionOptions(agreement_share=1.01))
+    assert len(asked) == 1
+
+
 def test_oversize_html_is_cut() -> None:
     html = article_page(paragraphs(EN_PARAGRAPH, 50) + "<p>TAIL_MARKER " + EN_PARAGRAPH + "</p>")
     options = ExtractionOptions(max_html_chars=len(html) // 2)
