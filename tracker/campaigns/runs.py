@@ -282,7 +282,7 @@ def wait_for_run(
     ctx: Context,
     run_id: ObjectId,
     scan: bool = True,
-    poll: float = 1.0,
+    poll: float = 0.25,
     timeout: float | None = None,
     progress: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -291,7 +291,8 @@ def wait_for_run(
     With ``scan``, pages the run stored are scanned here as they arrive, so no worker is
     needed; where workers run too, whoever comes second finds the page already scanned.
     ``progress`` gets the run at every poll (a progress bar's hook). Raises TimeoutError
-    after ``timeout`` seconds.
+    after ``timeout`` seconds. A poll is two small indexed queries: a quarter of a second
+    between them keeps the end of a run from waiting (a second was 4% of a 25 s crawl).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
