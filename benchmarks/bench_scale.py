@@ -61,7 +61,7 @@ from tracker.servers import ensure_servers, stop_servers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
 CACHE = Path(__file__).resolve().parent / ".cache"
-COMMAND = [sys.executable, "-c", "from copytrack.cli import main; main(prog_name='copytrack')"]
+COMMAND = [sys.executable, "-c", "from copytrack.cli import run; run()"]
 LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
 
 

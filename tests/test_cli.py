@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -128,6 +130,26 @@ def test_check_jsonl_writes_one_line_per_pair(run, files, tmp_path):
         "latency_ms",
     }
     assert result.exit_code == 1 and "suspects.jsonl:3: invalid JSON" in result.stderr
+
+
+def test_console_script_exits_with_all_its_output_and_its_status(run, files, tmp_path):
+    # The console script (`run`) skips the interpreter's teardown: every line printed into
+    # a pipe must still arrive, and the exit status stay the command's.
+    run("library", "add", str(files / "sub"))
+    suspects = tmp_path / "suspects.jsonl"
+    rows = [json.dumps({"id": f"s{n}", "text": ZH[1]}, ensure_ascii=False) for n in range(40)]
+    suspects.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    script = [sys.executable, "-c", "from copytrack.cli import run; run()", "check", "--jsonl"]
+    done = subprocess.run([*script, str(suspects)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["suspect_id"] for line in done.stdout.splitlines()] == [
+        f"s{n}" for n in range(40)
+    ]
+    suspects.write_text(rows[0] + "\n][\n", encoding="utf-8")
+    done = subprocess.run([*script, str(suspects)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert len(done.stdout.splitlines()) == 1
+    assert "suspects.jsonl:2: invalid JSON" in done.stderr
 
 
 def test_bad_configuration_is_one_clear_line(run, monkeypatch):
