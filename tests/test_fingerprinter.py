@@ -30,7 +30,7 @@ from fingerprinter import (
     to_letters,
     winnowing,
 )
-from fingerprinter.align import KgramIndex, kgram_codes
+from fingerprinter.align import KgramIndex, _diagonal_runs, kgram_codes
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
 from fingerprinter.initials import DROP, common_letters_class, initial_table
 from fingerprinter.quantize import level_table
@@ -376,6 +376,25 @@ def test_sorted_kgrams_keep_every_position_in_text_order_among_equals(k):
     index = KgramIndex.of(letters, k)
     assert np.array_equal(index.codes, codes[order])
     assert np.array_equal(index.order, order)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=120))
+def test_diagonal_runs_are_the_maximal_runs_of_consecutive_matches(pairs):
+    # The alignment's runs: k-gram matches one after the other on one diagonal, in either
+    # text's order; any diagonal, the main one and those below it (master before suspect).
+    k = 4
+    master = np.array([m for m, _ in sorted(pairs)], dtype=np.int64)
+    suspect = np.array([s for _, s in sorted(pairs)], dtype=np.int64)
+    expected = []
+    for m, s in sorted(pairs, key=lambda p: (p[1], p[0])):
+        if (m - 1, s - 1) in pairs:
+            continue  # not the first match of its run
+        length = 1
+        while (m + length, s + length) in pairs:
+            length += 1
+        expected.append([m, m + length - 1 + k, s, s + length - 1 + k])
+    assert _diagonal_runs(master, suspect, k).tolist() == expected
 
 
 def test_winnowing_selects_the_seed_example():
