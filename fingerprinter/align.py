@@ -79,6 +79,22 @@ class KgramIndex:
         codes, order = _sorted_kgrams(letters, k)
         return cls(k, codes, order.astype(np.int32))
 
+    def shared_within(self, letters: np.ndarray, first: np.ndarray, last: np.ndarray) -> int:
+        """How many k-grams of ``letters`` that lie wholly inside one of the ranges
+        ``[first[i], last[i])`` (letter indices, clipped to the stream) occur here."""
+        n, k = len(letters), self.k
+        if n < k or not len(self.codes):
+            return 0
+        # Letters inside some range: +1 where one opens, -1 where it closes.
+        opens = np.clip(first, 0, n)
+        edges = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(edges, opens, 1)
+        np.add.at(edges, np.maximum(np.clip(last, 0, n), opens), -1)  # empty if reversed
+        inside = np.concatenate(([0], np.cumsum(np.cumsum(edges[:-1]) > 0)))
+        codes = kgram_codes(letters, k)[inside[k:] - inside[: n - k + 1] == k]
+        at = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
+        return int(np.count_nonzero(self.codes[at] == codes))
+
 
 def _sorted_kgrams(letters: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k-gram codes of a letter stream in ascending order, and their positions (in

@@ -397,6 +397,31 @@ def test_diagonal_runs_are_the_maximal_runs_of_consecutive_matches(pairs):
     assert _diagonal_runs(master, suspect, k).tolist() == expected
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=0, max_size=80),
+    st.lists(st.integers(0, 3), min_size=0, max_size=80),
+    st.lists(st.tuples(st.integers(-10, 90), st.integers(-10, 90)), max_size=4),
+)
+def test_kgrams_shared_within_ranges_count_those_wholly_inside(master, text, ranges):
+    # What the matcher asks before aligning a master whole: how many of the text's k-grams
+    # near its hits the master holds. Plain definition: a k-gram starting at p counts when
+    # p..p+k-1 all lie in some range (clipped to the text) and the master has it.
+    k = 3
+    index = KgramIndex.of(np.array(master, dtype=np.uint8), k)
+    first = np.array([a for a, _ in ranges], dtype=np.int64)
+    last = np.array([b for _, b in ranges], dtype=np.int64)
+    inside = {i for a, b in ranges for i in range(max(a, 0), min(b, len(text)))}
+    held = {tuple(master[i : i + k]) for i in range(len(master) - k + 1)}
+    expected = sum(
+        1
+        for p in range(len(text) - k + 1)
+        if all(p + j in inside for j in range(k)) and tuple(text[p : p + k]) in held
+    )
+    letters = np.array(text, dtype=np.uint8)
+    assert index.shared_within(letters, first, last) == expected
+
+
 def test_winnowing_selects_the_seed_example():
     hashes = np.array([77, 72, 42, 17, 98, 50, 17, 98, 8, 88, 67, 39, 77, 72, 42, 17, 98])
     positions = winnow(hashes, 4)
