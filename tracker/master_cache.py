@@ -17,9 +17,10 @@ from __future__ import annotations
 import secrets
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from .sized_lru import SizedLRU
 
 if TYPE_CHECKING:
     from .context import Context
@@ -41,9 +42,9 @@ class MasterCache:
     articles), least recently used dropped first; safe to share between threads."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._docs: OrderedDict[int, dict[str, Any]] = OrderedDict()
-        self._bytes = 0
+        self._docs: SizedLRU[int, dict[str, Any]] = SizedLRU(
+            max_bytes, lambda doc: sys.getsizeof(doc["text"])
+        )
         self._mark: bytes | None = None
         self._lock = threading.Lock()
 
@@ -54,10 +55,9 @@ class MasterCache:
         with self._lock:
             if mark != self._mark:
                 self._docs.clear()
-                self._bytes, self._mark = 0, mark
-            found = {i: self._docs[i] for i in wanted if i in self._docs}
-            for master_id in found:
-                self._docs.move_to_end(master_id)
+                self._mark = mark
+            kept = {i: self._docs.get(i) for i in wanted}
+            found = {i: doc for i, doc in kept.items() if doc is not None}
         missing = [i for i in wanted if i not in found]
         if not missing:
             return found
@@ -71,18 +71,8 @@ class MasterCache:
         with self._lock:
             if mark == self._mark:  # else read under an older mark: used once, not kept
                 for master_id, doc in fetched.items():
-                    self._keep(master_id, doc)
+                    self._docs.put(master_id, doc)
         return found | fetched
-
-    def _keep(self, master_id: int, doc: dict[str, Any]) -> None:
-        size = sys.getsizeof(doc["text"])
-        if master_id in self._docs or size > self.max_bytes:
-            return
-        self._docs[master_id] = doc
-        self._bytes += size
-        while self._bytes > self.max_bytes:
-            _, dropped = self._docs.popitem(last=False)
-            self._bytes -= sys.getsizeof(dropped["text"])
 
     def __len__(self) -> int:
         return len(self._docs)
