@@ -324,7 +324,8 @@ def _readability_text(tree: lxml.html.HtmlElement) -> str:
 def _agree(primary: str, own_readability: str | None, options: ExtractionOptions) -> bool:
     """Whether trafilatura's text and its own readability pass hold the same tokens (each at
     least ``agreement_share`` of the other's). Measured on the shared pages: on such pages
-    readability-lxml's opinion changes nothing; on half the pages it is then not asked."""
+    readability-lxml's opinion changes little (F1 zh 0.946 -> 0.944, en 0.903 either way),
+    and half the pages are such pages."""
     if not primary or own_readability is None:
         return False
     p, s = _tokens(primary), _tokens(own_readability)
