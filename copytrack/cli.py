@@ -108,12 +108,11 @@ def run() -> None:
     threads, a third of a one-page `check`. Output and logs are flushed first; an error
     still exits with a traceback. Tests call ``main`` in their own process, as usual.
     """
+    code: int | str | None = 0
     try:
-        main(prog_name="copytrack")
+        main(prog_name="copytrack")  # click ends every command with SystemExit
     except SystemExit as done:
         code = done.code
-    else:  # click always exits; kept for a main() that returns
-        code = 0
     if isinstance(code, str):  # sys.exit("message")
         print(code, file=sys.stderr)
         code = 1

@@ -209,7 +209,7 @@ _readability_texts: contextvars.ContextVar[list[str] | None] = contextvars.Conte
 def _kept_readability(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     summary = _own_readability(tree)
     texts = _readability_texts.get()
-    if texts is not None:
+    if texts == []:  # asked for, and the first pass: it reads the whole page
         texts.append(_html_lines(summary))
     return summary
 
@@ -228,7 +228,7 @@ def _trafilatura_text(
         text = _bare_text(tree, options)
     finally:
         _readability_texts.reset(asking)
-    # The first pass reads the whole page; a later one, a retry on a pruned copy.
+    # Only the first pass is kept: a later one is a retry on a pruned copy.
     return text, texts[0] if texts else None
 
 
