@@ -224,6 +224,31 @@ def test_redis_blocks_split_as_the_index_grows(redis_client: redis.Redis) -> Non
     assert index.lookup(masters[0][:3]) == [()] * 3
 
 
+def test_a_reader_routing_with_an_old_layout_still_finds_every_posting(
+    redis_client: redis.Redis,
+) -> None:
+    """A worker reads the shards' state once and keeps it; another process then grows the
+    index past several splits. The worker's next lookup, routed to blocks that have since
+    split, sees the newer state read back with the blocks and routes again: nothing is
+    missed."""
+    reader = RedisIndex(redis_client, "test:ix")
+    writer = RedisIndex(redis_client, "test:ix")
+    rng = random.Random(7)
+    # 2.5 x LOAD postings per first block, as in the test above.
+    masters = {
+        m: [rng.getrandbits(64) for _ in range(40)]
+        for m in range(SHARDS * 2**MIN_LEVEL * LOAD // 16)
+    }
+    writer.add(0, masters[0])
+    assert reader.lookup(masters[0]) == [(0,)] * 40  # the reader's state: no split yet
+    writer.add_many([(m, fps) for m, fps in masters.items() if m])
+    assert writer.stats().keys > SHARDS * 2**MIN_LEVEL  # blocks have split
+
+    sample = [fp for m in range(0, len(masters), 13) for fp in masters[m]]
+    owners = [(m,) for m in range(0, len(masters), 13) for _ in masters[m]]
+    assert reader.lookup(sample) == owners
+
+
 def test_fresh_masters_are_appended_into_the_same_blocks(redis_client: redis.Redis) -> None:
     """Masters with new ids go in without the per-record search (`fresh`): the postings, the
     blocks and every lookup equal those of the checked add, across several batches (into

@@ -19,7 +19,8 @@ every block number holds) is the record's key:
   ``layout``.
 - ``{prefix}:{SS}:{block}``  STRING: the block's postings as fixed-size records in no
   order (new ones are appended), key bytes (big-endian) then the master id (uint32
-  big-endian); a lookup finds a key's records with plain string searches, in C.
+  big-endian); a lookup reads its blocks with plain ``MGET`` and finds the keys' records
+  in the client (numpy): Redis only copies bytes.
 
 A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it holds more
 than ``LOAD`` postings per block on average, so blocks stay under a kilobyte at any
@@ -56,9 +57,12 @@ MIN_LEVEL = 8  # a shard starts with 2**MIN_LEVEL blocks
 # 555 works/s, 11.8 -> 10.9 bytes per posting, lookups no slower).
 LOAD = 96
 
-# Records sent per script call: bounds the time a call blocks the server, while a pipeline
-# still sends every call of a query in one round trip.
+# Records sent per script call, and blocks read per MGET: bounds the time a command blocks
+# the server, while a pipeline still sends every command of a batch in one round trip.
 _CHUNK = 4000
+# Fingerprints looked up per round trip: bounds the client's memory (each reads a block of
+# about a kilobyte) on a whole book, while a 5k-character page takes one.
+_LOOKED_UP_AT_ONCE = 16_384
 # Records routed in one go; more are routed a shard at a time (bounded memory).
 _ROUTED_AT_ONCE = 200_000
 
@@ -112,11 +116,6 @@ local function block_key(b) return KEYS[1] .. ':' .. string.format('%010d', b) e
 local function u32(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
-end
-
-local function p32(v)
-  local b = floor(v / 65536)
-  return string.char(floor(b / 256), b % 256, floor(v / 256) % 256, v % 256)
 end
 
 -- Byte offset (1-based) of the first record of block s that starts with k, from offset
@@ -305,63 +304,6 @@ end
 if removed > 0 then redis.call('HINCRBY', KEYS[1], 'postings', -removed) end
 if blocks ~= 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
 return removed
-"""
-)
-
-# ARGV: layout, key length, the shard's level and split the caller computed blocks with,
-# max_df (-1: no cut), the blocks (10-digit numbers, one string), then the queries (one
-# string): 4 bytes (position in the query), 2 bytes (index of its block), the key. The
-# caller computes the blocks, so Lua does no more per query than one plain find. Returns
-# two strings: for each query with postings its position and the number of masters n;
-# then the ids of those with n <= max_df, in order (all uint32 big-endian). Or
-# {-1, level, split} when the shard has split since the caller read them (it asks again).
-_LUA_LOOKUP = (
-    "#!lua flags=no-writes\n"
-    + _LUA_COMMON
-    + r"""
-local level, split = routed_state()
-if not level then return split end
-local max_df, numbers, queries = tonumber(ARGV[5]), ARGV[6], ARGV[7]
-local prefix, blocks = KEYS[1] .. ':', {}
-for first = 0, #numbers / 10 - 1, 500 do
-  local names = {}
-  for x = first, math.min(first + 499, #numbers / 10 - 1) do
-    names[#names + 1] = prefix .. string.sub(numbers, x * 10 + 1, x * 10 + 10)
-  end
-  local got = redis.call('MGET', unpack(names))
-  for x = 1, #got do blocks[first + x] = got[x] end
-end
--- The hot loop of every query: string functions held in locals, a key's single record (the
--- usual case) taken without a table.
-local byte, sub, sfind, concat = string.byte, string.sub, string.find, table.concat
-local Q, heads, out, n = 6 + KL, {}, {}, 0
-for i = 1, #queries, Q do
-  local hi, lo = byte(queries, i + 4, i + 5)
-  local s = blocks[hi * 256 + lo + 1]
-  if s then
-    local k = sub(queries, i + 6, i + 5 + KL)
-    local at = sfind(s, k, 1, true)
-    while at and (at - 1) % R ~= 0 do at = sfind(s, k, at + 1, true) end
-    if at then
-      -- Every record of the key: blocks are unordered sets of records.
-      local first = sub(s, at + KL, at + R - 1)
-      local count, ids = 1, nil
-      at = sfind(s, k, at + R, true)
-      while at do
-        if (at - 1) % R == 0 then
-          if not ids then ids = {first} end
-          count = count + 1
-          ids[count] = sub(s, at + KL, at + R - 1)
-        end
-        at = sfind(s, k, at + 1, true)
-      end
-      n = n + 1
-      heads[n] = sub(queries, i, i + 3) .. p32(count)
-      if max_df < 0 or count <= max_df then out[#out + 1] = ids and concat(ids) or first end
-    end
-  end
-end
-return {table.concat(heads), table.concat(out)}
 """
 )
 
@@ -576,6 +518,10 @@ class RedisIndex(InvertedIndex):
         self.layout = f"ix3:fingerprint_bits={fingerprint_bits},shards={SHARDS},load={LOAD}"
         self._meta = f"{prefix}:meta"
         self._shards = [f"{prefix}:{{{shard:02x}}}" for shard in range(SHARDS)]
+        # What the names of a shard's blocks start with (of one length for every shard).
+        self._block_prefixes = np.array(
+            [list(f"{key}:".encode()) for key in self._shards], dtype=np.uint8
+        )
         self._mask = np.uint64((1 << fingerprint_bits) - 1)
         self._shift = np.uint64(fingerprint_bits // 2)
         h_bits = fingerprint_bits - SHARD_BITS
@@ -588,7 +534,6 @@ class RedisIndex(InvertedIndex):
         self._append = client.register_script(_LUA_APPEND)
         self._split = client.register_script(_LUA_SPLIT)
         self._remove = client.register_script(_LUA_REMOVE)
-        self._lookup = client.register_script(_LUA_LOOKUP)
 
     @property
     def record_bytes(self) -> int:
@@ -629,20 +574,123 @@ class RedisIndex(InvertedIndex):
         return self._mutate(self._remove, [(master_id, fingerprints)], [])
 
     def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
+        self._check_layout()
         x = self._mixed(fingerprints)
-        position = np.arange(len(x), dtype=np.uint64)
-        cut = [-1 if max_df is None else max_df]
-        replies = list(self._routed(self._lookup, x, position, lambda n: cut, query=True))
-        head = np.frombuffer(b"".join(r[0] for r in replies), dtype=">u4").reshape(-1, 2)
-        head = head.astype(np.int64)
-        counts = head[:, 1]
+        found = [
+            self._found_in_blocks(x[start : start + _LOOKED_UP_AT_ONCE], start)
+            for start in range(0, len(x), _LOOKED_UP_AT_ONCE)
+        ]
+        query = np.concatenate([np.empty(0, dtype=np.int64), *(f[0] for f in found)])
+        master = np.concatenate([np.empty(0, dtype=np.int64), *(f[1] for f in found)])
+        df = np.bincount(query, minlength=len(x))[query]
         if max_df is not None:
-            head, counts = head[counts <= max_df], counts[counts <= max_df]
-        return Postings(
-            query=np.repeat(head[:, 0], counts),
-            master=np.frombuffer(b"".join(r[1] for r in replies), dtype=">u4").astype(np.int64),
-            df=np.repeat(counts, counts),
-        )
+            kept = df <= max_df
+            query, master, df = query[kept], master[kept], df[kept]
+        order = np.lexsort((master, query))
+        return Postings(query=query[order], master=master[order], df=df[order])
+
+    def _found_in_blocks(self, x: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
+        """(position + first, master id) of every posting of the mixed fingerprints x, read
+        in one round trip per state of the shards (a shard that split meanwhile is read
+        again)."""
+        position = np.arange(len(x))
+        query, master = [], []
+        while len(position):
+            shard, block, keys = self._route(x[position])
+            order = np.lexsort((block, shard))
+            shard, block, keys, position = shard[order], block[order], keys[order], position[order]
+            new = np.ones(len(order), dtype=bool)
+            new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
+            blocks, stale = self._read_blocks(shard[new], block[new])
+            of_block = np.cumsum(new) - 1
+            hit_query, hit_master = self._records_with_keys(blocks, of_block, keys)
+            query.append(position[hit_query] + first)
+            master.append(hit_master)
+            position = position[np.isin(shard, stale)]
+        return np.concatenate(query), np.concatenate(master)
+
+    def _read_blocks(self, shards: np.ndarray, blocks: np.ndarray) -> tuple[list[bytes], list[int]]:
+        """The blocks (numbers, grouped by shard) as stored now (b"" for none), and the
+        shards whose state changed since they were routed (their blocks read as b"")."""
+        names = self._block_names(shards, blocks)
+        bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
+        read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
+        pipe = self.client.pipeline(transaction=False)
+        for n in read:
+            for start in range(bounds[n], bounds[n + 1], _CHUNK):
+                pipe.execute_command("MGET", *names[start : min(start + _CHUNK, bounds[n + 1])])
+            # Read after its blocks: a split completed since the routing changed the state
+            # (it only grows), so the same state means the blocks were read as routed.
+            pipe.hmget(self._shards[n], "layout", "level", "split")
+        replies = iter(pipe.execute())
+        out: list[bytes] = []
+        stale: list[int] = []
+        for n in read:
+            got: list[bytes | None] = []
+            for _ in range(bounds[n], bounds[n + 1], _CHUNK):
+                got += next(replies)
+            layout, level, split = next(replies)
+            if layout is not None and layout.decode() != self.layout:
+                self._layout_error(layout.decode())
+            state = (int(level or MIN_LEVEL), int(split or 0))
+            if state != self._state(n):
+                self._shard_state[n] = state
+                stale.append(n)
+                got = [None] * len(got)
+            out += [block or b"" for block in got]
+        return out, stale
+
+    def _records_with_keys(
+        self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(query, master id) of the records of blocks[of_block[q]] whose key is keys[q];
+        of_block is sorted and names every block."""
+        size = self.record_bytes
+        records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
+        first = np.cumsum(records) - records
+        # Padded so that 8 bytes can be read at every record: the key is their high bytes.
+        data = b"".join([*blocks, bytes(8)])
+        count = int(records.sum())
+        heads = np.ndarray((count,), dtype=">u8", buffer=data, strides=(size,))
+        record_keys = heads >> np.uint64(64 - 8 * self._key_len)
+        # The first query of each block is compared with the records where they lie; the
+        # few others (a page's queries rarely share a block) with copies of theirs.
+        leads = np.ones(len(of_block), dtype=bool)
+        leads[1:] = of_block[1:] != of_block[:-1]
+        lead = np.flatnonzero(leads)
+        record = np.flatnonzero(record_keys == np.repeat(keys[lead], records))
+        query = lead[np.searchsorted(first, record, side="right") - 1]
+        others = np.flatnonzero(~leads)
+        if len(others):
+            span = records[of_block[others]]
+            at = np.repeat(first[of_block[others]] - (np.cumsum(span) - span), span)
+            at += np.arange(len(at))
+            asked = np.repeat(others, span)
+            hit = record_keys[at] == keys[asked]
+            record = np.concatenate((record, at[hit]))
+            query = np.concatenate((query, asked[hit]))
+        ids = np.ndarray((count,), dtype=">u4", buffer=data, offset=self._key_len, strides=(size,))
+        return query, ids[record].astype(np.int64)
+
+    def _block_names(self, shards: np.ndarray, blocks: np.ndarray) -> list[bytes]:
+        """Key names of blocks: the shard's key, ':', the block number in 10 digits."""
+        width = self._block_prefixes.shape[1]
+        names = np.empty((len(blocks), width + 10), dtype=np.uint8)
+        names[:, :width] = self._block_prefixes[shards]
+        names[:, width:] = np.frombuffer(_digits(blocks), dtype=np.uint8).reshape(-1, 10)
+        return names.view(f"S{width + 10}").ravel().tolist()
+
+    def _route(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Shard, block (by the shard's state as last read) and record key of each mixed
+        fingerprint."""
+        shard = (x & np.uint64(SHARDS - 1)).astype(np.int64)
+        h = x >> np.uint64(SHARD_BITS)
+        low = h & np.uint64(0xFFFFFFFF)
+        state = np.array([self._state(n) for n in range(SHARDS)], dtype=np.uint64)
+        level, split = state[shard, 0], state[shard, 1]
+        block = low & ((np.uint64(1) << level) - np.uint64(1))
+        wider = low & ((np.uint64(2) << level) - np.uint64(1))
+        return shard, np.where(block < split, wider, block), h >> np.uint64(MIN_LEVEL)
 
     def _routed(
         self,
@@ -650,16 +698,15 @@ class RedisIndex(InvertedIndex):
         x: np.ndarray,
         tag: np.ndarray,
         extra,
-        query: bool = False,
         fresh: bool = False,
     ) -> Iterator[list]:
-        """Run script on the mixed fingerprints x, each with its tag (the query position, or
-        the master id of a posting), routed to their blocks here: one call per shard and
+        """Run script on the mixed fingerprints x, each with its tag (the master id of a
+        posting), routed to their blocks here: one call per shard and
         _CHUNK fingerprints, all in one round trip; calls answered with a newer shard state
         (the shard split since it was read) are routed again. Yields the other replies."""
         pending = np.arange(len(x))
         while len(pending):
-            calls, shards = self._calls_of(x[pending], tag[pending], extra, query, fresh)
+            calls, shards = self._calls_of(x[pending], tag[pending], extra, fresh)
             stale = set()
             for reply, shard in zip(self._run(script, calls), shards, strict=True):
                 if isinstance(reply[0], int) and reply[0] == -1:
@@ -671,38 +718,29 @@ class RedisIndex(InvertedIndex):
             pending = pending[np.isin(shard_of, list(stale))]
 
     def _calls_of(
-        self, x: np.ndarray, tag: np.ndarray, extra, query: bool, fresh: bool = False
+        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool = False
     ) -> tuple[list[list], list[int]]:
-        """Script calls (see _LUA_LOOKUP, _LUA_ADD and _LUA_APPEND) for mixed fingerprints x
-        and their tags, and the shard of each call. A lookup record is the query position,
-        the block index and the key; a posting record the block index, the key and the
-        master id, sorted by block, key and id; a fresh posting the key and the id, with
-        the run length of each block after the records."""
+        """Script calls (see _LUA_ADD and _LUA_APPEND) for mixed fingerprints x and their
+        tags, and the shard of each call. A posting record is the block index, the key and
+        the master id, sorted by block, key and id; a fresh posting the key and the id,
+        with the run length of each block after the records."""
         if len(x) <= _ROUTED_AT_ONCE:
-            return self._routed_calls(x, tag, extra, query, fresh)
+            return self._routed_calls(x, tag, extra, fresh)
         # A shard at a time: routing takes a few dozen bytes of arrays per record, and a
         # batch of works brings millions of postings; the calls still go in one round trip.
         calls: list[list] = []
         shards: list[int] = []
         for _, rows in self._by_shard(x):
-            more, their_shards = self._routed_calls(x[rows], tag[rows], extra, query, fresh)
+            more, their_shards = self._routed_calls(x[rows], tag[rows], extra, fresh)
             calls += more
             shards += their_shards
         return calls, shards
 
     def _routed_calls(
-        self, x: np.ndarray, tag: np.ndarray, extra, query: bool, fresh: bool
+        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool
     ) -> tuple[list[list], list[int]]:
-        shard = (x & np.uint64(SHARDS - 1)).astype(np.int64)
-        h = x >> np.uint64(SHARD_BITS)
-        low = h & np.uint64(0xFFFFFFFF)
-        state = np.array([self._state(n) for n in range(SHARDS)], dtype=np.uint64)
-        level, split = state[shard, 0], state[shard, 1]
-        block = low & ((np.uint64(1) << level) - np.uint64(1))
-        wider = low & ((np.uint64(2) << level) - np.uint64(1))
-        block = np.where(block < split, wider, block)
-        keys = h >> np.uint64(MIN_LEVEL)
-        order = np.lexsort((block, shard) if query else (tag, keys, block, shard))
+        shard, block, keys = self._route(x)
+        order = np.lexsort((tag, keys, block, shard))
         shard, block = shard[order], block[order]
         new = np.ones(len(order), dtype=bool)
         new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
@@ -716,10 +754,7 @@ class RedisIndex(InvertedIndex):
         which = _be_bytes((ordinal - ordinal[chunk_start]).astype(np.uint64), 2)
         key_bytes = _be_bytes(keys[order], self._key_len)
         tags = _be_bytes(tag[order].astype(np.uint64), 4)
-        if query:
-            parts = (tags, which, key_bytes)
-        else:
-            parts = (key_bytes, tags) if fresh else (which, key_bytes, tags)
+        parts = (key_bytes, tags) if fresh else (which, key_bytes, tags)
         records = np.concatenate(parts, axis=1)
         calls, shards = [], []
         for n in range(SHARDS):
