@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from copytrack.cli import main
+from copytrack.commands.check import SMALL_FILE_BYTES
 from tests.corpus import documents, texts
 
 ZH = texts("zh_news", 12)
@@ -130,6 +134,68 @@ def test_check_jsonl_writes_one_line_per_pair(run, files, tmp_path):
         "latency_ms",
     }
     assert result.exit_code == 1 and "suspects.jsonl:3: invalid JSON" in result.stderr
+
+
+def _many_suspects(path, count: int) -> None:
+    """count suspects of a few thousand characters as JSONL at path: in turn copies of ZH[0]
+    and ZH[1], and a text copying neither."""
+    rows = [
+        json.dumps({"id": f"s{n}", "text": ZH[n % 3] + ZH[9 + n % 3]}, ensure_ascii=False)
+        for n in range(count)
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_path):
+    # Past SMALL_FILE_BYTES per process the suspects go to worker processes, in batches;
+    # the pairs and their order are those of matching them here.
+    run("library", "add", str(files / "a.txt"), str(files / "sub"))
+    suspects = tmp_path / "suspects.jsonl"
+    _many_suspects(suspects, 120)
+    assert suspects.stat().st_size > 2 * SMALL_FILE_BYTES
+
+    def pairs(processes: str) -> list[tuple[str, str]]:
+        result = run("check", "--processes", processes, "--jsonl", str(suspects))
+        assert result.exit_code == 0, result.stderr
+        rows = map(json.loads, result.stdout.splitlines())
+        return [(row["suspect_id"], row["master_id"]) for row in rows]
+
+    alone = pairs("1")
+    assert len(alone) == 120 * 2 // 3  # ZH[0] copies a, ZH[1] copies b, ZH[2] neither
+    assert pairs("3") == alone
+
+
+def test_check_jsonl_reports_a_killed_matching_process_in_one_line(run, files, tmp_path):
+    run("library", "add", str(files / "sub"))
+    suspects = tmp_path / "suspects.jsonl"
+    _many_suspects(suspects, 600)
+    script = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]
+    command = subprocess.Popen(
+        [*script, "--processes", "2", "--jsonl", str(suspects)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert command.stdout is not None and command.stdout.readline()  # workers are matching
+        # Its workers are the children of its child the forkserver.
+        (forkserver,) = (pid for pid in _children(command.pid) if b"forkserver" in _cmdline(pid))
+        os.kill(_children(forkserver)[0], signal.SIGKILL)
+        out, err = command.communicate(timeout=120)
+    finally:
+        command.kill()
+    assert command.returncode == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"a process matching {suspects} died" in err
+    assert all(json.loads(line)["master_id"] == "b" for line in out.splitlines())
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of pid (of any of its threads)."""
+    threads = Path(f"/proc/{pid}/task").iterdir()
+    return [int(child) for thread in threads for child in (thread / "children").read_text().split()]
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def test_console_script_exits_with_all_its_output_and_its_status(run, files, tmp_path):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-import time
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import click
@@ -14,9 +15,12 @@ import click
 from tracker.context import Context, open_context
 from tracker.jsonl import BadLine, read_jsonl
 from tracker.loaders import HTML_SUFFIXES
+from tracker.match_pool import MatchPool, Timed
 from tracker.matcher import Match, match_text
 
 PASSAGES_SHOWN = 3
+BATCH = 8  # suspects of --jsonl sent to a matching process at once
+SMALL_FILE_BYTES = 256 * 1024  # --jsonl input per matching process, at least
 
 
 def _snippet(text: str, start: int, end: int, width: int = 60) -> str:
@@ -77,17 +81,25 @@ def _print_matches(ctx: Context, text: str, matches: list[Match]) -> None:
             )
 
 
-def _check_jsonl(ctx: Context, path: Path, workers: int) -> int:
+def _check_jsonl(ctx: Context, path: Path, processes: int) -> int:
     """One JSON line per (suspect, master) pair found, in the file's order; returns the
     number of bad lines.
 
-    Suspects are matched by ``workers`` threads: while one waits for Redis or MongoDB,
-    another aligns (numpy releases the GIL), and the servers work on both cores. At most
-    two suspects per thread are in flight, so a file of any size streams.
+    Suspects are matched by ``processes`` processes (`tracker.match_pool`), a batch of
+    ``BATCH`` at a time; at most two batches per process are in flight, so a file of any
+    size streams.
     """
     bad = 0
-    pending: deque[tuple[object, Future[tuple[list[Match], float]]]] = deque()
-    with ThreadPoolExecutor(workers, thread_name_prefix="check") as pool:
+    batch: list[tuple[object, str]] = []
+    pending: deque[tuple[list[object], Future[list[Timed]]]] = deque()
+    with MatchPool(ctx, processes) as pool:
+
+        def submit_batch() -> None:
+            pending.append(([key for key, _ in batch], pool.submit([t for _, t in batch])))
+            batch.clear()
+            if len(pending) > 2 * processes:
+                _print_pairs(*pending.popleft())
+
         for item in read_jsonl(path):
             if isinstance(item, BadLine):
                 bad += 1
@@ -99,22 +111,22 @@ def _check_jsonl(ctx: Context, path: Path, workers: int) -> int:
                 bad += 1
                 click.echo(f'error: {path}:{line_no}: no "text" string', err=True)
                 continue
-            pending.append((obj.get("id", line_no), pool.submit(_timed_match, ctx, text)))
-            if len(pending) >= 2 * workers:
-                _print_pairs(*pending.popleft())
+            batch.append((obj.get("id", line_no), text))
+            if len(batch) == BATCH:
+                submit_batch()
+        if batch:
+            submit_batch()
         while pending:
             _print_pairs(*pending.popleft())
     return bad
 
 
-def _timed_match(ctx: Context, text: str) -> tuple[list[Match], float]:
-    started = time.perf_counter()
-    matches = match_text(ctx, text)
-    return matches, round((time.perf_counter() - started) * 1000, 2)
+def _print_pairs(suspect_ids: list[object], matched: Future[list[Timed]]) -> None:
+    for suspect_id, (matches, latency_ms) in zip(suspect_ids, matched.result(), strict=True):
+        _print_matches_of(suspect_id, matches, latency_ms)
 
 
-def _print_pairs(suspect_id: object, matched: Future[tuple[list[Match], float]]) -> None:
-    matches, latency_ms = matched.result()
+def _print_matches_of(suspect_id: object, matches: list[Match], latency_ms: float) -> None:
     for match in matches:
         click.echo(
             json.dumps(
@@ -140,18 +152,30 @@ def _print_pairs(suspect_id: object, matched: Future[tuple[list[Match], float]])
     help='Check every line {"id", "text"} of a JSONL file; one JSON line per match.',
 )
 @click.option(
-    "--workers",
+    "--processes",
     type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Suspects of --jsonl matched at once (threads of this process).",
+    default=os.cpu_count() or 1,
+    show_default="the CPU count",
+    help="Processes that match the suspects of --jsonl (each with its own connections).",
 )
-def check(source: str | None, jsonl_path: Path | None, workers: int) -> None:
+def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
     """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
     if (source is None) == (jsonl_path is None):
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
     ctx = open_context()
     if jsonl_path is not None:
-        sys.exit(1 if _check_jsonl(ctx, jsonl_path, workers) else 0)
+        # A small file is matched in this process: starting others costs half a second.
+        processes = min(processes, 1 + jsonl_path.stat().st_size // SMALL_FILE_BYTES)
+        try:
+            bad = _check_jsonl(ctx, jsonl_path, processes)
+        except BrokenProcessPool:
+            click.echo(
+                f"copytrack: a process matching {jsonl_path} died (killed, or out of memory): "
+                "the lines printed are complete; run again for the rest, with fewer "
+                "--processes if memory is short",
+                err=True,
+            )
+            sys.exit(2)
+        sys.exit(1 if bad else 0)
     text = _read_source(source)
     _print_matches(ctx, text, match_text(ctx, text))

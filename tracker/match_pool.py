@@ -1,0 +1,81 @@
+"""Matching many texts on every core (`copytrack check --jsonl`).
+
+Matching a text is mostly Python CPU (fingerprints, candidates, alignment) between short
+waits on Redis and MongoDB, so the threads of one process share one core (the GIL). A
+`MatchPool` of several processes keeps every core busy: each opens its own connections, and
+a forkserver that imported the matcher once forks them warm. Texts go in batches (fewer
+messages between processes); each batch's results come back as one future.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from types import TracebackType
+
+from .config import Settings
+from .context import Context, open_context
+from .matcher import Match, match_text
+
+#: The matches of one text, and the milliseconds its match took.
+Timed = tuple[list[Match], float]
+
+_worker_context: Context | None = None
+
+
+def match_timed(ctx: Context, text: str) -> Timed:
+    """`match_text`, timed."""
+    started = time.perf_counter()
+    matches = match_text(ctx, text)
+    return matches, round((time.perf_counter() - started) * 1000, 2)
+
+
+def _open_worker_context(settings: Settings) -> None:
+    global _worker_context
+    _worker_context = open_context(settings)
+
+
+def _match_in_worker(texts: Sequence[str]) -> list[Timed]:
+    assert _worker_context is not None, "started without its initializer"
+    return [match_timed(_worker_context, text) for text in texts]
+
+
+class MatchPool:
+    """Matches batches of texts on ``processes`` processes, or in this process when 1 (no
+    start-up cost: a single text, a one-core machine)."""
+
+    def __init__(self, ctx: Context, processes: int) -> None:
+        self.ctx = ctx
+        self._pool: Executor
+        if processes > 1:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
+            self._pool = ProcessPoolExecutor(
+                processes,
+                mp_context=context,
+                initializer=_open_worker_context,
+                initargs=(ctx.settings,),
+            )
+        else:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="match")
+        self.remote = processes > 1
+
+    def submit(self, texts: Sequence[str]) -> Future[list[Timed]]:
+        """The matches of each text, in order, when done."""
+        if self.remote:
+            return self._pool.submit(_match_in_worker, list(texts))
+        return self._pool.submit(lambda: [match_timed(self.ctx, text) for text in texts])
+
+    def __enter__(self) -> MatchPool:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # On an error, the texts not started are dropped instead of matched for nobody.
+        self._pool.shutdown(wait=True, cancel_futures=error is not None)
