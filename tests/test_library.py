@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pymongo
 import pytest
 
 from fingerprinter import FingerprintParams
@@ -63,6 +64,37 @@ def test_removing_a_work_removes_its_postings(ctx):
     assert found(ctx, ZH[1]) == []
     assert found(ctx, ZH[0]) == ["keep"]
     assert delete_works(ctx, "drop", "rui") == []
+
+
+def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, monkeypatch):
+    """The matcher's threshold scales with the library's size: one process counts it and
+    the others read the count from Redis (the embedded MongoDB counts by reading the whole
+    collection); adding or removing a work makes the next reader count again."""
+    for i, text in enumerate(ZH[:5]):
+        add_work(ctx, Work(text=text, external_id=f"w{i}"))
+    assert library.library_size(ctx) == 5
+    counted = []
+    count = pymongo.collection.Collection.estimated_document_count
+
+    def counting(collection, *args, **kwargs):
+        counted.append(collection.name)
+        return count(collection, *args, **kwargs)
+
+    monkeypatch.setattr(pymongo.collection.Collection, "estimated_document_count", counting)
+
+    def size_seen_by_another_process() -> int:
+        other = open_context(Settings.from_env(tracker_env))
+        try:
+            return library.library_size(other)
+        finally:
+            other.close()
+
+    assert size_seen_by_another_process() == 5 and counted == []
+    add_work(ctx, Work(text=ZH[5], external_id="w5"))
+    assert size_seen_by_another_process() == 6 and counted == ["masters"]
+    assert size_seen_by_another_process() == 6 and counted == ["masters"]
+    delete_works(ctx, "w0", "rui")
+    assert size_seen_by_another_process() == 5 and counted == ["masters"] * 2
 
 
 def test_reindex_after_losing_redis_gives_identical_results(ctx):

@@ -42,6 +42,11 @@ class RedisKeys:
         return f"{self.prefix}:library-edit"
 
     @property
+    def library_size(self) -> str:
+        """The count of the library's works, shared for a while (tracker.library)."""
+        return f"{self.prefix}:library-size"
+
+    @property
     def dashboard(self) -> str:
         return f"{self.prefix}:dashboard"
 

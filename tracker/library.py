@@ -303,6 +303,8 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
         if any(e.get("code") != DUPLICATE_KEY for e in err.details.get("writeErrors", [])):
             raise
         lost = {e["index"] for e in err.details["writeErrors"]}
+    finally:
+        _library_size_changed(ctx)
     for n, (master_id, (i, piece), fps) in enumerate(zip(ids, fresh, values, strict=True)):
         if n in lost:  # another process registered this id or this text at the same moment
             postings_removing(ctx, len(fps))
@@ -441,6 +443,7 @@ def remove_master(ctx: Context, master: dict[str, Any]) -> None:
     what becomes of its findings is tracker.library_edits'."""
     _unindex(ctx, master["_id"], master["text"])
     ctx.db.masters.delete_one({"_id": master["_id"]})
+    _library_size_changed(ctx)
 
 
 def master_or_archived(ctx: Context, master_id: int) -> dict[str, Any]:
@@ -459,12 +462,27 @@ def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:
 
 
 def library_size(ctx: Context) -> int:
-    """How many masters the library holds, counted at most LIBRARY_COUNT_SECONDS ago (the
-    matcher scales a threshold with it; the count comes from the collection's metadata)."""
+    """How many masters the library holds, counted at most twice LIBRARY_COUNT_SECONDS ago
+    (the matcher scales a threshold with it).
+
+    The embedded MongoDB counts a collection by reading it (0.7 s at 100,000 works), so one
+    process counts and shares the count in Redis for LIBRARY_COUNT_SECONDS, instead of
+    every worker process counting each minute; an add or a removal drops it.
+    """
     at = time.monotonic()
     if ctx.library_count is None or at - ctx.library_count[0] > LIBRARY_COUNT_SECONDS:
-        ctx.library_count = (at, ctx.db.masters.estimated_document_count())
+        shared = ctx.redis.get(ctx.keys.library_size)
+        if shared is None:
+            count = ctx.db.masters.estimated_document_count()
+            ctx.redis.set(ctx.keys.library_size, count, ex=int(LIBRARY_COUNT_SECONDS))
+        else:
+            count = int(shared)
+        ctx.library_count = (at, count)
     return ctx.library_count[1]
+
+
+def _library_size_changed(ctx: Context) -> None:
+    ctx.redis.delete(ctx.keys.library_size)
 
 
 def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
