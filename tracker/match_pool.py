@@ -10,13 +10,16 @@ messages between processes); each batch's results come back as one future.
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from multiprocessing import forkserver
 from types import TracebackType
 
 from .config import Settings
 from .context import Context, open_context
+from .library import library_size
 from .matcher import Match, match_text
 
 #: The matches of one text, and the milliseconds its match took.
@@ -51,7 +54,16 @@ class MatchPool:
         self._pool: Executor
         if processes > 1:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
+            # __main__ too (multiprocessing's default): else every worker imports the
+            # command's script again, and through it the whole command line.
+            context.set_forkserver_preload(["__main__", "tracker.match_preload"])
+            # The forkserver imports while this process counts the library once for all
+            # the workers (library_size shares the count): each takes most of a second at
+            # 100,000 works on the embedded servers.
+            starting = threading.Thread(target=forkserver.ensure_running, name="forkserver")
+            starting.start()
+            library_size(ctx)
+            starting.join()
             self._pool = ProcessPoolExecutor(
                 processes,
                 mp_context=context,
