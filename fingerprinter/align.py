@@ -149,6 +149,30 @@ def _diagonal_runs(master_pos: np.ndarray, suspect_pos: np.ndarray, k: int) -> n
     return runs[np.argsort(s0, kind="stable")]
 
 
+def _linked_or_long(
+    runs: np.ndarray, weight: np.ndarray, k: int, gap: int, min_span: float
+) -> np.ndarray:
+    """Which runs can matter to `_chain`'s reported chains: those that could follow or be
+    followed by another run (its start within ``gap`` letters after the other's end, and no
+    more than ``k`` before, on both texts), and those long enough to be a span alone. Any
+    other run would chain with none and be dropped as too short; between unrelated texts
+    that is nearly every run, and chaining them one by one in Python is most of aligning."""
+    long_enough = weight[runs[:, 1]] - weight[runs[:, 0]] >= min_span
+    by_end = np.argsort(runs[:, 3], kind="stable")
+    ends = runs[by_end, 3]
+    first = np.searchsorted(ends, runs[:, 2] - gap, side="left")
+    count = np.searchsorted(ends, runs[:, 2] + k, side="left") - first
+    # Every (earlier, later) pair whose suspect ends are close, then their master ends.
+    later = np.repeat(np.arange(len(runs)), count)
+    earlier = by_end[np.repeat(first - (np.cumsum(count) - count), count) + np.arange(count.sum())]
+    dm = runs[later, 0] - runs[earlier, 1]
+    pair = (dm > -k) & (dm <= gap) & (earlier != later)
+    linked = np.zeros(len(runs), dtype=bool)
+    linked[later[pair]] = True
+    linked[earlier[pair]] = True
+    return linked | long_enough
+
+
 def _chain(runs: np.ndarray, k: int, gap: int) -> list[list[Any]]:
     """Chain runs that follow each other within ``gap`` letters on both texts.
 
@@ -213,6 +237,7 @@ def align_letters(
     master_pos, suspect_pos = _matching_pairs(master_kgrams, suspect.letters, k)
     runs = _diagonal_runs(master_pos, suspect_pos, k)
     weight = _weights(master, params.latin_weight)
+    runs = runs[_linked_or_long(runs, weight, k, params.align_gap, params.align_min_span)]
     chains = [
         c
         for c in _chain(runs, k, params.align_gap)

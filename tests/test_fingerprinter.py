@@ -30,7 +30,13 @@ from fingerprinter import (
     to_letters,
     winnowing,
 )
-from fingerprinter.align import KgramIndex, _diagonal_runs, kgram_codes
+from fingerprinter.align import (
+    KgramIndex,
+    _chain,
+    _diagonal_runs,
+    _linked_or_long,
+    kgram_codes,
+)
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
 from fingerprinter.initials import DROP, common_letters_class, initial_table
 from fingerprinter.quantize import level_table
@@ -395,6 +401,28 @@ def test_diagonal_runs_are_the_maximal_runs_of_consecutive_matches(pairs):
             length += 1
         expected.append([m, m + length - 1 + k, s, s + length - 1 + k])
     assert _diagonal_runs(master, suspect, k).tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.tuples(st.integers(0, 300), st.integers(0, 300)), max_size=400),
+    st.lists(st.floats(0.5, 1.0), min_size=320, max_size=320),
+)
+def test_runs_left_out_of_chaining_change_no_reported_chain(pairs, letter_weights):
+    # Runs that can neither follow nor be followed by another, and are too short alone,
+    # are not chained at all: the chains long enough to report are those of all runs.
+    k, gap, min_span = 4, 12, 10.0
+    master = np.array([m for m, _ in sorted(pairs)], dtype=np.int64)
+    suspect = np.array([s for _, s in sorted(pairs)], dtype=np.int64)
+    runs = _diagonal_runs(master, suspect, k)
+    weight = np.concatenate(([0.0], np.cumsum(letter_weights)))
+
+    def reported(chained: np.ndarray) -> list:
+        chains = _chain(chained, k, gap)
+        return [c for c in chains if weight[c[1]] - weight[c[0]] >= min_span]
+
+    kept = _linked_or_long(runs, weight, k, gap, min_span)
+    assert reported(runs[kept]) == reported(runs)
 
 
 @settings(max_examples=100, deadline=None)
