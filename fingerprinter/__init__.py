@@ -3,7 +3,7 @@
 No I/O, no storage: the tracker package stores and queries what this package computes.
 """
 
-from .align import Alignment, KgramIndex, Span, align, align_letters
+from .align import Alignment, KgramIndex, Span, align, align_letters, kgram_codes
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -31,6 +31,7 @@ __all__ = [
     "fingerprint",
     "fit_reference",
     "index_array",
+    "kgram_codes",
     "load_reference",
     "query_array",
     "query_fingerprints",

@@ -76,31 +76,33 @@ class KgramIndex:
 
     @classmethod
     def of(cls, letters: np.ndarray, k: int) -> KgramIndex:
-        codes, order = _sorted_kgrams(letters, k)
+        codes, order = _sorted_kgrams(kgram_codes(letters, k), k)
         return cls(k, codes, order.astype(np.int32))
 
-    def shared_within(self, letters: np.ndarray, first: np.ndarray, last: np.ndarray) -> int:
-        """How many k-grams of ``letters`` that lie wholly inside one of the ranges
-        ``[first[i], last[i])`` (letter indices, clipped to the stream) occur here."""
-        n, k = len(letters), self.k
-        if n < k or not len(self.codes):
+    def shared_within(self, text_kgrams: np.ndarray, first: np.ndarray, last: np.ndarray) -> int:
+        """How many k-grams of a text (``text_kgrams``: its `kgram_codes`) that lie wholly
+        inside one of the ranges ``[first[i], last[i])`` (letter indices, clipped to the
+        text) occur here."""
+        k = self.k
+        if not len(text_kgrams) or not len(self.codes):
             return 0
+        n = len(text_kgrams) + k - 1  # letters
         # Letters inside some range: +1 where one opens, -1 where it closes.
         opens = np.clip(first, 0, n)
         edges = np.zeros(n + 1, dtype=np.int64)
         np.add.at(edges, opens, 1)
         np.add.at(edges, np.maximum(np.clip(last, 0, n), opens), -1)  # empty if reversed
         inside = np.concatenate(([0], np.cumsum(np.cumsum(edges[:-1]) > 0)))
-        codes = kgram_codes(letters, k)[inside[k:] - inside[: n - k + 1] == k]
+        codes = text_kgrams[inside[k:] - inside[: n - k + 1] == k]
         at = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
         return int(np.count_nonzero(self.codes[at] == codes))
 
 
-def _sorted_kgrams(letters: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k-gram codes of a letter stream in ascending order, and their positions (in
-    ascending order among equal codes). Codes and positions are packed into one integer
-    and sorted together when both fit in 64 bits: ~15× faster than an argsort."""
-    codes = kgram_codes(letters, k)
+def _sorted_kgrams(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k-gram codes of a letter stream (`kgram_codes`) in ascending order, and their
+    positions (in ascending order among equal codes). Codes and positions are packed into
+    one integer and sorted together when both fit in 64 bits: ~15× faster than an
+    argsort."""
     shift = 64 - math.ceil(k * math.log2(ALPHABET_SIZE))
     if shift <= 0 or len(codes) >= 1 << shift:
         order = np.argsort(codes, kind="stable")
@@ -111,11 +113,11 @@ def _sorted_kgrams(letters: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def _matching_pairs(
-    master: KgramIndex, suspect: np.ndarray, k: int
+    master: KgramIndex, suspect_kgrams: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(master position, suspect position) of every shared k-gram, common k-grams excluded."""
     # Sorted needles: the binary searches walk the master's codes in order (~5× faster).
-    s_codes, s_order = _sorted_kgrams(suspect, k)
+    s_codes, s_order = _sorted_kgrams(suspect_kgrams, k)
     order, sorted_codes = master.order, master.codes
     left = np.searchsorted(sorted_codes, s_codes, side="left")
     right = np.searchsorted(sorted_codes, s_codes, side="right")
@@ -223,18 +225,22 @@ def align_letters(
     params: FingerprintParams | None = None,
     keep: Callable[[Span], bool] | None = None,
     master_kgrams: KgramIndex | None = None,
+    suspect_kgrams: np.ndarray | None = None,
 ) -> Alignment:
     """``align`` on letter streams that the caller already computed.
 
     ``keep`` may veto spans (e.g. boilerplate) before coverage is computed;
     ``master_kgrams``, the master's ``KgramIndex`` for ``params.align_k``, saves sorting
-    its k-grams again when the caller keeps it.
+    its k-grams again when the caller keeps it, and ``suspect_kgrams``, the suspect's
+    `kgram_codes`, computing them again.
     """
     params = params or DEFAULT_PARAMS
     k = params.align_k
     if master_kgrams is None or master_kgrams.k != k:
         master_kgrams = KgramIndex.of(master.letters, k)
-    master_pos, suspect_pos = _matching_pairs(master_kgrams, suspect.letters, k)
+    if suspect_kgrams is None:
+        suspect_kgrams = kgram_codes(suspect.letters, k)
+    master_pos, suspect_pos = _matching_pairs(master_kgrams, suspect_kgrams, k)
     runs = _diagonal_runs(master_pos, suspect_pos, k)
     weight = _weights(master, params.latin_weight)
     runs = runs[_linked_or_long(runs, weight, k, params.align_gap, params.align_min_span)]

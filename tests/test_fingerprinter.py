@@ -446,8 +446,8 @@ def test_kgrams_shared_within_ranges_count_those_wholly_inside(master, text, ran
         for p in range(len(text) - k + 1)
         if all(p + j in inside for j in range(k)) and tuple(text[p : p + k]) in held
     )
-    letters = np.array(text, dtype=np.uint8)
-    assert index.shared_within(letters, first, last) == expected
+    codes = kgram_codes(np.array(text, dtype=np.uint8), k)
+    assert index.shared_within(codes, first, last) == expected
 
 
 def test_winnowing_selects_the_seed_example():

@@ -37,6 +37,7 @@ from fingerprinter import (
     Letters,
     Span,
     align_letters,
+    kgram_codes,
     query_array,
     to_letters,
 )
@@ -255,15 +256,37 @@ def _alnum(text: str) -> str:
     return "".join(filter(str.isalnum, unicodedata.normalize("NFKC", text).casefold()))
 
 
-def _window(suspect: Letters, candidate: Candidate, min_hits: int) -> Letters:
-    """The suspect's letters from WINDOW_SLACK_LETTERS before the candidate's first hit to
-    as many after its last; EXCERPT_SLACK_LETTERS for a candidate with fewer than
-    ``min_hits`` hits, which can only be reported as a short excerpt around its hit."""
+@dataclass(frozen=True)
+class _Suspect:
+    """The suspect's letters and their k-grams (`kgram_codes` for ``k``), made once for all
+    its candidates."""
+
+    letters: Letters
+    kgrams: np.ndarray
+    k: int
+
+    @classmethod
+    def of(cls, text: str, params: FingerprintParams) -> _Suspect:
+        letters = to_letters(text, params.latin_mode)
+        return cls(letters, kgram_codes(letters.letters, params.align_k), params.align_k)
+
+    def part(self, first: int, last: int) -> tuple[Letters, np.ndarray]:
+        """Letters first..last (clipped to the text), and the k-grams wholly inside them."""
+        first, last = max(first, 0), min(last, len(self.letters))
+        part = Letters(self.letters.codes[first:last], self.letters.offsets[first:last])
+        return part, self.kgrams[first : max(first, last - self.k + 1)]
+
+
+def _window(suspect: _Suspect, candidate: Candidate, min_hits: int) -> tuple[Letters, np.ndarray]:
+    """The suspect's letters, and their k-grams, from WINDOW_SLACK_LETTERS before the
+    candidate's first hit to as many after its last; EXCERPT_SLACK_LETTERS for a candidate
+    with fewer than ``min_hits`` hits, which can only be reported as a short excerpt around
+    its hit."""
+    offsets = suspect.letters.offsets
     slack = WINDOW_SLACK_LETTERS if candidate.hits >= min_hits else EXCERPT_SLACK_LETTERS
-    first = np.searchsorted(suspect.offsets, candidate.starts.min()) - slack
-    last = np.searchsorted(suspect.offsets, candidate.ends.max()) + slack
-    window = slice(max(int(first), 0), int(last))
-    return Letters(suspect.codes[window], suspect.offsets[window])
+    first = np.searchsorted(offsets, candidate.starts.min()) - slack
+    last = np.searchsorted(offsets, candidate.ends.max()) + slack
+    return suspect.part(int(first), int(last))
 
 
 def _letters_bytes(found: tuple[Letters, KgramIndex]) -> int:
@@ -299,7 +322,7 @@ def _master_letters(
 def _match(
     ctx: Context,
     text: str,
-    suspect: Letters,
+    suspect: _Suspect,
     candidate: Candidate,
     master: dict[str, Any],
     settings: MatchSettings,
@@ -311,14 +334,14 @@ def _match(
     they are not in it verbatim.
     """
     chars = len(master["text"])
-    window = _window(suspect, candidate, settings.min_hits)
+    window, window_kgrams = _window(suspect, candidate, settings.min_hits)
     whole = candidate.hits >= settings.min_hits
     if whole:
         offset, part = 0, master["text"]
         letters, kgrams = _master_letters(master, ctx.params)
-        first = np.searchsorted(suspect.offsets, candidate.starts) - NEAR_HIT_LETTERS
-        last = np.searchsorted(suspect.offsets, candidate.ends) + NEAR_HIT_LETTERS
-        if kgrams.shared_within(suspect.letters, first, last) < settings.min_kgrams_near_hits:
+        first = np.searchsorted(suspect.letters.offsets, candidate.starts) - NEAR_HIT_LETTERS
+        last = np.searchsorted(suspect.letters.offsets, candidate.ends) + NEAR_HIT_LETTERS
+        if kgrams.shared_within(suspect.kgrams, first, last) < settings.min_kgrams_near_hits:
             return None
     else:
         found = _around_hit(master["text"], text, candidate)
@@ -332,6 +355,7 @@ def _match(
         ctx.params,
         keep=lambda span: not candidate.is_boilerplate(span, chars, settings),
         master_kgrams=kgrams,
+        suspect_kgrams=window_kgrams,
     )
     spans = tuple(span._replace(master_start=span.master_start + offset,
                                 master_end=span.master_end + offset)
@@ -339,7 +363,7 @@ def _match(
     copied = _copied_chars(spans)
     master_coverage = alignment.master_coverage if whole else copied / max(chars, 1)
     # Coverage of the whole suspect, not of the window.
-    suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect)
+    suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect.letters)
     coverage = max(master_coverage, suspect_coverage)
     enough = whole and (
         alignment.exact_weight >= settings.min_matched_letters
@@ -386,7 +410,7 @@ def match_text(
     if not found:
         return []
     masters = load_masters(ctx, [c.master_id for c in found])
-    suspect = to_letters(text, ctx.params.latin_mode)
+    suspect = _Suspect.of(text, ctx.params)
     matches = []
     for candidate in found:
         master = masters.get(candidate.master_id)
