@@ -156,7 +156,10 @@ def _print_matches_of(suspect_id: object, matches: list[Match], latency_ms: floa
     type=click.IntRange(min=1),
     default=os.cpu_count() or 1,
     show_default="the CPU count",
-    help="Processes that match the suspects of --jsonl (each with its own connections).",
+    help=(
+        "Processes that match the suspects of --jsonl, each with its own connections and "
+        "caches of works (COPYTRACK_MASTER_CACHE_MB, and up to 512 MB of their letters)."
+    ),
 )
 def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
     """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
