@@ -62,8 +62,10 @@ class MatchPool:
             # 100,000 works on the embedded servers.
             starting = threading.Thread(target=forkserver.ensure_running, name="forkserver")
             starting.start()
-            library_size(ctx)
-            starting.join()
+            try:
+                library_size(ctx)
+            finally:
+                starting.join()
             self._pool = ProcessPoolExecutor(
                 processes,
                 mp_context=context,
@@ -76,8 +78,9 @@ class MatchPool:
 
     def submit(self, texts: Sequence[str]) -> Future[list[Timed]]:
         """The matches of each text, in order, when done."""
+        texts = list(texts)
         if self.remote:
-            return self._pool.submit(_match_in_worker, list(texts))
+            return self._pool.submit(_match_in_worker, texts)
         return self._pool.submit(lambda: [match_timed(self.ctx, text) for text in texts])
 
     def __enter__(self) -> MatchPool:
