@@ -12,7 +12,7 @@ from fingerprinter import to_letters
 from fingerprinter.initials import DROP, initial_table
 from tests.corpus import texts
 from tracker.library import Work, add_work
-from tracker.matcher import MatchSettings, candidates, match_text
+from tracker.matcher import MatchSettings, candidates, match_text, match_texts
 
 ZH = texts("zh_news", 120)
 EN = texts("en_news", 60)
@@ -131,6 +131,32 @@ def test_merged_masters_are_both_reported_with_passages(library):
             copied = to_letters(master[span.master_start : span.master_end]).as_string()
             shown = to_letters(merged[span.suspect_start : span.suspect_end]).as_string()
             assert SequenceMatcher(None, copied, shown, autojunk=False).ratio() > 0.9
+
+
+def test_texts_matched_together_get_what_each_gets_alone(library):
+    # check --jsonl matches a batch of pages with one index lookup and one read of works:
+    # copies, a merge, unrelated pages, an empty one and a repeat, in any order.
+    rng = random.Random(3)
+    batch = [
+        drop_chars(ZH[5], 0.05, rng),
+        UNRELATED[0],
+        "",
+        ZH[7] + "\n" + EN[3],
+        homophones(ZH[9], 0.3, rng),
+        UNRELATED[45],
+        ZH[7] + "\n" + EN[3],
+    ]
+    together = match_texts(library, batch)
+    assert together == [match_text(library, text) for text in batch]
+    assert [sorted(m.master.external_id for m in found) for found in together] == [
+        ["m5"],
+        [],
+        [],
+        ["m63", "m7"],
+        ["m9"],
+        [],
+        ["m63", "m7"],
+    ]
 
 
 def test_results_are_deterministic(library):

@@ -3,8 +3,10 @@
 Matching a text is mostly Python CPU (fingerprints, candidates, alignment) between short
 waits on Redis and MongoDB, so the threads of one process share one core (the GIL). A
 `MatchPool` of several processes keeps every core busy: each opens its own connections, and
-a forkserver that imported the matcher once forks them warm. Texts go in batches (fewer
-messages between processes); each batch's results come back as one future.
+a forkserver that imported the matcher once (`tracker.match_preload`) forks them warm.
+Texts go in batches, matched together (`match_texts`: one index round trip and one read of
+works per batch, and fewer messages between processes); each batch's results come back as
+one future.
 """
 
 from __future__ import annotations
@@ -20,19 +22,21 @@ from types import TracebackType
 from .config import Settings
 from .context import Context, open_context
 from .library import library_size
-from .matcher import Match, match_text
+from .matcher import Match, match_texts
 
-#: The matches of one text, and the milliseconds its match took.
+#: The matches of one text, and the milliseconds of matching it took: its batch's time
+#: divided among the batch's texts, which are matched together.
 Timed = tuple[list[Match], float]
 
 _worker_context: Context | None = None
 
 
-def match_timed(ctx: Context, text: str) -> Timed:
-    """`match_text`, timed."""
+def match_timed(ctx: Context, texts: Sequence[str]) -> list[Timed]:
+    """`match_texts`, timed."""
     started = time.perf_counter()
-    matches = match_text(ctx, text)
-    return matches, round((time.perf_counter() - started) * 1000, 2)
+    found = match_texts(ctx, texts)
+    each = round((time.perf_counter() - started) * 1000 / max(len(texts), 1), 2)
+    return [(matches, each) for matches in found]
 
 
 def _open_worker_context(settings: Settings) -> None:
@@ -42,7 +46,7 @@ def _open_worker_context(settings: Settings) -> None:
 
 def _match_in_worker(texts: Sequence[str]) -> list[Timed]:
     assert _worker_context is not None, "started without its initializer"
-    return [match_timed(_worker_context, text) for text in texts]
+    return match_timed(_worker_context, texts)
 
 
 class MatchPool:
@@ -81,7 +85,7 @@ class MatchPool:
         texts = list(texts)
         if self.remote:
             return self._pool.submit(_match_in_worker, texts)
-        return self._pool.submit(lambda: [match_timed(self.ctx, text) for text in texts])
+        return self._pool.submit(match_timed, self.ctx, texts)
 
     def __enter__(self) -> MatchPool:
         return self

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from fingerprinter import (
+    FingerprintArray,
     FingerprintParams,
     KgramIndex,
     Letters,
@@ -43,6 +44,7 @@ from fingerprinter import (
 )
 
 from .context import Context
+from .index import Postings
 from .library import library_size
 from .master_cache import cached_masters
 from .sized_lru import SizedLRU
@@ -183,17 +185,44 @@ def candidates(
     masters (shared) counts as a hit but cannot make a candidate on its own unless there
     are ``min_shared_hits`` of them: text that masters share is usually boilerplate.
     """
-    query = query_array(text, ctx.params)
-    if len(query) == 0:
-        return []
-    found = ctx.index.postings(query.values, settings.df_cut(library_size(ctx)))
-    if len(found) == 0:
+    return _candidates_of(ctx, [text], settings)[0]
+
+
+def _candidates_of(
+    ctx: Context, texts: Sequence[str], settings: MatchSettings
+) -> list[list[Candidate]]:
+    """`candidates` of each text, their index lookups in one round trip."""
+    queries = [query_array(text, ctx.params) for text in texts]
+    bounds = np.cumsum([0, *(len(query) for query in queries)])
+    if bounds[-1] == 0:
+        return [[] for _ in texts]
+    values = np.concatenate([query.values for query in queries])
+    found = ctx.index.postings(values, settings.df_cut(library_size(ctx)))
+    # Postings come in query order: each text's are one slice.
+    cuts = np.searchsorted(found.query, bounds)
+    return [
+        _ranked(text, query, found, slice(cuts[n], cuts[n + 1]), int(bounds[n]), settings)
+        for n, (text, query) in enumerate(zip(texts, queries, strict=True))
+    ]
+
+
+def _ranked(
+    text: str,
+    query: FingerprintArray,
+    found: Postings,
+    rows: slice,
+    first_query: int,
+    settings: MatchSettings,
+) -> list[Candidate]:
+    """The candidates of one text from its postings (found[rows], whose query positions
+    start at first_query)."""
+    if rows.start == rows.stop:
         return []
     # Group the postings by master: one stable sort, then runs of equal ids.
-    order = np.argsort(found.master, kind="stable")
-    master = found.master[order]
-    position = found.query[order]
-    shared = found.df[order] > 1
+    order = np.argsort(found.master[rows], kind="stable")
+    master = found.master[rows][order]
+    position = found.query[rows][order] - first_query
+    shared = found.df[rows][order] > 1
     ids, first, hits = np.unique(master, return_index=True, return_counts=True)
     distinctive = np.add.reduceat(~shared, first)
     fewest = min(settings.min_hits, settings.min_excerpt_hits)
@@ -204,12 +233,12 @@ def candidates(
     for i in ranked:
         if settings.max_candidates is not None and len(out) >= settings.max_candidates:
             break
-        rows = slice(first[i], first[i] + hits[i])
-        if hits[i] < settings.min_hits and _in_latin(text[starts[rows][0] : ends[rows][0]]):
+        run = slice(first[i], first[i] + hits[i])
+        if hits[i] < settings.min_hits and _in_latin(text[starts[run][0] : ends[run][0]]):
             # A stretch of min_excerpt_latin_chars copied letters holds several indexed
             # granules (one in every `stride` offsets): one hit in Latin script is chance.
             continue
-        out.append(Candidate(int(ids[i]), int(hits[i]), starts[rows], ends[rows], shared[rows]))
+        out.append(Candidate(int(ids[i]), int(hits[i]), starts[run], ends[run], shared[run]))
     return out
 
 
@@ -406,10 +435,34 @@ def match_text(
     load_masters: MasterLoader = cached_masters,
 ) -> list[Match]:
     """The masters ``text`` copies, best first (deterministic order)."""
-    found = candidates(ctx, text, settings)
-    if not found:
-        return []
-    masters = load_masters(ctx, [c.master_id for c in found])
+    return match_texts(ctx, [text], settings, load_masters)[0]
+
+
+def match_texts(
+    ctx: Context,
+    texts: Sequence[str],
+    settings: MatchSettings = DEFAULT_MATCH_SETTINGS,
+    load_masters: MasterLoader = cached_masters,
+) -> list[list[Match]]:
+    """`match_text` of each text, with one index round trip and one read of candidate works
+    for all of them (a batch of pages costs the servers a few commands, not a few per
+    page)."""
+    found = _candidates_of(ctx, texts, settings)
+    wanted = [c.master_id for candidates_of_text in found for c in candidates_of_text]
+    masters = load_masters(ctx, list(dict.fromkeys(wanted))) if wanted else {}
+    return [
+        _matches(ctx, text, candidates_of_text, masters, settings) if candidates_of_text else []
+        for text, candidates_of_text in zip(texts, found, strict=True)
+    ]
+
+
+def _matches(
+    ctx: Context,
+    text: str,
+    found: list[Candidate],
+    masters: dict[int, dict[str, Any]],
+    settings: MatchSettings,
+) -> list[Match]:
     suspect = _Suspect.of(text, ctx.params)
     matches = []
     for candidate in found:
