@@ -78,12 +78,11 @@ class MatchPool:
             )
         else:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="match")
-        self.remote = processes > 1
 
     def submit(self, texts: Sequence[str]) -> Future[list[Timed]]:
         """The matches of each text, in order, when done."""
         texts = list(texts)
-        if self.remote:
+        if isinstance(self._pool, ProcessPoolExecutor):
             return self._pool.submit(_match_in_worker, texts)
         return self._pool.submit(match_timed, self.ctx, texts)
 

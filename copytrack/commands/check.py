@@ -123,24 +123,20 @@ def _check_jsonl(ctx: Context, path: Path, processes: int) -> int:
 
 def _print_pairs(suspect_ids: list[object], matched: Future[list[Timed]]) -> None:
     for suspect_id, (matches, latency_ms) in zip(suspect_ids, matched.result(), strict=True):
-        _print_matches_of(suspect_id, matches, latency_ms)
-
-
-def _print_matches_of(suspect_id: object, matches: list[Match], latency_ms: float) -> None:
-    for match in matches:
-        click.echo(
-            json.dumps(
-                {
-                    "suspect_id": suspect_id,
-                    "master_id": match.master.external_id,
-                    "score": match.score,
-                    "master_coverage": match.master_coverage,
-                    "suspect_coverage": match.suspect_coverage,
-                    "latency_ms": latency_ms,
-                },
-                ensure_ascii=False,
+        for match in matches:
+            click.echo(
+                json.dumps(
+                    {
+                        "suspect_id": suspect_id,
+                        "master_id": match.master.external_id,
+                        "score": match.score,
+                        "master_coverage": match.master_coverage,
+                        "suspect_coverage": match.suspect_coverage,
+                        "latency_ms": latency_ms,
+                    },
+                    ensure_ascii=False,
+                )
             )
-        )
 
 
 @click.command()
