@@ -12,11 +12,13 @@ from .fingerprint import (
     query_array,
     query_fingerprints,
 )
+from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
 
 __all__ = [
+    "CHECK_BITS",
     "DEFAULT_PARAMS",
     "Alignment",
     "Fingerprint",

@@ -31,8 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .granule_check import granule_checks
 from .initials import Letters, to_letters
-from .params import DEFAULT_PARAMS, FingerprintParams
+from .params import DEFAULT_PARAMS, VALUE_BITS, FingerprintParams
 from .reference import ReferenceFrame, load_reference
 from .sliding import sliding_values
 from .winnowing import anchors
@@ -57,9 +58,15 @@ class FingerprintArray:
     values: np.ndarray  # uint64
     starts: np.ndarray  # int64, character offsets in the original text
     ends: np.ndarray
+    checks: np.ndarray  # uint64, `granule_checks` of the granules' letters
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def tagged(self) -> np.ndarray:
+        """The values with their granule's check in the bits above ``VALUE_BITS``: what
+        the index keeps with a posting, and a lookup compares beside the value."""
+        return self.values | (self.checks << np.uint64(VALUE_BITS))
 
     def to_list(self) -> list[Fingerprint]:
         columns = (self.values.tolist(), self.starts.tolist(), self.ends.tolist())
@@ -82,11 +89,12 @@ def _located(
     """Attach original character offsets to granule values starting at letters ``first``."""
     if len(values) == 0:
         empty = np.empty(0, dtype=np.int64)
-        return FingerprintArray(np.empty(0, dtype=np.uint64), empty, empty)
+        return FingerprintArray(np.empty(0, dtype=np.uint64), empty, empty, values.copy())
     return FingerprintArray(
         values=values,
         starts=letters.offsets[first],
         ends=letters.offsets[first + params.granule - 1] + 1,
+        checks=granule_checks(letters.letters, first, params.granule),
     )
 
 

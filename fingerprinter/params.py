@@ -9,6 +9,7 @@ from functools import cached_property
 
 ALPHABET_SIZE = 26  # a..z: pinyin initials and Latin letters share one alphabet
 SCRIPT_BIT = 2 * ALPHABET_SIZE + 1  # above the widest packed vector (26 letters × 2 bits)
+VALUE_BITS = SCRIPT_BIT + 1  # every fingerprint value is below 2**VALUE_BITS
 
 
 MAX_GRANULE = 255
@@ -101,7 +102,7 @@ class FingerprintParams:
     @property
     def value_bits(self) -> int:
         """Every fingerprint value is below ``2**value_bits``."""
-        return SCRIPT_BIT + 1
+        return VALUE_BITS
 
     @property
     def guaranteed_span(self) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from fingerprinter import FingerprintParams
+from fingerprinter import CHECK_BITS, FingerprintParams
 from tracker.context import Context, open_context
 from tracker.index import MemoryIndex
 from tracker.jsonl import BadLine, read_jsonl
@@ -442,7 +442,7 @@ class Evaluation:
 
 def _memory_library(ctx: Context, masters: Sequence[Document]) -> tuple[Context, MasterLoader]:
     """A copy of ``ctx`` whose index and masters live in this process."""
-    ctx = replace(ctx, index=MemoryIndex())
+    ctx = replace(ctx, index=MemoryIndex(ctx.params.value_bits, CHECK_BITS))
     ctx.index.ensure_version(ctx.params.version)
     stored = {}
     for master_id, doc in enumerate(masters, start=1):

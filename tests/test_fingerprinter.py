@@ -38,6 +38,7 @@ from fingerprinter.align import (
     kgram_codes,
 )
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
+from fingerprinter.granule_check import granule_checks
 from fingerprinter.initials import DROP, common_letters_class, initial_table
 from fingerprinter.quantize import level_table
 from fingerprinter.reference import load_reference
@@ -316,6 +317,28 @@ def test_traditional_conversion_does_not_change_fingerprints():
     to_traditional = opencc.OpenCC("s2t")
     for text in ZH[:10]:
         assert values(fingerprint(to_traditional.convert(text))) == values(fingerprint(text))
+
+
+def test_granule_checks_follow_the_letters_not_only_their_counts():
+    to_traditional = opencc.OpenCC("s2t")
+    for n, text in enumerate(ZH[:10]):
+        rng = random.Random(n)
+        copy = _homophone_substitute(to_traditional.convert(text), 0.3, rng)
+        copy = _punctuation_noise(copy, rng)
+        assert index_array(copy).tagged().tolist() == index_array(text).tagged().tolist()
+
+    letters = to_letters("".join(ZH)).letters
+    starts = np.arange(0, len(letters) - 40, 7)
+    checks = granule_checks(letters, starts, 20)
+    # A granule shifted by a letter mostly keeps its check (the checked letters are chosen
+    # by content) ...
+    assert np.mean(granule_checks(letters, starts + 1, 20) == checks) > 0.75
+    # ... the same letters in another order (the same fingerprint) almost never do.
+    rng = np.random.default_rng(0)
+    shuffled = np.concatenate([rng.permutation(letters[s : s + 20]) for s in starts])
+    same_counts = granule_checks(shuffled, np.arange(len(starts)) * 20, 20)
+    assert len(checks) > 5000
+    assert np.mean(same_counts == checks) < 0.03
 
 
 # --- bad input ------------------------------------------------------------------------

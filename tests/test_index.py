@@ -162,6 +162,38 @@ def test_postings_carry_positions_and_document_frequencies(index: InvertedIndex)
     assert every.df.tolist() == [3, 3, 3]
 
 
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_posting_keeps_its_check_and_a_lookup_compares_it(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    bits, check_bits = 54, 6
+    index: InvertedIndex = (
+        MemoryIndex(bits, check_bits)
+        if backend == "memory"
+        else RedisIndex(request.getfixturevalue("redis_client"), "test:ix", bits, check_bits)
+    )
+    rng = random.Random(7)
+    values = rng.sample(range(2**bits), 3000)  # enough to split blocks
+    checks = [rng.randrange(2**check_bits) for _ in values]
+    tagged = [v | c << bits for v, c in zip(values, checks, strict=True)]
+    index.add_many([(n % 50, [fp]) for n, fp in enumerate(tagged)])
+
+    other = [v | (c + 1) % 2**check_bits << bits for v, c in zip(values, checks, strict=True)]
+    asked = tagged + other
+    found = index.postings(asked)
+    # A posting is found by the fingerprint alone, whatever check the query carries, and
+    # is exact only when the checks agree.
+    assert found.query.tolist() == list(range(len(asked)))
+    assert found.master.tolist() == [n % 50 for n in range(len(values))] * 2
+    assert found.exact.tolist() == [True] * len(values) + [False] * len(values)
+    assert index.lookup(values[:3]) == [(0,), (1,), (2,)]
+    # A master is removed with the fingerprints it was added with.
+    assert index.remove(0, asked[: len(values) : 50]) == len(values) // 50
+    assert index.lookup(values[:2]) == [(), (1,)]
+    with pytest.raises(ValueError, match="54 bits and 6 check bits"):
+        index.postings([2**60])
+
+
 def test_redis_layout_is_checked(redis_client: redis.Redis) -> None:
     RedisIndex(redis_client, "test:ix", fingerprint_bits=64).add(1, [10])
     other = RedisIndex(redis_client, "test:ix", fingerprint_bits=54)

@@ -8,10 +8,12 @@ from difflib import SequenceMatcher
 import opencc
 import pytest
 
-from fingerprinter import to_letters
+from fingerprinter import CHECK_BITS, query_array, to_letters
 from fingerprinter.initials import DROP, initial_table
+from fingerprinter.params import VALUE_BITS
 from tests.corpus import texts
 from tracker.library import Work, add_work
+from tracker.master_cache import cached_masters
 from tracker.matcher import MatchSettings, candidates, match_text, match_texts
 
 ZH = texts("zh_news", 120)
@@ -226,3 +228,27 @@ def test_an_english_quotation_of_twenty_words_is_found_and_one_fingerprint_costs
         assert f"m{60 + i}" in [m.master.external_id for m in match_text(library, quoted)]
         phrase = page.format(" ".join(words[middle : middle + 5]))
         assert [c.master_id for c in candidates(library, phrase) if c.hits == 1] == []
+
+
+def test_a_work_hit_only_by_colliding_letter_counts_is_not_read(ctx):
+    """Two granules of a page whose counts a work has in other letters (the fingerprints
+    agree, the checks do not: most chance hits in a large library) do not make the work a
+    candidate: its text is not even read. A copy is still found."""
+    add_work(ctx, Work(text=ZH[5], external_id="copied"))
+    other = add_work(ctx, Work(text=ZH[6], external_id="other"))[0].master_id
+    page = ZH[100]  # not in the library
+    query = query_array(page, ctx.params)
+    other_letters = (query.checks + 1) % 2**CHECK_BITS
+    ctx.index.add_many([(other, (query.values | other_letters << VALUE_BITS)[10:12])])
+    read: list[int] = []
+
+    def load(ctx, ids):
+        read.extend(ids)
+        return cached_masters(ctx, ids)
+
+    assert match_text(ctx, page, load_masters=load) == []
+    assert other not in read
+    # Without the rule it is a candidate, read and aligned for nothing.
+    assert match_text(ctx, page, MatchSettings(min_exact_hits=0), load) == []
+    assert other in read
+    assert [m.master.external_id for m in match_text(ctx, ZH[5][:600])] == ["copied"]

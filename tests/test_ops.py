@@ -21,7 +21,7 @@ from pymongo.database import Database
 
 from copytrack.cli import main
 from copytrack.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
-from fingerprinter import DEFAULT_PARAMS
+from fingerprinter import CHECK_BITS, DEFAULT_PARAMS
 from tests.processes import clean_env, wait_until
 from tracker.celery_app import sender_app
 from tracker.config import Settings
@@ -140,7 +140,7 @@ def test_status_reports_servers_queues_and_counts(
     keys = RedisKeys(Settings().redis_prefix)
     redis_client.rpush(keys.queue("scan"), b"t1", b"t2")
     redis_client.rpush(keys.queue("crawl"), b"t3")
-    index = RedisIndex(redis_client, keys.index, fingerprint_bits=DEFAULT_PARAMS.value_bits)
+    index = RedisIndex(redis_client, keys.index, DEFAULT_PARAMS.value_bits, CHECK_BITS)
     index.add(1, [10, 20, 30])
     # As the library leaves it: the build recorded on both sides (`tracker.generation`).
     index.set_generation("build-1")

@@ -14,7 +14,7 @@ import redis
 from pymongo.database import Database
 from redis.cluster import RedisCluster
 
-from fingerprinter import DEFAULT_PARAMS, FingerprintParams
+from fingerprinter import CHECK_BITS, DEFAULT_PARAMS, FingerprintParams
 
 from .config import Settings
 from .generation import ensure as ensure_generation
@@ -61,7 +61,9 @@ def open_index(settings: Settings, client: redis.Redis, params: FingerprintParam
     if settings.index_cluster_url:
         client = RedisCluster.from_url(settings.index_cluster_url)
     prefix = RedisKeys(settings.redis_prefix).index
-    return RedisIndex(client, prefix=prefix, fingerprint_bits=params.value_bits)
+    return RedisIndex(
+        client, prefix=prefix, fingerprint_bits=params.value_bits, check_bits=CHECK_BITS
+    )
 
 
 def open_context(

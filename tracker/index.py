@@ -22,6 +22,11 @@ every block number holds) is the record's key:
   big-endian); a lookup reads its blocks with plain ``MGET`` and finds the keys' records
   in the client (numpy): Redis only copies bytes.
 
+A fingerprint may carry ``check_bits`` more bits above its ``fingerprint_bits``: a check of
+its granule's letters (`fingerprinter.granule_check`). The record keeps them above the key;
+a lookup finds a posting by the fingerprint alone and says whether the checks agree
+(`Postings.exact`).
+
 A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it holds more
 than ``LOAD`` postings per block on average, so blocks stay under a kilobyte at any
 library size: a posting costs its record (10 bytes with the default 54-bit fingerprints)
@@ -37,7 +42,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TypeVar
 
@@ -334,12 +339,15 @@ class IndexStats:
 class Postings:
     """The postings a query hit, one row per (query fingerprint, master), as parallel arrays:
     ``query`` the fingerprint's position in the query, ``master`` the id, ``df`` how many
-    masters list that fingerprint. Fingerprints listed by more than max_df masters have none.
+    masters list that fingerprint, ``exact`` whether the posting's check bits are the
+    query's (always, for an index without them). Fingerprints listed by more than max_df
+    masters have none.
     """
 
     query: np.ndarray
     master: np.ndarray
     df: np.ndarray
+    exact: np.ndarray
 
     def __len__(self) -> int:
         return len(self.master)
@@ -400,7 +408,8 @@ class InvertedIndex(ABC):
                 query += [i] * len(ids)
                 master += ids
                 df += [len(ids)] * len(ids)
-        return Postings(*(np.array(column, dtype=np.int64) for column in (query, master, df)))
+        columns = (np.array(column, dtype=np.int64) for column in (query, master, df))
+        return Postings(*columns, exact=np.ones(len(query), dtype=bool))
 
     def count_hits(self, fingerprints: Iterable[int], max_df: int | None = None) -> dict[int, int]:
         """master id → number of distinct query fingerprints that hit it.
@@ -425,6 +434,11 @@ def _distinct(fingerprints: Iterable[int]) -> list[int]:
     return list(dict.fromkeys(_as_ints(fingerprints)))
 
 
+def _width_error(fingerprint_bits: int, check_bits: int) -> ValueError:
+    checks = f" and {check_bits} check bits" if check_bits else ""
+    return ValueError(f"fingerprints must fit in {fingerprint_bits} bits{checks}")
+
+
 def _check_master(master_id: int) -> int:
     master_id = int(master_id)
     if not 0 <= master_id <= MAX_MASTER_ID:
@@ -433,10 +447,14 @@ def _check_master(master_id: int) -> int:
 
 
 class MemoryIndex(InvertedIndex):
-    """Dict-of-sets index in this process: unit tests and evaluation sweeps."""
+    """Dict-of-dicts index in this process: unit tests and evaluation sweeps. Fingerprints
+    may carry ``check_bits`` above their ``fingerprint_bits``, as in `RedisIndex`."""
 
-    def __init__(self) -> None:
-        self._lists: dict[int, set[int]] = {}
+    def __init__(self, fingerprint_bits: int = 64, check_bits: int = 0) -> None:
+        # fingerprint → {master id: check}
+        self._lists: dict[int, dict[int, int]] = {}
+        self._bits, self._check_bits = fingerprint_bits, check_bits
+        self._mask = (1 << fingerprint_bits) - 1
         self._postings = 0
         self._version: str | None = None
         self._generation: str | None = None
@@ -444,33 +462,47 @@ class MemoryIndex(InvertedIndex):
     def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
         master_id = _check_master(master_id)
         before = self._postings
-        for fp in _distinct(fingerprints):
-            ids = self._lists.setdefault(fp, set())
+        for fp in self._fitting(_distinct(fingerprints)):
+            ids = self._lists.setdefault(fp & self._mask, {})
             if master_id not in ids:
-                ids.add(master_id)
+                ids[master_id] = fp >> self._bits
                 self._postings += 1
         return self._postings - before
 
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
         master_id = _check_master(master_id)
         before = self._postings
-        for fp in _distinct(fingerprints):
-            ids = self._lists.get(fp)
+        for fp in self._fitting(_distinct(fingerprints)):
+            ids = self._lists.get(fp & self._mask)
             if ids and master_id in ids:
-                ids.discard(master_id)
+                del ids[master_id]
                 self._postings -= 1
                 if not ids:
-                    del self._lists[fp]
+                    del self._lists[fp & self._mask]
         return before - self._postings
 
     def _read(
         self, fingerprints: Sequence[int], max_df: int | None
     ) -> list[tuple[int, ...] | None]:
         out: list[tuple[int, ...] | None] = []
-        for fp in fingerprints:
-            ids = self._lists.get(fp, ())
+        for fp in self._fitting(fingerprints):
+            ids = self._lists.get(fp & self._mask, {})
             out.append(None if max_df is not None and len(ids) > max_df else tuple(sorted(ids)))
         return out
+
+    def _fitting(self, fingerprints: list[int]) -> list[int]:
+        if any(fp >> (self._bits + self._check_bits) for fp in fingerprints):
+            raise _width_error(self._bits, self._check_bits)
+        return fingerprints
+
+    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
+        found = super().postings(fingerprints, max_df)
+        asked = _as_ints(fingerprints)
+        exact = [
+            self._lists[asked[q] & self._mask][m] == asked[q] >> self._bits
+            for q, m in zip(found.query.tolist(), found.master.tolist(), strict=True)
+        ]
+        return replace(found, exact=np.array(exact, dtype=bool))
 
     def stats(self) -> IndexStats:
         memory = sys.getsizeof(self._lists) + sum(map(sys.getsizeof, self._lists.values()))
@@ -504,18 +536,27 @@ class RedisIndex(InvertedIndex):
     """Sharded, self-sizing index in Redis/Valkey; see the module docstring.
 
     fingerprint_bits is the width the fingerprinter emits (every fingerprint must be below
-    2**fingerprint_bits); narrower fingerprints make shorter records. It is part of the
-    layout stored with the index, and a process using another gets IndexVersionMismatch.
+    2**fingerprint_bits), check_bits those of the check it may carry above them;
+    narrower fingerprints make shorter records. Both are part of the layout stored with
+    the index, and a process using others gets IndexVersionMismatch.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str, fingerprint_bits: int = 64):
+    def __init__(
+        self, client: redis.Redis, prefix: str, fingerprint_bits: int = 64, check_bits: int = 0
+    ):
         if not 32 <= fingerprint_bits <= 64:
             raise ValueError("fingerprint_bits must be within 32..64")
+        if not 0 <= check_bits <= 64 - fingerprint_bits:
+            raise ValueError("check_bits must be within 0..64 - fingerprint_bits")
         self.client = client
         self.prefix = prefix
         self.fingerprint_bits = fingerprint_bits
-        # "ix3" names this encoding: a change of mixer, sharding or record format bumps it.
-        self.layout = f"ix3:fingerprint_bits={fingerprint_bits},shards={SHARDS},load={LOAD}"
+        self.check_bits = check_bits
+        # "ix4" names this encoding: a change of mixer, sharding or record format bumps it.
+        self.layout = (
+            f"ix4:fingerprint_bits={fingerprint_bits},check_bits={check_bits},"
+            f"shards={SHARDS},load={LOAD}"
+        )
         self._meta = f"{prefix}:meta"
         self._shards = [f"{prefix}:{{{shard:02x}}}" for shard in range(SHARDS)]
         # What the names of a shard's blocks start with (of one length for every shard).
@@ -525,7 +566,9 @@ class RedisIndex(InvertedIndex):
         self._mask = np.uint64((1 << fingerprint_bits) - 1)
         self._shift = np.uint64(fingerprint_bits // 2)
         h_bits = fingerprint_bits - SHARD_BITS
-        self._key_len = (h_bits - MIN_LEVEL + 7) // 8
+        # A record's key: h without its low MIN_LEVEL bits, then the check above it.
+        self._key_len = (h_bits - MIN_LEVEL + check_bits + 7) // 8
+        self._key_mask = np.uint64((1 << (h_bits - MIN_LEVEL)) - 1)
         # Splitting reads bit `level` of h within the key's last 3 bytes.
         self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
         self._layout_checked = False
@@ -582,19 +625,22 @@ class RedisIndex(InvertedIndex):
         ]
         query = np.concatenate([np.empty(0, dtype=np.int64), *(f[0] for f in found)])
         master = np.concatenate([np.empty(0, dtype=np.int64), *(f[1] for f in found)])
+        exact = np.concatenate([np.empty(0, dtype=bool), *(f[2] for f in found)])
         df = np.bincount(query, minlength=len(x))[query]
         if max_df is not None:
             kept = df <= max_df
-            query, master, df = query[kept], master[kept], df[kept]
+            query, master, df, exact = query[kept], master[kept], df[kept], exact[kept]
         order = np.lexsort((master, query))
-        return Postings(query=query[order], master=master[order], df=df[order])
+        return Postings(query[order], master[order], df[order], exact[order])
 
-    def _found_in_blocks(self, x: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
-        """(position + first, master id) of every posting of the mixed fingerprints x, read
-        in one round trip per state of the shards (a shard that split meanwhile is read
-        again)."""
+    def _found_in_blocks(
+        self, x: np.ndarray, first: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position + first, master id, exact) of every posting of the mixed fingerprints
+        x, read in one round trip per state of the shards (a shard that split meanwhile is
+        read again)."""
         position = np.arange(len(x))
-        query, master = [], []
+        query, master, exact = [], [], []
         while len(position):
             shard, block, keys = self._route(x[position])
             order = np.lexsort((block, shard))
@@ -603,11 +649,12 @@ class RedisIndex(InvertedIndex):
             new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
             blocks, stale = self._read_blocks(shard[new], block[new])
             of_block = np.cumsum(new) - 1
-            hit_query, hit_master = self._records_with_keys(blocks, of_block, keys)
+            hit_query, hit_master, hit_exact = self._records_with_keys(blocks, of_block, keys)
             query.append(position[hit_query] + first)
             master.append(hit_master)
+            exact.append(hit_exact)
             position = position[np.isin(shard, stale)]
-        return np.concatenate(query), np.concatenate(master)
+        return np.concatenate(query), np.concatenate(master), np.concatenate(exact)
 
     def _read_blocks(self, shards: np.ndarray, blocks: np.ndarray) -> tuple[list[bytes], list[int]]:
         """The blocks (numbers, grouped by shard) as stored now (b"" for none), and the
@@ -642,9 +689,10 @@ class RedisIndex(InvertedIndex):
 
     def _records_with_keys(
         self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(query, master id) of the records of blocks[of_block[q]] whose key is keys[q];
-        of_block is sorted and names every block."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query, master id, exact) of the records of blocks[of_block[q]] whose key is
+        keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
+        every block."""
         size = self.record_bytes
         records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
         first = np.cumsum(records) - records
@@ -652,13 +700,14 @@ class RedisIndex(InvertedIndex):
         data = b"".join([*blocks, bytes(8)])
         count = int(records.sum())
         heads = np.ndarray((count,), dtype=">u8", buffer=data, strides=(size,))
-        record_keys = heads >> np.uint64(64 - 8 * self._key_len)
+        stored = heads >> np.uint64(64 - 8 * self._key_len)
+        record_keys, wanted = stored & self._key_mask, keys & self._key_mask
         # The first query of each block is compared with the records where they lie; the
         # few others (a page's queries rarely share a block) with copies of theirs.
         leads = np.ones(len(of_block), dtype=bool)
         leads[1:] = of_block[1:] != of_block[:-1]
         lead = np.flatnonzero(leads)
-        record = np.flatnonzero(record_keys == np.repeat(keys[lead], records))
+        record = np.flatnonzero(record_keys == np.repeat(wanted[lead], records))
         query = lead[np.searchsorted(first, record, side="right") - 1]
         others = np.flatnonzero(~leads)
         if len(others):
@@ -666,11 +715,11 @@ class RedisIndex(InvertedIndex):
             at = np.repeat(first[of_block[others]] - (np.cumsum(span) - span), span)
             at += np.arange(len(at))
             asked = np.repeat(others, span)
-            hit = record_keys[at] == keys[asked]
+            hit = record_keys[at] == wanted[asked]
             record = np.concatenate((record, at[hit]))
             query = np.concatenate((query, asked[hit]))
         ids = np.ndarray((count,), dtype=">u4", buffer=data, offset=self._key_len, strides=(size,))
-        return query, ids[record].astype(np.int64)
+        return query, ids[record].astype(np.int64), stored[record] == keys[query]
 
     def _block_names(self, shards: np.ndarray, blocks: np.ndarray) -> list[bytes]:
         """Key names of blocks: the shard's key, ':', the block number in 10 digits."""
@@ -885,12 +934,16 @@ class RedisIndex(InvertedIndex):
             x = fingerprints.copy()
         else:
             x = np.array(_as_ints(fingerprints), dtype=np.uint64)
-        if (x > self._mask).any():
-            raise ValueError(f"fingerprints must fit in {self.fingerprint_bits} bits")
+        width = self.fingerprint_bits + self.check_bits
+        if width < 64 and (x >> np.uint64(width)).any():
+            raise _width_error(self.fingerprint_bits, self.check_bits)
+        # The check bits stay where they are, above the mixed value (and the record's key).
+        checks = x & ~self._mask
+        x &= self._mask
         for constant in _MIX:
             x = (x * constant) & self._mask
             x ^= x >> self._shift
-        return x
+        return x | checks
 
     def _keys(self, h: np.ndarray) -> np.ndarray:
         """Record keys: h without the low MIN_LEVEL bits, big-endian, key_len bytes."""

@@ -83,8 +83,11 @@ def _chapters(text: str) -> list[str]:
 
 
 def fingerprint_values(ctx: Context, text: str) -> np.ndarray:
-    """Distinct index fingerprints of a master text (uint64, sorted)."""
-    return np.unique(index_array(text, ctx.params).values)
+    """Distinct index fingerprints of a master text, sorted by value, each tagged with its
+    granule's check (`FingerprintArray.tagged`; the first granule's where values repeat)."""
+    fingerprints = index_array(text, ctx.params)
+    _, first = np.unique(fingerprints.values, return_index=True)
+    return fingerprints.tagged()[first]
 
 
 def _validate(work: Work, ctx: Context) -> None:

@@ -6,8 +6,10 @@
    hit only through fingerprints that other masters share too is no candidate
    (boilerplate such as site footers cannot match on its own — content-anchored granules
    give a shared passage the same fingerprints everywhere);
-3. every master with at least ``min_hits`` hits, best first (no cap: a page that copies
-   120 chapters reports 120 matches);
+3. every master with at least ``min_hits`` hits, ``min_exact_hits`` of them on granules
+   with the very letters of the page's (not only their counts: a chance collision of
+   fingerprints has none), best first (no cap: a page that copies 120 chapters reports 120
+   matches);
 4. the second round, ``fingerprinter.align``, on the part of the suspect around the
    candidate's hits: short passages where most hits are shared with other masters are
    boilerplate and dropped (a long one, or one that makes up most of the master, is content
@@ -86,6 +88,14 @@ class MatchSettings:
     max_df: int = 20
     max_df_share: float = 0.0002
     min_shared_hits: int = 12
+    # A candidate needs this many hits whose granule has the master's very letters in its
+    # middle, not only their counts (`Postings.exact`; a check of 6 bits: a chance
+    # collision passes once in 64), unless it has exact_unneeded_hits hits (a copy edited
+    # every few characters keeps its fingerprints more often than its letters). At 100,000
+    # works three candidates in four are fingerprints colliding by chance, one or two, none
+    # exact; they are neither read from MongoDB nor aligned.
+    min_exact_hits: int = 1
+    exact_unneeded_hits: int = 3
     # A master hit twice or more is aligned whole only when this many of the text's
     # k-grams (align_k letters) within NEAR_HIT_LETTERS of its hits occur in it: a copy
     # has its letters where its fingerprints hit, frequency fingerprints that collide by
@@ -196,7 +206,7 @@ def _candidates_of(
     bounds = np.cumsum([0, *(len(query) for query in queries)])
     if bounds[-1] == 0:
         return [[] for _ in texts]
-    values = np.concatenate([query.values for query in queries])
+    values = np.concatenate([query.tagged() for query in queries])
     found = ctx.index.postings(values, settings.df_cut(library_size(ctx)))
     # Postings come in query order: each text's are one slice.
     cuts = np.searchsorted(found.query, bounds)
@@ -225,8 +235,10 @@ def _ranked(
     shared = found.df[rows][order] > 1
     ids, first, hits = np.unique(master, return_index=True, return_counts=True)
     distinctive = np.add.reduceat(~shared, first)
+    exact = np.add.reduceat(found.exact[rows][order], first)
     fewest = min(settings.min_hits, settings.min_excerpt_hits)
     keep = (hits >= fewest) & ((distinctive > 0) | (hits >= settings.min_shared_hits))
+    keep &= (exact >= settings.min_exact_hits) | (hits >= settings.exact_unneeded_hits)
     ranked = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-hits[i], ids[i]))
     starts, ends = query.starts[position], query.ends[position]
     out = []
