@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,11 +148,12 @@ def _many_suspects(path, count: int) -> None:
 
 
 def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_path):
-    # Past SMALL_FILE_BYTES per process the suspects go to worker processes, in batches;
-    # the pairs and their order are those of matching them here.
+    # Past SMALL_FILE_BYTES per process the suspects go to worker processes, in batches,
+    # once they are up (the first second's batches are matched here): the pairs and their
+    # order are those of matching them all here.
     run("library", "add", str(files / "a.txt"), str(files / "sub"))
     suspects = tmp_path / "suspects.jsonl"
-    _many_suspects(suspects, 120)
+    _many_suspects(suspects, 1500)
     assert suspects.stat().st_size > 2 * SMALL_FILE_BYTES
 
     def pairs(processes: str) -> list[tuple[str, str]]:
@@ -161,24 +163,21 @@ def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_p
         return [(row["suspect_id"], row["master_id"]) for row in rows]
 
     alone = pairs("1")
-    assert len(alone) == 120 * 2 // 3  # ZH[0] copies a, ZH[1] copies b, ZH[2] neither
+    assert len(alone) == 1500 * 2 // 3  # ZH[0] copies a, ZH[1] copies b, ZH[2] neither
     assert pairs("3") == alone
 
 
 def test_check_jsonl_reports_a_killed_matching_process_in_one_line(run, files, tmp_path):
     run("library", "add", str(files / "sub"))
     suspects = tmp_path / "suspects.jsonl"
-    _many_suspects(suspects, 600)
+    _many_suspects(suspects, 3000)
     script = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]
     command = subprocess.Popen(
         [*script, "--processes", "2", "--jsonl", str(suspects)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        assert command.stdout is not None and command.stdout.readline()  # workers are matching
-        # Its workers are the children of its child the forkserver.
-        (forkserver,) = (pid for pid in _children(command.pid) if b"forkserver" in _cmdline(pid))
-        os.kill(_children(forkserver)[0], signal.SIGKILL)
+        os.kill(_a_worker(command.pid), signal.SIGKILL)
         out, err = command.communicate(timeout=120)
     finally:
         command.kill()
@@ -186,6 +185,18 @@ def test_check_jsonl_reports_a_killed_matching_process_in_one_line(run, files, t
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"a process matching {suspects} died" in err
     assert all(json.loads(line)["master_id"] == "b" for line in out.splitlines())
+
+
+def _a_worker(pid: int) -> int:
+    """A matching process of the command pid, once it has one: its workers are the
+    children of its child the forkserver."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for child in _children(pid):
+            if b"forkserver" in _cmdline(child) and _children(child):
+                return _children(child)[0]
+        time.sleep(0.05)
+    raise AssertionError("no worker process started")
 
 
 def _children(pid: int) -> list[int]:

@@ -15,13 +15,11 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from multiprocessing import forkserver
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from types import TracebackType
 
 from .config import Settings
 from .context import Context, open_context
-from .library import library_size
 from .matcher import Match, match_texts
 
 #: The matches of one text, and the milliseconds of matching it took: its batch's time
@@ -51,40 +49,55 @@ def _match_in_worker(texts: Sequence[str]) -> list[Timed]:
 
 class MatchPool:
     """Matches batches of texts on ``processes`` processes, or in this process when 1 (no
-    start-up cost: a single text, a one-core machine)."""
+    start-up cost: a single text, a one-core machine).
 
-    def __init__(self, ctx: Context, processes: int) -> None:
+    Worker processes take most of a second to start (the forkserver imports the matcher,
+    each worker opens its connections): meanwhile this process matches the batches itself,
+    and the workers take the batches submitted once they are all up.
+
+    ``preload``: modules the command's script imports. Every worker runs the script again
+    (multiprocessing's preload of ``__main__`` does nothing before Python 3.13.8, CPython
+    gh-137996), and finds them imported by the forkserver instead of importing them each
+    (0.15-0.3 s of CPU per worker for the command line).
+    """
+
+    def __init__(self, ctx: Context, processes: int, preload: Sequence[str] = ()) -> None:
         self.ctx = ctx
-        self._pool: Executor
+        # One thread: JSON parsing in the caller overlaps the matching.
+        self._here = ThreadPoolExecutor(1, thread_name_prefix="match")
+        self._workers: ProcessPoolExecutor | None = None
+        self._starting: threading.Thread | None = None
         if processes > 1:
             context = multiprocessing.get_context("forkserver")
-            # __main__ too (multiprocessing's default): else every worker imports the
-            # command's script again, and through it the whole command line.
-            context.set_forkserver_preload(["__main__", "tracker.match_preload"])
-            # The forkserver imports while this process counts the library once for all
-            # the workers (library_size shares the count): each takes most of a second at
-            # 100,000 works on the embedded servers.
-            starting = threading.Thread(target=forkserver.ensure_running, name="forkserver")
-            starting.start()
-            try:
-                library_size(ctx)
-            finally:
-                starting.join()
-            self._pool = ProcessPoolExecutor(
+            context.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
+            pool = ProcessPoolExecutor(
                 processes,
                 mp_context=context,
                 initializer=_open_worker_context,
                 initargs=(ctx.settings,),
             )
-        else:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="match")
+            self._starting = threading.Thread(
+                target=self._start, args=(pool, processes), name="match-workers"
+            )
+            self._starting.start()
+
+    def _start(self, pool: ProcessPoolExecutor, processes: int) -> None:
+        """Start every worker (a submit starts one while none is idle), then hand them the
+        batches."""
+        wait([pool.submit(_started) for _ in range(processes)])
+        self._workers = pool
+
+    @property
+    def in_workers(self) -> bool:
+        """Whether batches now go to the worker processes (all of them started)."""
+        return self._workers is not None
 
     def submit(self, texts: Sequence[str]) -> Future[list[Timed]]:
         """The matches of each text, in order, when done."""
         texts = list(texts)
-        if isinstance(self._pool, ProcessPoolExecutor):
-            return self._pool.submit(_match_in_worker, texts)
-        return self._pool.submit(match_timed, self.ctx, texts)
+        if self._workers is not None:  # once set, never unset
+            return self._workers.submit(_match_in_worker, texts)
+        return self._here.submit(match_timed, self.ctx, texts)
 
     def __enter__(self) -> MatchPool:
         return self
@@ -96,4 +109,12 @@ class MatchPool:
         traceback: TracebackType | None,
     ) -> None:
         # On an error, the texts not started are dropped instead of matched for nobody.
-        self._pool.shutdown(wait=True, cancel_futures=error is not None)
+        self._here.shutdown(wait=True, cancel_futures=error is not None)
+        if self._starting is not None:
+            self._starting.join()
+            assert self._workers is not None
+            self._workers.shutdown(wait=True, cancel_futures=error is not None)
+
+
+def _started() -> None:
+    """Nothing: run once by each worker, to start it."""

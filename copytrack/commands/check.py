@@ -92,7 +92,8 @@ def _check_jsonl(ctx: Context, path: Path, processes: int) -> int:
     bad = 0
     batch: list[tuple[object, str]] = []
     pending: deque[tuple[list[object], Future[list[Timed]]]] = deque()
-    with MatchPool(ctx, processes) as pool:
+    # The workers run the command's script again: it imports the command line.
+    with MatchPool(ctx, processes, preload=["copytrack.cli"]) as pool:
 
         def submit_batch() -> None:
             pending.append(([key for key, _ in batch], pool.submit([t for _, t in batch])))
