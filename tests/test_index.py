@@ -281,6 +281,39 @@ def test_a_reader_routing_with_an_old_layout_still_finds_every_posting(
     assert reader.lookup(sample) == owners
 
 
+def test_a_reader_keeping_blocks_sees_every_change_another_process_makes(
+    redis_client: redis.Redis,
+) -> None:
+    """A worker keeps the blocks it read (cache_bytes) and reads them again only once their
+    shard changed: what another process adds, removes, splits or clears shows at once."""
+    reader = RedisIndex(redis_client, "test:ix", cache_bytes=2**22)
+    writer = RedisIndex(redis_client, "test:ix")
+    rng = random.Random(3)
+    fps = [rng.getrandbits(64) for _ in range(500)]
+    writer.add(1, fps)
+    for _ in range(2):  # the first read learns the shards' versions, the second keeps
+        assert reader.lookup(fps) == [(1,)] * 500
+    before = _keys_read(redis_client)
+    assert reader.lookup(fps) == [(1,)] * 500
+    assert _keys_read(redis_client) - before == SHARDS  # the shards' states, no block
+
+    writer.clear()
+    writer.add(7, fps)  # a new index: as many writes so far as the old one had
+    assert reader.lookup(fps) == [(7,)] * 500
+    writer.add(2, fps[:10])
+    assert reader.lookup(fps[:10]) == [(2, 7)] * 10
+    writer.remove(7, fps)
+    assert reader.lookup(fps) == [(2,)] * 10 + [()] * 490
+    # Past several splits: every block of the reader's moved.
+    writer.add_many([(m, [rng.getrandbits(64) for _ in range(50)]) for m in range(10, 3000)])
+    assert reader.lookup(fps[:12]) == [(2,)] * 10 + [()] * 2
+
+
+def _keys_read(client: redis.Redis) -> int:
+    stats = client.info("stats")
+    return stats["keyspace_hits"] + stats["keyspace_misses"]
+
+
 def test_fresh_masters_are_appended_into_the_same_blocks(redis_client: redis.Redis) -> None:
     """Masters with new ids go in without the per-record search (`fresh`): the postings, the
     blocks and every lookup equal those of the checked add, across several batches (into

@@ -200,6 +200,10 @@ SETTINGS: tuple[Setting, ...] = (
             "256", "256",
             "work texts each process keeps for matching, least recently used dropped first "
             "(any edit of a work empties it everywhere); `0`: none"),
+    Setting("COPYTRACK_INDEX_CACHE_MB", "index_cache_mb", _whole_number(0, 10**6, "MB"),
+            "128", "128",
+            "index blocks each process keeps after reading them for matching, least recently "
+            "used dropped first, read again once their shard changed; `0`: none"),
 )  # fmt: skip
 
 #: variable -> its declaration.
@@ -237,6 +241,7 @@ class Settings:
     search_api_key: str | None = field(default=None, repr=False)
     search_daily_queries: int = _DEFAULTS["search_daily_queries"]
     master_cache_mb: int = _DEFAULTS["master_cache_mb"]
+    index_cache_mb: int = _DEFAULTS["index_cache_mb"]
 
     @property
     def embedded_mongo(self) -> bool:

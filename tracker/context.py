@@ -62,7 +62,11 @@ def open_index(settings: Settings, client: redis.Redis, params: FingerprintParam
         client = RedisCluster.from_url(settings.index_cluster_url)
     prefix = RedisKeys(settings.redis_prefix).index
     return RedisIndex(
-        client, prefix=prefix, fingerprint_bits=params.value_bits, check_bits=CHECK_BITS
+        client,
+        prefix=prefix,
+        fingerprint_bits=params.value_bits,
+        check_bits=CHECK_BITS,
+        cache_bytes=settings.index_cache_mb * 2**20,
     )
 
 

@@ -16,7 +16,9 @@ every block number holds) is the record's key:
   ``generation`` (see `tracker.generation`).
 - ``{prefix}:{SS}``  HASH per shard (SS = shard number in hex, a Redis Cluster hash tag):
   ``level`` and ``split`` of its linear hashing, ``postings`` and ``blocks`` counters,
-  ``layout``.
+  ``layout``, and ``born`` (when it was created) and ``writes`` (how many times its blocks
+  changed), by which a process keeps the blocks it read (``cache_bytes``): a block kept
+  under the shard's current ``born`` and ``writes`` is the block stored.
 - ``{prefix}:{SS}:{block}``  STRING: the block's postings as fixed-size records in no
   order (new ones are appended), key bytes (big-endian) then the master id (uint32
   big-endian); a lookup reads its blocks with plain ``MGET`` and finds the keys' records
@@ -39,10 +41,11 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import TypeVar
 
@@ -102,8 +105,21 @@ local function routed_state()
 end
 
 -- The reply of a call that added postings and new blocks, once the shard counts them.
+-- Every change of a shard's blocks counts one more write, under a stamp of the shard's
+-- creation (a cleared index starts again from 0): readers keep blocks by both.
+local function wrote()
+  if redis.call('HEXISTS', KEYS[1], 'born') == 0 then
+    local t = redis.call('TIME')
+    redis.call('HSET', KEYS[1], 'born', t[1] .. '.' .. t[2])
+  end
+  redis.call('HINCRBY', KEYS[1], 'writes', 1)
+end
+
 local function added_reply(added, blocks)
-  if added > 0 then redis.call('HINCRBY', KEYS[1], 'postings', added) end
+  if added > 0 then
+    redis.call('HINCRBY', KEYS[1], 'postings', added)
+    wrote()
+  end
   if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
   redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
   return {added}
@@ -270,6 +286,7 @@ while postings > load * (2 ^ level + split) and level < top do
 end
 if moved then
   redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'level', level, 'split', split, 'blocks', blocks)
+  wrote()
 end
 return {level, split}
 """
@@ -306,7 +323,10 @@ for _, b in ipairs(order) do
     end
   end
 end
-if removed > 0 then redis.call('HINCRBY', KEYS[1], 'postings', -removed) end
+if removed > 0 then
+  redis.call('HINCRBY', KEYS[1], 'postings', -removed)
+  wrote()
+end
 if blocks ~= 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
 return removed
 """
@@ -434,6 +454,54 @@ def _distinct(fingerprints: Iterable[int]) -> list[int]:
     return list(dict.fromkeys(_as_ints(fingerprints)))
 
 
+_Version = tuple[bytes | None, int]
+
+
+class _KeptBlocks:
+    """Blocks a process read lately, per shard, for the shard version they were read at
+    (a shard's blocks are dropped once another version is kept); each shard keeps at most
+    a 16th of ``max_bytes`` (fingerprints spread evenly), its oldest dropped first. Plain
+    dicts: a page's lookup asks for hundreds of blocks, and an ordered LRU's bookkeeping
+    per block cost more than the Redis reads it saved."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._budget = max_bytes // SHARDS
+        self._shards: dict[int, _ShardBlocks] = {}
+        self._lock = threading.Lock()  # the threads of a worker look up at once
+
+    def get(self, shard: int, version: _Version | None, numbers: list[int]) -> list[bytes | None]:
+        with self._lock:
+            kept = self._shards.get(shard)
+            if kept is None or kept.version != version:
+                return [None] * len(numbers)
+            return list(map(kept.blocks.get, numbers))
+
+    def put(self, shard: int, version: _Version, blocks: list[bytes], numbers: list[int]) -> None:
+        with self._lock:
+            kept = self._shards.get(shard)
+            if kept is None or kept.version != version:
+                kept = self._shards[shard] = _ShardBlocks(version)
+            for number, block in zip(numbers, blocks, strict=True):
+                if number not in kept.blocks:
+                    kept.blocks[number] = block
+                    kept.size += len(block) + _KEPT_ENTRY_BYTES
+            while kept.size > self._budget and kept.blocks:
+                oldest = next(iter(kept.blocks))
+                kept.size -= len(kept.blocks.pop(oldest)) + _KEPT_ENTRY_BYTES
+
+
+@dataclass
+class _ShardBlocks:
+    version: _Version
+    blocks: dict[int, bytes] = field(default_factory=dict)  # oldest first
+    size: int = 0
+
+
+# What an entry of _KeptBlocks costs besides its block: the dict slot, the int key, the
+# bytes object's header.
+_KEPT_ENTRY_BYTES = 150
+
+
 def _width_error(fingerprint_bits: int, check_bits: int) -> ValueError:
     checks = f" and {check_bits} check bits" if check_bits else ""
     return ValueError(f"fingerprints must fit in {fingerprint_bits} bits{checks}")
@@ -538,11 +606,19 @@ class RedisIndex(InvertedIndex):
     fingerprint_bits is the width the fingerprinter emits (every fingerprint must be below
     2**fingerprint_bits), check_bits those of the check it may carry above them;
     narrower fingerprints make shorter records. Both are part of the layout stored with
-    the index, and a process using others gets IndexVersionMismatch.
+    the index, and a process using others gets IndexVersionMismatch. cache_bytes: the
+    blocks this process keeps after reading them (a page's fingerprints meet many blocks
+    the pages before it met: boilerplate, popular works), read again only once their shard
+    changed.
     """
 
     def __init__(
-        self, client: redis.Redis, prefix: str, fingerprint_bits: int = 64, check_bits: int = 0
+        self,
+        client: redis.Redis,
+        prefix: str,
+        fingerprint_bits: int = 64,
+        check_bits: int = 0,
+        cache_bytes: int = 0,
     ):
         if not 32 <= fingerprint_bits <= 64:
             raise ValueError("fingerprint_bits must be within 32..64")
@@ -573,6 +649,9 @@ class RedisIndex(InvertedIndex):
         self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
         self._layout_checked = False
         self._shard_state: dict[int, tuple[int, int]] = {}
+        self._blocks_kept = _KeptBlocks(cache_bytes) if cache_bytes else None
+        # The version of each shard as last read: (born, writes).
+        self._versions: dict[int, _Version] = {}
         self._add = client.register_script(_LUA_ADD)
         self._append = client.register_script(_LUA_APPEND)
         self._split = client.register_script(_LUA_SPLIT)
@@ -658,34 +737,71 @@ class RedisIndex(InvertedIndex):
 
     def _read_blocks(self, shards: np.ndarray, blocks: np.ndarray) -> tuple[list[bytes], list[int]]:
         """The blocks (numbers, grouped by shard) as stored now (b"" for none), and the
-        shards whose state changed since they were routed (their blocks read as b"")."""
+        shards whose state changed since they were routed, or whose kept blocks another
+        process changed meanwhile (their blocks read as b"")."""
         names = self._block_names(shards, blocks)
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
+        out, wanted = self._kept(read, bounds, blocks)
         pipe = self.client.pipeline(transaction=False)
         for n in read:
-            for start in range(bounds[n], bounds[n + 1], _CHUNK):
-                pipe.execute_command("MGET", *names[start : min(start + _CHUNK, bounds[n + 1])])
+            for start in range(0, len(wanted[n]), _CHUNK):
+                pipe.execute_command("MGET", *(names[i] for i in wanted[n][start : start + _CHUNK]))
             # Read after its blocks: a split completed since the routing changed the state
             # (it only grows), so the same state means the blocks were read as routed.
-            pipe.hmget(self._shards[n], "layout", "level", "split")
+            pipe.hmget(self._shards[n], "layout", "level", "split", "born", "writes")
         replies = iter(pipe.execute())
-        out: list[bytes] = []
         stale: list[int] = []
         for n in read:
             got: list[bytes | None] = []
-            for _ in range(bounds[n], bounds[n + 1], _CHUNK):
+            for _ in range(0, len(wanted[n]), _CHUNK):
                 got += next(replies)
-            layout, level, split = next(replies)
+            layout, level, split, born, writes = next(replies)
             if layout is not None and layout.decode() != self.layout:
                 self._layout_error(layout.decode())
             state = (int(level or MIN_LEVEL), int(split or 0))
-            if state != self._state(n):
+            version, known = (born, int(writes or 0)), self._versions.get(n)
+            self._versions[n] = version
+            kept_some = len(wanted[n]) < bounds[n + 1] - bounds[n]
+            if state != self._state(n) or (kept_some and version != known):
                 self._shard_state[n] = state
                 stale.append(n)
-                got = [None] * len(got)
-            out += [block or b"" for block in got]
+                out[bounds[n] : bounds[n + 1]] = [b""] * (bounds[n + 1] - bounds[n])
+                continue
+            for i, block in zip(wanted[n], got, strict=True):
+                out[i] = block or b""
+            if version == known:  # no write since before these reads: keep what they got
+                self._keep(n, version, blocks, wanted[n], out)
         return out, stale
+
+    def _kept(
+        self, read: list[int], bounds: np.ndarray, blocks: np.ndarray
+    ) -> tuple[list[bytes], dict[int, list[int]]]:
+        """The blocks kept under their shard's last read version (b"" for the others), and
+        per shard the positions of the others."""
+        if self._blocks_kept is None:
+            return [b""] * len(blocks), {n: list(range(bounds[n], bounds[n + 1])) for n in read}
+        numbers = blocks.tolist()
+        out: list[bytes] = []
+        wanted: dict[int, list[int]] = {}
+        for n in read:
+            first, last = int(bounds[n]), int(bounds[n + 1])
+            kept = self._blocks_kept.get(n, self._versions.get(n), numbers[first:last])
+            wanted[n] = [first + i for i, block in enumerate(kept) if block is None]
+            out += [block or b"" for block in kept]
+        return out, wanted
+
+    def _keep(
+        self,
+        shard: int,
+        version: _Version,
+        blocks: np.ndarray,
+        positions: list[int],
+        out: list[bytes],
+    ) -> None:
+        if self._blocks_kept is not None and positions:
+            numbers = blocks[positions].tolist()
+            self._blocks_kept.put(shard, version, [out[i] for i in positions], numbers)
 
     def _records_with_keys(
         self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray

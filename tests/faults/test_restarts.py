@@ -47,14 +47,16 @@ VISIBILITY = "20"
 
 def _index_content(ctx: Context) -> dict[bytes, Any]:
     """Every key of the index (under ``ctx.keys.index``) with its value: what must survive. The
-    generation is left out: it names the build, and a rebuild is a new one by design. A
-    block is a set of fixed-size records in the order they were added: compared as a set."""
+    generation is left out: it names the build, and a rebuild is a new one by design; so are
+    a shard's ``born`` and ``writes``, which say when and how often it changed. A block is a
+    set of fixed-size records in the order they were added: compared as a set."""
     content: dict[bytes, Any] = {}
     record = ctx.index.record_bytes
     for key in ctx.redis.scan_iter(match=f"{ctx.keys.index}*", count=1000):
         if ctx.redis.type(key) == b"hash":
             content[key] = ctx.redis.hgetall(key)
-            content[key].pop(b"generation", None)
+            for bookkeeping in (b"generation", b"born", b"writes"):
+                content[key].pop(bookkeeping, None)
         else:
             value = ctx.redis.get(key)
             content[key] = sorted(value[i : i + record] for i in range(0, len(value), record))
