@@ -43,7 +43,7 @@ import re
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -460,9 +460,9 @@ _Version = tuple[bytes | None, int]
 class _KeptBlocks:
     """Blocks a process read lately, per shard, for the shard version they were read at
     (a shard's blocks are dropped once another version is kept); each shard keeps at most
-    a 16th of ``max_bytes`` (fingerprints spread evenly), its oldest dropped first. Plain
-    dicts: a page's lookup asks for hundreds of blocks, and an ordered LRU's bookkeeping
-    per block cost more than the Redis reads it saved."""
+    a 16th of ``max_bytes`` (fingerprints spread evenly), its oldest dropped first. First
+    in, first out: a page's lookup asks for hundreds of blocks, and moving each to the end
+    of an LRU cost more than the Redis reads it saved."""
 
     def __init__(self, max_bytes: int) -> None:
         self._budget = max_bytes // SHARDS
@@ -486,14 +486,13 @@ class _KeptBlocks:
                     kept.blocks[number] = block
                     kept.size += len(block) + _KEPT_ENTRY_BYTES
             while kept.size > self._budget and kept.blocks:
-                oldest = next(iter(kept.blocks))
-                kept.size -= len(kept.blocks.pop(oldest)) + _KEPT_ENTRY_BYTES
+                kept.size -= len(kept.blocks.popitem(last=False)[1]) + _KEPT_ENTRY_BYTES
 
 
 @dataclass
 class _ShardBlocks:
     version: _Version
-    blocks: dict[int, bytes] = field(default_factory=dict)  # oldest first
+    blocks: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # oldest first
     size: int = 0
 
 
