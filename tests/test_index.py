@@ -194,6 +194,15 @@ def test_a_posting_keeps_its_check_and_a_lookup_compares_it(
         index.postings([2**60])
 
 
+def test_a_first_add_touching_a_few_shards_then_more(redis_client: redis.Redis) -> None:
+    """A new process's first add of a short work (a few fingerprints: a few shards) and
+    then of another: the shards the first did not touch are read when first needed."""
+    index = RedisIndex(redis_client, "test:ix")
+    assert index.add_many([(1, [10, 20])], fresh=True) == 2
+    assert index.add_many([(2, list(range(100, 400)))], fresh=True) == 300
+    assert index.lookup([10, 20, 150]) == [(1,), (1,), (2,)]
+
+
 def test_redis_layout_is_checked(redis_client: redis.Redis) -> None:
     RedisIndex(redis_client, "test:ix", fingerprint_bits=64).add(1, [10])
     other = RedisIndex(redis_client, "test:ix", fingerprint_bits=54)

@@ -949,8 +949,9 @@ class RedisIndex(InvertedIndex):
         return np.concatenate(values), np.concatenate(ids)
 
     def _state(self, shard: int) -> tuple[int, int]:
-        """(level, split) of a shard as last read; all shards are read on first use."""
-        if not self._shard_state:
+        """(level, split) of a shard as last read; all shards are read when one was never
+        read (a first add learns only the shards it touched)."""
+        if shard not in self._shard_state:
             pipe = self.client.pipeline(transaction=False)
             for key in self._shards:
                 pipe.hmget(key, "level", "split")
