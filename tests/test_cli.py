@@ -18,6 +18,7 @@ from copytrack.commands.check import SMALL_FILE_BYTES
 from tests.corpus import documents, texts
 
 ZH = texts("zh_news", 12)
+CHECK = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]
 
 
 @pytest.fixture
@@ -157,8 +158,12 @@ def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_p
     assert suspects.stat().st_size > 2 * SMALL_FILE_BYTES
 
     def pairs(processes: str) -> list[tuple[str, str]]:
-        result = run("check", "--processes", processes, "--jsonl", str(suspects))
-        assert result.exit_code == 0, result.stderr
+        # As a user runs it (a process of its own, which forks its workers).
+        result = subprocess.run(
+            [*CHECK, "--processes", processes, "--jsonl", str(suspects)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
         rows = map(json.loads, result.stdout.splitlines())
         return [(row["suspect_id"], row["master_id"]) for row in rows]
 
@@ -171,9 +176,8 @@ def test_check_jsonl_reports_a_killed_matching_process_in_one_line(run, files, t
     run("library", "add", str(files / "sub"))
     suspects = tmp_path / "suspects.jsonl"
     _many_suspects(suspects, 3000)
-    script = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]
     command = subprocess.Popen(
-        [*script, "--processes", "2", "--jsonl", str(suspects)],
+        [*CHECK, "--processes", "2", "--jsonl", str(suspects)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -188,13 +192,15 @@ def test_check_jsonl_reports_a_killed_matching_process_in_one_line(run, files, t
 
 
 def _a_worker(pid: int) -> int:
-    """A matching process of the command pid, once it has one: its workers are the
-    children of its child the forkserver."""
+    """A matching process of the command pid, once it has one: forked by the command itself
+    (no forkserver: it ran no thread yet)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for child in _children(pid):
-            if b"forkserver" in _cmdline(child) and _children(child):
-                return _children(child)[0]
+            command = _cmdline(child)
+            assert b"forkserver" not in command
+            if b"resource_tracker" not in command:
+                return child
         time.sleep(0.05)
     raise AssertionError("no worker process started")
 

@@ -21,7 +21,10 @@ def test_batches_matched_here_and_in_workers_get_what_this_process_gets(ctx):
     def found(timed):
         return [[m.master.external_id for m in matches] for matches, _ in timed]
 
-    with MatchPool(ctx, 2) as pool:
+    # This process runs threads (its MongoDB client's): the workers come from a forkserver
+    # (forked from the command itself in `check --jsonl`: tests/test_cli.py).
+    with MatchPool(ctx.settings, 2) as pool:
+        pool.match_here(ctx)
         # Until its workers are up, the pool matches here; then they take every batch.
         early = [pool.submit(batch) for batch in batches]
         deadline = time.monotonic() + 60

@@ -2,8 +2,11 @@
 
 Matching a text is mostly Python CPU (fingerprints, candidates, alignment) between short
 waits on Redis and MongoDB, so the threads of one process share one core (the GIL). A
-`MatchPool` of several processes keeps every core busy: each opens its own connections, and
-a forkserver that imported the matcher once (`tracker.match_preload`) forks them warm.
+`MatchPool` of several processes keeps every core busy: each opens its own connections.
+They are forked from the command's process, which has imported everything they need, when
+it runs no other thread yet (a fork copies only the thread that forks: another's locks
+would stay locked in the child); else a forkserver that imported the matcher once
+(`tracker.match_preload`) forks them warm.
 Texts go in batches, matched together (`match_texts`: one index round trip and one read of
 works per batch, and fewer messages between processes); each batch's results come back as
 one future.
@@ -37,12 +40,20 @@ def match_timed(ctx: Context, texts: Sequence[str]) -> list[Timed]:
     return [(matches, each) for matches in found]
 
 
+_worker_failure: Exception | None = None
+
+
 def _open_worker_context(settings: Settings) -> None:
-    global _worker_context
-    _worker_context = open_context(settings)
+    global _worker_context, _worker_failure
+    try:
+        _worker_context = open_context(settings)
+    except Exception as error:  # raised with the first batch: an initializer's would print
+        _worker_failure = error  # a traceback, and the command's own open_context says it
 
 
 def _match_in_worker(texts: Sequence[str]) -> list[Timed]:
+    if _worker_failure is not None:
+        raise _worker_failure
     assert _worker_context is not None, "started without its initializer"
     return match_timed(_worker_context, texts)
 
@@ -51,41 +62,53 @@ class MatchPool:
     """Matches batches of texts on ``processes`` processes, or in this process when 1 (no
     start-up cost: a single text, a one-core machine).
 
-    Worker processes take most of a second to start (the forkserver imports the matcher,
-    each worker opens its connections): meanwhile this process matches the batches itself,
-    and the workers take the batches submitted once they are all up.
+    The workers start at once: create the pool before the command opens its own context
+    (whose MongoDB client runs threads), and they are forked from this process (~10 ms);
+    then give it that context (`match_here`). Until every worker has opened its
+    connections this process matches the batches itself; later batches go to the workers.
 
-    ``preload``: modules the command's script imports. Every worker runs the script again
-    (multiprocessing's preload of ``__main__`` does nothing before Python 3.13.8, CPython
-    gh-137996), and finds them imported by the forkserver instead of importing them each
-    (0.15-0.3 s of CPU per worker for the command line).
+    ``preload``: modules the command's script imports, for the forkserver that starts the
+    workers when this process already runs threads. Every worker it starts runs the script
+    again (multiprocessing's preload of ``__main__`` does nothing before Python 3.13.8,
+    CPython gh-137996), and finds them imported instead of importing them each (0.15-0.3 s
+    of CPU per worker for the command line).
     """
 
-    def __init__(self, ctx: Context, processes: int, preload: Sequence[str] = ()) -> None:
-        self.ctx = ctx
+    def __init__(self, settings: Settings, processes: int, preload: Sequence[str] = ()) -> None:
+        self.ctx: Context | None = None
         # One thread: JSON parsing in the caller overlaps the matching.
         self._here = ThreadPoolExecutor(1, thread_name_prefix="match")
         self._workers: ProcessPoolExecutor | None = None
         self._starting: threading.Thread | None = None
         if processes > 1:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
+            if threading.active_count() == 1:
+                context = multiprocessing.get_context("fork")
+            else:
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
             pool = ProcessPoolExecutor(
                 processes,
                 mp_context=context,
                 initializer=_open_worker_context,
-                initargs=(ctx.settings,),
+                initargs=(settings,),
             )
+            # A submit starts one worker while none is idle (forkserver), or all (fork: from
+            # this thread, before the pool's own threads start).
+            started = [pool.submit(_started) for _ in range(processes)]
             self._starting = threading.Thread(
-                target=self._start, args=(pool, processes), name="match-workers"
+                target=self._hand_over, args=(pool, started), name="match-workers"
             )
             self._starting.start()
 
-    def _start(self, pool: ProcessPoolExecutor, processes: int) -> None:
-        """Start every worker (a submit starts one while none is idle), then hand them the
-        batches."""
-        wait([pool.submit(_started) for _ in range(processes)])
+    def _hand_over(self, pool: ProcessPoolExecutor, started: list[Future[None]]) -> None:
+        """Once every worker is up, send them the batches."""
+        wait(started)
         self._workers = pool
+
+    def match_here(self, ctx: Context) -> None:
+        """Match with ``ctx`` in this process until the workers are up (always, with one
+        process)."""
+        self.ctx = ctx
 
     @property
     def in_workers(self) -> bool:
@@ -97,6 +120,7 @@ class MatchPool:
         texts = list(texts)
         if self._workers is not None:  # once set, never unset
             return self._workers.submit(_match_in_worker, texts)
+        assert self.ctx is not None, "match_here first"
         return self._here.submit(match_timed, self.ctx, texts)
 
     def __enter__(self) -> MatchPool:

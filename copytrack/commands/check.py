@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.jsonl import BadLine, read_jsonl
 from tracker.loaders import HTML_SUFFIXES
@@ -81,7 +82,7 @@ def _print_matches(ctx: Context, text: str, matches: list[Match]) -> None:
             )
 
 
-def _check_jsonl(ctx: Context, path: Path, processes: int) -> int:
+def _check_jsonl(pool: MatchPool, path: Path, processes: int) -> int:
     """One JSON line per (suspect, master) pair found, in the file's order; returns the
     number of bad lines.
 
@@ -92,33 +93,31 @@ def _check_jsonl(ctx: Context, path: Path, processes: int) -> int:
     bad = 0
     batch: list[tuple[object, str]] = []
     pending: deque[tuple[list[object], Future[list[Timed]]]] = deque()
-    # The workers run the command's script again: it imports the command line.
-    with MatchPool(ctx, processes, preload=["copytrack.cli"]) as pool:
 
-        def submit_batch() -> None:
-            pending.append(([key for key, _ in batch], pool.submit([t for _, t in batch])))
-            batch.clear()
-            if len(pending) > 2 * processes:
-                _print_pairs(*pending.popleft())
-
-        for item in read_jsonl(path):
-            if isinstance(item, BadLine):
-                bad += 1
-                click.echo(f"error: {item}", err=True)
-                continue
-            line_no, obj = item
-            text = obj.get("text")
-            if not isinstance(text, str):
-                bad += 1
-                click.echo(f'error: {path}:{line_no}: no "text" string', err=True)
-                continue
-            batch.append((obj.get("id", line_no), text))
-            if len(batch) == BATCH:
-                submit_batch()
-        if batch:
-            submit_batch()
-        while pending:
+    def submit_batch() -> None:
+        pending.append(([key for key, _ in batch], pool.submit([t for _, t in batch])))
+        batch.clear()
+        if len(pending) > 2 * processes:
             _print_pairs(*pending.popleft())
+
+    for item in read_jsonl(path):
+        if isinstance(item, BadLine):
+            bad += 1
+            click.echo(f"error: {item}", err=True)
+            continue
+        line_no, obj = item
+        text = obj.get("text")
+        if not isinstance(text, str):
+            bad += 1
+            click.echo(f'error: {path}:{line_no}: no "text" string', err=True)
+            continue
+        batch.append((obj.get("id", line_no), text))
+        if len(batch) == BATCH:
+            submit_batch()
+    if batch:
+        submit_batch()
+    while pending:
+        _print_pairs(*pending.popleft())
     return bad
 
 
@@ -164,12 +163,15 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
     """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
     if (source is None) == (jsonl_path is None):
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
-    ctx = open_context()
     if jsonl_path is not None:
+        settings = Settings.from_env()
         # A small file is matched in this process: starting others costs half a second.
         processes = min(processes, 1 + jsonl_path.stat().st_size // SMALL_FILE_BYTES)
         try:
-            bad = _check_jsonl(ctx, jsonl_path, processes)
+            # The pool first: its workers are forked before this process runs threads.
+            with MatchPool(settings, processes, preload=["copytrack.cli"]) as pool:
+                pool.match_here(open_context(settings))
+                bad = _check_jsonl(pool, jsonl_path, processes)
         except BrokenProcessPool:
             click.echo(
                 f"copytrack: a process matching {jsonl_path} died (killed, or out of memory): "
@@ -179,5 +181,6 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
             )
             sys.exit(2)
         sys.exit(1 if bad else 0)
+    ctx = open_context()
     text = _read_source(source)
     _print_matches(ctx, text, match_text(ctx, text))
