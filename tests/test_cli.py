@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from copytrack.commands.check import SMALL_FILE_BYTES
 from tests.corpus import documents, texts
+from tracker.config import Settings
+from tracker.context import open_context
 
 ZH = texts("zh_news", 12)
 CHECK = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]
@@ -148,11 +150,17 @@ def _many_suspects(path, count: int) -> None:
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
-def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_path):
-    # Past SMALL_FILE_BYTES per process the suspects go to worker processes, in batches,
-    # once they are up (the first second's batches are matched here): the pairs and their
-    # order are those of matching them all here.
+def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_path, tracker_env):
+    # Past SMALL_FILE_BYTES per process the suspects go to worker processes, in batches:
+    # the pairs and their order are those of matching them all here.
     run("library", "add", str(files / "a.txt"), str(files / "sub"))
+    # The add leaves the library's size counted for the checks that follow (each of their
+    # processes would wait for one to count it).
+    ctx = open_context(Settings.from_env(tracker_env))
+    try:
+        assert ctx.redis.get(ctx.keys.library_size) == b"2"
+    finally:
+        ctx.close()
     suspects = tmp_path / "suspects.jsonl"
     _many_suspects(suspects, 1500)
     assert suspects.stat().st_size > 2 * SMALL_FILE_BYTES

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pymongo
 import pytest
 
@@ -95,6 +98,30 @@ def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, mo
     assert size_seen_by_another_process() == 6 and counted == ["masters"]
     delete_works(ctx, "w0", "rui")
     assert size_seen_by_another_process() == 5 and counted == ["masters"] * 2
+
+
+def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_env, monkeypatch):
+    """Workers starting together after an add find no shared count: one counts, the others
+    wait for its count instead of each reading the whole collection."""
+    for i, text in enumerate(ZH[:3]):
+        add_work(ctx, Work(text=text, external_id=f"w{i}"))
+    counted = []
+    count = pymongo.collection.Collection.estimated_document_count
+
+    def slow_counting(collection, *args, **kwargs):
+        counted.append(collection.name)
+        time.sleep(0.3)  # as a large library takes: the others ask meanwhile
+        return count(collection, *args, **kwargs)
+
+    monkeypatch.setattr(pymongo.collection.Collection, "estimated_document_count", slow_counting)
+    workers = [open_context(Settings.from_env(tracker_env)) for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            assert list(pool.map(library.library_size, workers)) == [3] * 4
+    finally:
+        for worker in workers:
+            worker.close()
+    assert counted == ["masters"]
 
 
 def test_reindex_after_losing_redis_gives_identical_results(ctx):

@@ -47,6 +47,11 @@ class RedisKeys:
         return f"{self.prefix}:library-size"
 
     @property
+    def library_counting(self) -> str:
+        """Held by the process counting the library's works (tracker.library)."""
+        return f"{self.prefix}:library-counting"
+
+    @property
     def dashboard(self) -> str:
         return f"{self.prefix}:dashboard"
 
