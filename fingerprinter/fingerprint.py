@@ -89,7 +89,8 @@ def _located(
     """Attach original character offsets to granule values starting at letters ``first``."""
     if len(values) == 0:
         empty = np.empty(0, dtype=np.int64)
-        return FingerprintArray(np.empty(0, dtype=np.uint64), empty, empty, values.copy())
+        none = np.empty(0, dtype=np.uint64)
+        return FingerprintArray(none, empty, empty, none)
     return FingerprintArray(
         values=values,
         starts=letters.offsets[first],

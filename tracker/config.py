@@ -202,8 +202,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(any edit of a work empties it everywhere); `0`: none"),
     Setting("COPYTRACK_INDEX_CACHE_MB", "index_cache_mb", _whole_number(0, 10**6, "MB"),
             "128", "128",
-            "index blocks each process keeps after reading them for matching, least recently "
-            "used dropped first, read again once their shard changed; `0`: none"),
+            "index blocks each process keeps after reading them for matching, oldest dropped "
+            "first, read again once their shard changed; `0`: none"),
 )  # fmt: skip
 
 #: variable -> its declaration.

@@ -165,7 +165,8 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
     if jsonl_path is not None:
         settings = Settings.from_env()
-        # A small file is matched in this process: starting others costs half a second.
+        # A small file is matched in this process: other processes each open their own
+        # connections first (a few tenths of a second).
         processes = min(processes, 1 + jsonl_path.stat().st_size // SMALL_FILE_BYTES)
         try:
             # The pool first: its workers are forked before this process runs threads.
