@@ -738,14 +738,17 @@ class RedisIndex(InvertedIndex):
         """The blocks (numbers, grouped by shard) as stored now (b"" for none), and the
         shards whose state changed since they were routed, or whose kept blocks another
         process changed meanwhile (their blocks read as b"")."""
-        names = self._block_names(shards, blocks)
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
         out, wanted = self._kept(read, bounds, blocks)
+        # Names of the blocks not kept only, in the order they are asked for.
+        asked = np.array([i for n in read for i in wanted[n]], dtype=np.int64)
+        names = iter(self._block_names(shards[asked], blocks[asked]))
         pipe = self.client.pipeline(transaction=False)
         for n in read:
             for start in range(0, len(wanted[n]), _CHUNK):
-                pipe.execute_command("MGET", *(names[i] for i in wanted[n][start : start + _CHUNK]))
+                chunk = len(wanted[n][start : start + _CHUNK])
+                pipe.execute_command("MGET", *islice(names, chunk))
             # Read after its blocks: a split completed since the routing changed the state
             # (it only grows), so the same state means the blocks were read as routed.
             pipe.hmget(self._shards[n], "layout", "level", "split", "born", "writes")
