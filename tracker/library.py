@@ -25,7 +25,7 @@ from .context import Context
 from .generation import postings_added, postings_removing
 from .index import MAX_MASTER_ID
 from .master_cache import note_library_edit
-from .store import next_id
+from .store import next_id, update_found
 from .times import now
 
 #: Where a deleted work's document is kept for the findings it leaves (tracker.library_edits).
@@ -357,7 +357,8 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
             "duplicate",
             f"not updated: same text as {twin['external_id']}",
         )
-    old = ctx.db.masters.find_one_and_update(
+    old = update_found(
+        ctx.db.masters,
         {"_id": master_id},
         {"$set": {"state": "indexing", "updated_at": now()}},
         {"text": 1, "state": 1},

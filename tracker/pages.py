@@ -16,6 +16,7 @@ from .context import Context
 from .findings import RecordResult, record_findings, suppress_licensed
 from .generation import current, require
 from .matcher import match_text
+from .store import update_found
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,8 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
 
     The raw bytes are kept zlib-compressed with their SHA-256, so the evidence can be
     shown and verified later (a whole book's parts in GridFS: tracker.captures). A
-    ``skip_reason`` is stored with the page, or removed when it has none. One round trip
-    to MongoDB (and GridFS for a big page).
+    ``skip_reason`` is stored with the page, or removed when it has none. A read and a
+    write in MongoDB (and GridFS for a big page).
     """
     now = datetime.now(UTC)
     content_sha = hashlib.sha256(page.text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -82,13 +83,8 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "run_id": page.run_id,
         **stored_parts(ctx, page.raw, page.text, raw_sha),
     }
-    new_id = ObjectId()  # a new page's id is made here: no second query to learn it
-    update: dict[str, Any] = {
-        "$set": fields,
-        "$setOnInsert": {"_id": new_id, "first_fetched_at": now},
-    }
     # Set only when there is one, or else taken away: the indexes on them stay small.
-    unset = update["$unset"] = {}
+    unset: dict[str, str] = {}
     sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
               ("skip_reason", page.skip_reason), ("rendered", page.rendered),
               ("chained", page.chained))  # fmt: skip
@@ -97,13 +93,18 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
             fields[name] = value
         else:
             unset[name] = ""
-    before = ctx.db.pages.find_one_and_update(
+    before = update_found(
+        ctx.db.pages,
         {"url": page.url},
-        update,
-        upsert=True,
+        {"$set": fields, "$unset": unset},
         projection={"content_sha256": 1, **dict.fromkeys(FILE_FIELDS, 1)},
     )
     if before is None:
+        # A new page (two responses racing to insert one URL: DuplicateKeyError, and the
+        # caller stores it again, as an update).
+        new_id = ctx.db.pages.insert_one(
+            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields}
+        ).inserted_id
         return new_id, True
     drop_replaced(ctx, before, fields)
     return before["_id"], before.get("content_sha256") != content_sha
@@ -144,7 +145,8 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
     # A page of a chain is matched as part of its joined chapter only.
     matches = [] if page.get("chained") else match_text(ctx, page_text(ctx, page))
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
-    suppress_licensed(ctx, page_id)  # a syndication partner's copy is licensed, not new
+    if matches:  # a syndication partner's copy is licensed, not new
+        suppress_licensed(ctx, page_id)
     ctx.db.pages.update_one(
         {"_id": page_id},
         {

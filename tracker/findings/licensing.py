@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from bson import ObjectId
 
 from ..context import Context
+from ..store import all_of
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .queries import domain_query
@@ -57,7 +58,7 @@ def _suppress(ctx: Context, query: dict[str, Any], domain: str, by: str) -> int:
     changed = 0
     for status in REVIEWER_STATUSES:
         changed += ctx.db.findings.update_many(
-            {"$and": [query, {"status": status}]},
+            all_of([query, {"status": status}]),
             {
                 "$set": {
                     "status": LICENSED,
@@ -88,7 +89,7 @@ def decisions_relabelled_by_adding(ctx: Context, domain: str) -> dict[str, int]:
     """How many findings reviewers decided on (confirmed, notice sent) whitelisting
     ``domain`` would mark licensed, by status: what to warn about before doing it."""
     domain = normalize_domain(domain)
-    query = {"$and": [domain_query(domain), {"status": {"$in": list(DECIDED)}}]}
+    query = all_of([domain_query(domain), {"status": {"$in": list(DECIDED)}}])
     return _count_by(ctx, query, "status")
 
 

@@ -13,6 +13,7 @@ from bson import ObjectId
 
 from ..captures import page_text
 from ..context import Context
+from ..store import update_found
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .passages import Passage, passages
@@ -249,8 +250,8 @@ def record_notice(
     update = status_update(NOTICE_SENT, by, note)
     update["$set"]["notice_deadline"] = deadline
     update["$unset"]["notice_check"] = ""  # a new notice: its own re-check is to come
-    updated = ctx.db.findings.find_one_and_update(
-        {"_id": finding_id, "status": {"$in": list(NOTICE_READY)}}, update
+    updated = update_found(
+        ctx.db.findings, {"_id": finding_id, "status": {"$in": list(NOTICE_READY)}}, update
     )
     if updated is None:
         status = _finding(ctx, finding_id)["status"]

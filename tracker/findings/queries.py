@@ -18,6 +18,7 @@ from bson.errors import InvalidId
 
 from ..context import Context
 from ..library import find_masters
+from ..store import all_of
 from ..times import now
 from .deadlines import NOTICE_STAGES, stage_query
 from .status import STATUSES
@@ -236,7 +237,7 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
         seen["$lte"] = datetime.combine(flt.until, time.max, tzinfo=UTC)
     if seen:
         clauses.append({"first_seen": seen})
-    return {"$and": clauses} if clauses else {}
+    return all_of(clauses)
 
 
 def sort_spec(sort: str) -> list[tuple[str, int]]:

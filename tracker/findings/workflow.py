@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bson import ObjectId
-from pymongo import ReturnDocument
 
 from ..context import Context
+from ..store import update_found
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .record import REOPEN_AS
@@ -89,10 +89,11 @@ def set_status(
     """
     _check_target(status)
     _check_reason(status, reason)
-    updated = ctx.db.findings.find_one_and_update(
+    updated = update_found(
+        ctx.db.findings,
         {"_id": finding_id, "status": {"$in": sources_of(status)}},
         status_update(status, by, note, reason),
-        return_document=ReturnDocument.AFTER,
+        after=True,
     )
     if updated is None:
         current = ctx.db.findings.find_one({"_id": finding_id}, {"status": 1})
