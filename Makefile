@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_fingerprint
 	$(BIN)/python -m benchmarks.bench_index
 	$(BIN)/python -m benchmarks.bench_extraction
+	$(BIN)/python -m benchmarks.bench_recrawl
 
 clean:
 	rm -rf $(VENV) .copytrack .pytest_cache
