@@ -84,6 +84,17 @@ _PARSER = lxml.html.HTMLParser(
     remove_comments=True,
     remove_pis=True,
 )
+# Every element as lxml.html's HtmlElement, chosen in C: lxml.html's own lookup is a
+# Python call per element touched (6.5 million on the shared pages, 3.6% of extraction)
+# that only adds form-field classes, which no extractor here uses.
+_PARSER.set_element_class_lookup(
+    etree.ElementDefaultClassLookup(
+        element=lxml.html.HtmlElement,
+        comment=lxml.html.HtmlComment,
+        pi=lxml.html.HtmlProcessingInstruction,
+        entity=lxml.html.HtmlEntity,
+    )
+)
 # Tags a flattened page keeps (none of them nests); block tags become paragraph breaks,
 # the other tags are dropped, and raw-text elements are dropped with their content.
 _FLAT_KEEP = frozenset({"html", "head", "title", "meta", "body", "p", "br"})
