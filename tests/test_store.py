@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from bson import ObjectId
 from pymongo.collection import Collection
 from pymongo.database import Database
 
+from tracker.campaigns import pending_scans
 from tracker.context import Context
-from tracker.pages import PageInput, store_page
+from tracker.pages import PageInput, scan_page, store_page
 from tracker.store import all_of, update_found
 
 
@@ -96,19 +98,45 @@ def test_all_of_finds_what_and_finds(mongo_db: Database[Any]) -> None:
     assert all_of([]) == {}
 
 
-def test_a_page_stored_again_keeps_its_id_and_first_fetch_and_says_whether_its_text_changed(
+def test_a_page_stored_again_keeps_its_id_and_first_fetch_and_says_whether_to_scan_it(
     ctx: Context,
 ) -> None:
     url = "https://copies.example/a"
-    page_id, changed = store_page(ctx, PageInput(url, "原文一", raw=b"<p>1</p>", skip_reason="x"))
+    page_id, due = store_page(ctx, PageInput(url, "原文一", raw=b"<p>1</p>", skip_reason="x"))
     first = ctx.db.pages.find_one({"_id": page_id})
+    scan_page(ctx, page_id)
 
-    again_id, again_changed = store_page(ctx, PageInput(url, "原文一", raw=b"<p>1 </p>"))
-    edited_id, edited_changed = store_page(ctx, PageInput(url, "原文二", raw=b"<p>2</p>"))
+    again_id, again_due = store_page(ctx, PageInput(url, "原文一", raw=b"<p>1 </p>"))
+    edited_id, edited_due = store_page(ctx, PageInput(url, "原文二", raw=b"<p>2</p>"))
 
     stored = ctx.db.pages.find_one({"_id": page_id})
-    assert changed and not again_changed and edited_changed
+    assert due and not again_due and edited_due
     assert again_id == edited_id == page_id
     assert ctx.db.pages.count_documents({"url": url}) == 1
     assert stored["first_fetched_at"] == first["first_fetched_at"]
     assert stored["text"] == "原文二" and "skip_reason" not in stored
+
+
+def test_a_run_waits_for_the_pages_it_stored_until_they_are_scanned(ctx: Context) -> None:
+    first_run, second_run = ObjectId(), ObjectId()
+    scanned, _ = store_page(ctx, PageInput("https://c.example/1", "甲文", run_id=first_run))
+    unscanned, _ = store_page(ctx, PageInput("https://c.example/2", "乙文", run_id=first_run))
+    scan_page(ctx, scanned)
+    assert pending_scans(ctx, first_run) == [unscanned]
+
+    # The first run died; the next one stores both again, unchanged: the page never
+    # scanned is still to be scanned (queued), now with the second run.
+    again = [store_page(ctx, PageInput(f"https://c.example/{i}", text, run_id=second_run))
+             for i, text in ((1, "甲文"), (2, "乙文"))]  # fmt: skip
+    assert again == [(scanned, False), (unscanned, True)]
+    assert pending_scans(ctx, first_run) == []
+    assert pending_scans(ctx, second_run) == [unscanned]
+
+    # Stored once more with a new text, then back to the text it was scanned with: the
+    # scan finds nothing new to do, and the run is not left waiting for it.
+    store_page(ctx, PageInput("https://c.example/1", "甲文改", run_id=second_run))
+    store_page(ctx, PageInput("https://c.example/1", "甲文", run_id=second_run))
+    assert sorted(pending_scans(ctx, second_run)) == sorted([scanned, unscanned])
+    assert not scan_page(ctx, scanned).scanned
+    scan_page(ctx, unscanned)
+    assert pending_scans(ctx, second_run) == []

@@ -56,7 +56,8 @@ class ScanResult:
 
 
 def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
-    """Store or refresh a page keyed by URL; returns (id, whether its text changed).
+    """Store or refresh a page keyed by URL; returns (id, whether its text is to be scanned:
+    it changed, or it was never scanned).
 
     The raw bytes are kept zlib-compressed with their SHA-256, so the evidence can be
     shown and verified later (a whole book's parts in GridFS: tracker.captures). A
@@ -93,21 +94,29 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
             fields[name] = value
         else:
             unset[name] = ""
+    # Due for a scan (counted with the run storing it, `pending_scans`): a new text, or
+    # one stored before and not scanned since (its run died first).
+    due = {"scan_due": page.run_id or True}
+
+    def refresh(before: Mapping[str, Any]) -> dict[str, Any]:
+        to_scan = before.get("content_sha256") != content_sha or "scan_due" in before
+        return {"$set": {**fields, **(due if to_scan else {})}, "$unset": unset}
+
     before = update_found(
         ctx.db.pages,
         {"url": page.url},
-        {"$set": fields, "$unset": unset},
-        projection={"content_sha256": 1, **dict.fromkeys(FILE_FIELDS, 1)},
+        refresh,
+        projection={"content_sha256": 1, "scan_due": 1, **dict.fromkeys(FILE_FIELDS, 1)},
     )
     if before is None:
         # A new page (two responses racing to insert one URL: DuplicateKeyError, and the
         # caller stores it again, as an update).
         new_id = ctx.db.pages.insert_one(
-            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields}
+            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields, **due}
         ).inserted_id
         return new_id, True
     drop_replaced(ctx, before, fields)
-    return before["_id"], before.get("content_sha256") != content_sha
+    return before["_id"], before.get("content_sha256") != content_sha or "scan_due" in before
 
 
 def scan_mark(ctx: Context) -> list[str]:
@@ -141,6 +150,11 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
     if page is None:
         raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
     if not force and not needs_scan(page, mark):
+        if "scan_due" in page:  # stored again with the text it was scanned with
+            ctx.db.pages.update_one(
+                {"_id": page_id, "content_sha256": page.get("content_sha256")},
+                {"$unset": {"scan_due": ""}},
+            )
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
     # A page of a chain is matched as part of its joined chapter only.
     matches = [] if page.get("chained") else match_text(ctx, page_text(ctx, page))
@@ -148,13 +162,15 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
     if matches:  # a syndication partner's copy is licensed, not new
         suppress_licensed(ctx, page_id)
     ctx.db.pages.update_one(
-        {"_id": page_id},
+        # Not if its text changed meanwhile: that one is due, and will be scanned.
+        {"_id": page_id, "content_sha256": page.get("content_sha256")},
         {
             "$set": {
                 "scanned_as": [page.get("content_sha256"), *mark],
                 "scanned_at": datetime.now(UTC),
                 "matches": len(matches),
-            }
+            },
+            "$unset": {"scan_due": ""},
         },
     )
     log.info(

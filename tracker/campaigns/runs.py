@@ -213,10 +213,9 @@ def finish_crawl(ctx: Context, run_id: ObjectId, error: str | None = None) -> bo
 
 
 def pending_scans(ctx: Context, run_id: ObjectId) -> list[ObjectId]:
-    """Pages stored by the run whose current text has not been scanned yet."""
-    pages = ctx.db.pages.find({"run_id": run_id}, {"content_sha256": 1, "scanned_as": 1})
-    mark = scan_mark(ctx)
-    return [p["_id"] for p in pages if needs_scan(p, mark)]
+    """Pages stored by the run whose current text has not been scanned yet: found through
+    their own index, not by reading all the run's pages (a `--wait` polls it)."""
+    return [page["_id"] for page in ctx.db.pages.find({"scan_due": run_id}, {"_id": 1})]
 
 
 def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None:
@@ -229,7 +228,7 @@ def claim_unscanned(ctx: Context, url: str, run_id: ObjectId) -> ObjectId | None
     page = ctx.db.pages.find_one({"url": url}, {"content_sha256": 1, "scanned_as": 1})
     if page is None or not needs_scan(page, scan_mark(ctx)):
         return None
-    ctx.db.pages.update_one({"_id": page["_id"]}, {"$set": {"run_id": run_id}})
+    ctx.db.pages.update_one({"_id": page["_id"]}, {"$set": {"run_id": run_id, "scan_due": run_id}})
     return page["_id"]
 
 
