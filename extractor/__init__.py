@@ -6,7 +6,7 @@ crawler, the library loader and `copytrack check` share it.
 from .cpucap import CpuTimeExceeded, cpu_cap
 from .decoding import Decoded, UnusableContent, decode_html, sniff_binary
 from .documents import NoArticleText, decode_text_file, html_to_text
-from .extraction import Extracted, ExtractionOptions, extract
+from .extraction import Extracted, ExtractionOptions, extract, published_date
 
 __all__ = [
     "CpuTimeExceeded",
@@ -20,5 +20,6 @@ __all__ = [
     "decode_text_file",
     "extract",
     "html_to_text",
+    "published_date",
     "sniff_binary",
 ]

@@ -330,6 +330,11 @@ def test_finding_detail_aligns_highlighted_passages_and_shows_evidence(ctx, web,
     stored = ctx.db.pages.find_one({"_id": finding["page_id"]})
     assert stored["raw_sha256"] in page and f"{finding['master_coverage']:.0%}" in page
     assert "verbatim copy with ads" in page  # the history, with its note
+    ctx.db.pages.update_one({"_id": finding["page_id"]}, {"$set": {"published": "2021-03-03"}})
+    dated = web.get(f"/findings/{finding['_id']}").text
+    assert '<dd id="page-published">2021-03-03</dd>' in dated
+    ctx.db.pages.update_one({"_id": finding["page_id"]}, {"$set": {"published": None}})
+    assert 'id="page-published"' not in web.get(f"/findings/{finding['_id']}").text  # no row
 
 
 def test_notice_is_generated_in_both_languages_and_recorded(ctx, web, seeded):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from benchmarks.bench_extraction import HUMAN_TRUTH, load_pages, prf, read_page
 from extractor.decoding import decode_html
-from extractor.extraction import Extracted, ExtractionOptions, extract
+from extractor.extraction import Extracted, ExtractionOptions, extract, published_date
 
 WEBPAGES = Path(__file__).parents[1] / ".." / "shared" / "webpages"
 needs_webpages = pytest.mark.skipif(
@@ -60,6 +60,23 @@ def test_title_author_date() -> None:
     assert result.date == "2024-05-01"
     assert "annual budget" in result.text
     assert result.reason is None
+
+
+DATED_IN_TEXT = article_page(
+    "<p>Posted by the desk on March 3, 2021, after the vote.</p>" + paragraphs(EN_PARAGRAPH),
+    "",
+    "Budget review",
+)
+
+
+def test_a_date_only_the_text_gives_is_searched_on_request() -> None:
+    # The crawl leaves it out (a tenth of its CPU); the tracker asks for the pages with findings.
+    assert extract(DATED_IN_TEXT).date is None
+    assert extract(DATED_IN_TEXT, options=ExtractionOptions(date_from_text=True)).date == (
+        "2021-03-03"
+    )
+    assert published_date(DATED_IN_TEXT) == "2021-03-03"
+    assert published_date("") is None and published_date("<p>no date here</p>") is None
 
 
 def test_chinese_author_in_meta_is_kept() -> None:

@@ -60,3 +60,17 @@ def test_the_raw_page_is_kept_with_its_hash(ctx):
     stored = ctx.db.pages.find_one({"_id": page_id})
     assert zlib.decompress(stored["raw_zlib"]) == raw
     assert stored["raw_sha256"] == hashlib.sha256(raw).hexdigest()
+
+
+def test_a_copy_gets_the_date_its_text_gives_and_a_page_without_findings_is_not_searched(ctx):
+    add_work(ctx, Work(text=ZH[0], external_id="w0"))
+    dated = "<html><body><p>Posted on March 3, 2021.</p><p>{}</p></body></html>"
+    copy = PageInput("http://pirate.example/c", "转载：" + ZH[0], raw=dated.format("x").encode())
+    other = PageInput("http://pirate.example/o", ZH[25], raw=dated.format("y").encode())
+    for page in (copy, other):
+        scan_page(ctx, store_page(ctx, page)[0])
+
+    published = {
+        p["url"]: p["published"] for p in ctx.db.pages.find({}, {"url": 1, "published": 1})
+    }
+    assert published == {copy.url: "2021-03-03", other.url: None}

@@ -11,7 +11,9 @@ from typing import Any
 
 from bson import ObjectId
 
-from .captures import FILE_FIELDS, drop_replaced, page_text, stored_parts
+from extractor import UnusableContent, decode_html, published_date
+
+from .captures import FILE_FIELDS, drop_replaced, page_capture, page_text, stored_parts
 from .context import Context
 from .findings import RecordResult, record_findings, suppress_licensed
 from .generation import current, require
@@ -139,6 +141,22 @@ def unscanned_pages(ctx: Context, campaign: str | None = None) -> list[ObjectId]
     return [page["_id"] for page in pages if needs_scan(page, mark)]
 
 
+def text_date(ctx: Context, page: Mapping[str, Any]) -> str | None:
+    """The date a stored HTML page's text gives (its markup gave none when it was crawled):
+    searched only for the pages with findings, where reviewers read it, as it costs a tenth
+    of a page's extraction."""
+    headers = page.get("headers") or {}
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+    if not (content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
+        return None
+    raw = page_capture(ctx, page)
+    try:
+        decoded = decode_html(raw or b"", content_type)
+    except UnusableContent:
+        return None
+    return published_date(decoded.text, page.get("final_url") or page.get("url"))
+
+
 def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResult:
     """Match a stored page against the library and record its findings (idempotent).
 
@@ -161,17 +179,17 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
     record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
     if matches:  # a syndication partner's copy is licensed, not new
         suppress_licensed(ctx, page_id)
+    scanned = {
+        "scanned_as": [page.get("content_sha256"), *mark],
+        "scanned_at": datetime.now(UTC),
+        "matches": len(matches),
+    }
+    if record.new and page.get("published") is None:
+        scanned["published"] = text_date(ctx, page)
     ctx.db.pages.update_one(
         # Not if its text changed meanwhile: that one is due, and will be scanned.
         {"_id": page_id, "content_sha256": page.get("content_sha256")},
-        {
-            "$set": {
-                "scanned_as": [page.get("content_sha256"), *mark],
-                "scanned_at": datetime.now(UTC),
-                "matches": len(matches),
-            },
-            "$unset": {"scan_due": ""},
-        },
+        {"$set": scanned, "$unset": {"scan_due": ""}},
     )
     log.info(
         "page scanned: %d matching works",
