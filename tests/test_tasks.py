@@ -166,7 +166,7 @@ def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
     ctx: Context, tmp_path: Path
 ) -> None:
     (page_id,) = _pirate_pages(ctx, 1)
-    first = tasks.enqueue_scan(page_id)
+    first = tasks.enqueue_scan(page_id, keep_result=True)
     assert (
         ctx.redis.llen(ctx.keys.queue("scan")) == 1
     )  # routed to the scan queue, waiting for a worker
@@ -182,10 +182,17 @@ def test_worker_scans_an_enqueued_page_and_a_duplicate_changes_nothing(
         assert finding["page_id"] == page_id and finding["master_id"] == 1
 
         # The same task again, as a redelivery would run it: the finding stays as it was.
-        again = tasks.enqueue_scan(page_id).get(timeout=20)
+        again = tasks.enqueue_scan(page_id, keep_result=True).get(timeout=20)
         assert again == {"page_id": str(page_id), "scanned": False, "matches": 1}
         [same] = _findings(ctx).values()
         assert same == finding
+
+        # Queued as the crawl queues it: scanned, and no result of it kept in Redis.
+        scanned_at = ctx.db.pages.find_one({"_id": page_id})["scanned_at"]
+        quiet = tasks.enqueue_scan(page_id, force=True)
+        rescanned = {"_id": page_id, "scanned_at": {"$gt": scanned_at}}
+        wait_until(lambda: ctx.db.pages.find_one(rescanned), 20, "forced scan", log)
+        assert ctx.redis.keys(f"*{first.id}*") and not ctx.redis.keys(f"*{quiet.id}*")
 
         worker.send_signal(signal.SIGTERM)  # warm shutdown
         assert worker.wait(timeout=20) == 0, log.read_text()
@@ -207,7 +214,7 @@ def test_ingest_reindex_and_scan_of_a_deleted_page(ctx: Context, tmp_path: Path)
         assert tasks.reindex.delay().get(timeout=30) == {"masters": 4, "postings": postings}
 
         gone = ObjectId()
-        assert tasks.enqueue_scan(gone).get(timeout=20) == {
+        assert tasks.enqueue_scan(gone, keep_result=True).get(timeout=20) == {
             "page_id": str(gone),
             "scanned": False,
             "missing": True,

@@ -118,6 +118,14 @@ def _stop_crawls(sender: str, **_: Any) -> None:
         log.warning("worker %s stopping: asked crawl process %d to stop", sender, pid)
 
 
-def enqueue_scan(page_id: ObjectId | str, force: bool = False) -> AsyncResult:
-    """Queue a scan of a stored page (on the ``scan`` queue, by its route)."""
-    return scan_page.delay(str(page_id), force=force)
+def enqueue_scan(
+    page_id: ObjectId | str, force: bool = False, keep_result: bool = False
+) -> AsyncResult:
+    """Queue a scan of a stored page (on the ``scan`` queue, by its route).
+
+    ``keep_result``: the worker stores the scan's summary for this AsyncResult's ``get``.
+    The crawl reads the page's state, never the summary; without it, a queued scan costs
+    no subscription to the result (a Redis round trip) and leaves no result key in Redis
+    for the day results are kept (a key per crawled page).
+    """
+    return scan_page.apply_async((str(page_id),), {"force": force}, ignore_result=not keep_result)
