@@ -1,15 +1,14 @@
 """What the extraction workers' forkserver imports once for all of them (its preload, set
 by `crawler.pipelines.EvidencePipeline`): the pipeline module, and the data trafilatura
 loads lazily, on a worker's first pages otherwise (the list of top-level domains, for
-hosts given as addresses; jusText's stop words of every language; dateparser's locales,
-every one of which it loads, a second of CPU, on the first date string none of them reads,
-which htmldate's search of a page's text sends it sooner or later). Workers forked from the
-server start warm.
+hosts given as addresses; jusText's stop words of every language). Workers forked from
+the server start warm. (dateparser's locales are not loaded: the crawl reads a page's date
+from its markup only, and htmldate asks dateparser only when it searches a page's text,
+which the scans do for pages with findings, `tracker.pages.text_date`.)
 
-Importing it elsewhere only fills those caches (a second and a half of CPU).
+Importing it elsewhere only fills those caches.
 """
 
-from dateparser import DateDataParser
 from trafilatura.external import jt_stoplist_init
 
 from .pipelines import digest
@@ -22,4 +21,3 @@ _PAGE = (
 
 digest(_PAGE, "text/html; charset=utf-8", "http://192.0.2.1:8080/2024/01/warm-up.html")
 jt_stoplist_init()  # used when trafilatura falls back to jusText without a language
-DateDataParser().get_date_data("12 xyzzy 2024")  # a date no locale reads: all are loaded
