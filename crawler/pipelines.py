@@ -23,8 +23,6 @@ import logging
 import multiprocessing
 import os
 import socket
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -32,7 +30,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
-from multiprocessing import forkserver
 from typing import Any
 
 import redis
@@ -49,6 +46,7 @@ from tracker.pages import PageInput, store_page
 from tracker.tasks import enqueue_scan
 
 from .digest import GONE_STATUSES, digest
+from .extraction_server import start_extraction_server
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
 from .lookup import PageLookup
 
@@ -237,7 +235,6 @@ class EvidencePipeline:
         # once for all workers. Like any multiprocessing program, one embedding a crawl
         # needs `if __name__ == "__main__"`.
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["crawler.extract_preload"])
         self._pool = ProcessPoolExecutor(self.processes, mp_context=context)
         # Started now, from a thread: the first worker waits a second or more for the
         # forkserver's imports, which would block the reactor (and inflate the latencies
@@ -246,21 +243,10 @@ class EvidencePipeline:
 
     def _start_workers(self) -> None:
         assert self._pool is not None
-        if sys.platform == "linux":
-            # Linux keeps nice values per thread, and a process inherits its creator's:
-            # the forkserver started from a thread of lower priority, and every worker
-            # it forks, run at that priority (imports and warm-up included). Elsewhere
-            # nice values are per process: extraction keeps the crawl's priority.
-            starter = threading.Thread(target=self._start_forkserver, name="forkserver-start")
-            starter.start()
-            starter.join()
+        start_extraction_server(self.niceness)  # unless `python -m crawler` did
         # One task per worker, all in flight at once: each one starts another worker.
         for started in [self._pool.submit(os.getpid) for _ in range(self.processes)]:
             started.result()
-
-    def _start_forkserver(self) -> None:
-        os.nice(self.niceness)  # this thread's only
-        forkserver.ensure_running()
 
     async def close_spider(self) -> None:
         # The chapters cut into pages, joined once more now that all their pages are in.

@@ -1,4 +1,5 @@
-"""``python -m crawler.run --campaign NAME --run-id ID``: one crawl process of a run.
+"""``python -m crawler --campaign NAME --run-id ID`` (or ``-m crawler.run``): one crawl process
+of a run.
 
 Started by ``tracker.campaigns.trigger_run`` (Twisted's reactor runs once per process,
 so every crawl gets a fresh one). The process joins the run, renews the campaign's lock
@@ -15,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 import threading
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +49,7 @@ from tracker.servers import ServerStartError
 from . import settings as crawl_settings
 from .rendering import render_settings
 from .spiders.campaign import CampaignSpider
+from .tunables import tunables_from_env
 
 log = logging.getLogger("crawler.run")
 
@@ -65,36 +65,6 @@ def frontier_keys(keys: RedisKeys, run_id: ObjectId) -> dict[str, str]:
         "SCHEDULER_DUPEFILTER_KEY": f"{prefix}:dupefilter",
         "COPYTRACK_FRONTIER_BUSY_KEY": f"{prefix}:busy",
     }
-
-
-#: The crawl's tunables (crawler/settings.py) that the environment may set, by the same name.
-TUNABLES = {
-    name: value
-    for name, value in vars(crawl_settings).items()
-    if name.startswith("COPYTRACK_") and isinstance(value, int | float)
-}
-
-
-def tunables_from_env(environ: Mapping[str, str]) -> dict[str, int | float]:
-    """The tunables set in ``environ``, as numbers of their defaults' type (0 or more);
-    ConfigError names a value that is not one."""
-    out: dict[str, int | float] = {}
-    for name, default in TUNABLES.items():
-        raw = environ.get(name, "").strip()
-        if not raw:
-            continue
-        kind = type(default)
-        try:
-            value = kind(raw)
-        except ValueError:
-            value = -1
-        if not 0 <= value < math.inf:  # nan and inf too
-            what = "a whole number" if kind is int else "a number"
-            raise ConfigError(
-                f"{name}={raw!r}: give {what} ≥ 0 (default {default}; see crawler/settings.py)"
-            )
-        out[name] = value
-    return out
 
 
 def scrapy_settings(
@@ -199,9 +169,7 @@ def crawl(
 
 def main(argv: list[str] | None = None) -> int:
     """Crawl one campaign for one run; exit status 0 when the crawl ran to its end."""
-    parser = argparse.ArgumentParser(
-        prog="python -m crawler.run", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m crawler", description=__doc__.split("\n")[0])
     parser.add_argument("--campaign", required=True, help="campaign name")
     parser.add_argument("--run-id", required=True, help="run to crawl for (from trigger_run)")
     parser.add_argument(

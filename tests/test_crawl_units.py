@@ -226,7 +226,7 @@ def test_a_crawl_process_that_cannot_reach_its_servers_says_so_in_one_line(
         COPYTRACK_DATA_DIR=str(tmp_path),
     )
     done = subprocess.run(
-        [sys.executable, "-m", "crawler.run", "--campaign", "news", "--run-id", str(ObjectId())],
+        [sys.executable, "-m", "crawler", "--campaign", "news", "--run-id", str(ObjectId())],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2

@@ -140,7 +140,7 @@ class CampaignSpider(SitemapSpider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> CampaignSpider:
         campaign = crawler.settings.getdict("COPYTRACK_CAMPAIGN")
         if not campaign:
-            raise ValueError("no campaign: run crawls with `python -m crawler.run`")
+            raise ValueError("no campaign: run crawls with `python -m crawler`")
         max_links = crawler.settings.getint("COPYTRACK_MAX_LINKS_PER_PAGE")
         max_sitemap_urls = crawler.settings.getint("COPYTRACK_MAX_SITEMAP_URLS")
         book_maxsize = crawler.settings.getint("COPYTRACK_BOOK_MAXSIZE")

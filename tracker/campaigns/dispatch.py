@@ -1,6 +1,6 @@
 """Where a run crawls: its crawl process, started here or by a crawler worker.
 
-``trigger_run`` records the run and starts ``python -m crawler.run`` in its own process
+``trigger_run`` records the run and starts ``python -m crawler`` in its own process
 (Twisted's reactor cannot restart, and a crash stays contained): right there with
 ``COPYTRACK_CRAWL_DISPATCH=local``; with ``queue`` the run waits ``queued`` for a crawler
 worker, whose ``tracker.crawl_run`` task starts the process and waits for it
@@ -35,8 +35,8 @@ from .runs import (
     start_run,
 )
 
-#: The crawl process; runs `crawler/run.py` with this interpreter.
-CRAWL_COMMAND = [sys.executable, "-m", "crawler.run"]
+#: The crawl process (`crawler/__main__.py`, then `crawler/run.py`), with this interpreter.
+CRAWL_COMMAND = [sys.executable, "-m", "crawler"]
 _CRAWL_MARKER = " ".join(CRAWL_COMMAND[1:])  # in a crawl process's command line
 
 
