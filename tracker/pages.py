@@ -11,8 +11,6 @@ from typing import Any
 
 from bson import ObjectId
 
-from extractor import UnusableContent, decode_html, published_date
-
 from .captures import FILE_FIELDS, drop_replaced, page_capture, page_text, stored_parts
 from .context import Context
 from .findings import RecordResult, record_findings, suppress_licensed
@@ -145,6 +143,10 @@ def text_date(ctx: Context, page: Mapping[str, Any]) -> str | None:
     """The date a stored HTML page's text gives (its markup gave none when it was crawled):
     searched only for the pages with findings, where reviewers read it, as it costs a tenth
     of a page's extraction."""
+    # Imported here: extraction's libraries take a tenth of a second to import, which every
+    # command importing this module would pay for what only pages with new findings need.
+    from extractor import UnusableContent, decode_html, published_date
+
     headers = page.get("headers") or {}
     content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
     if not (content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
