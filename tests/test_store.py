@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from bson import ObjectId
 from pymongo.collection import Collection
 from pymongo.database import Database
@@ -35,6 +36,7 @@ class _RacedOnce:
 
     def __init__(self, collection: Collection[Any], query: dict, update: dict) -> None:
         self._collection, self._race = collection, (query, update)
+        self.name = collection.name
 
     def find_one(self, *args: Any, **kwargs: Any) -> Any:
         found = self._collection.find_one(*args, **kwargs)
@@ -74,6 +76,26 @@ def test_update_found_reads_again_when_a_field_it_returns_changed(mongo_db: Data
 
     assert before == {"_id": 1, "sha": "b"}  # the text it replaced, not the one first read
     assert pages.find_one({"_id": 1}) == {"_id": 1, "url": "u", "sha": "c"}
+
+
+class _RacedAlways(_RacedOnce):
+    """Another writer changing the document after every read."""
+
+    def find_one(self, *args: Any, **kwargs: Any) -> Any:
+        found = self._collection.find_one(*args, **kwargs)
+        self._collection.update_one({"_id": 1}, {"$inc": {"sha": 1}})
+        return found
+
+
+def test_update_found_gives_up_with_a_clear_error_on_a_document_that_never_stops_changing(
+    mongo_db: Database[Any],
+) -> None:
+    mongo_db.pages.insert_one({"_id": 1, "url": "u", "sha": 0})
+    raced = _RacedAlways(mongo_db.pages, {}, {})
+
+    with pytest.raises(RuntimeError, match=r"pages: the document matching .*changed under"):
+        update_found(raced, {"url": "u"}, {"$set": {"x": 1}}, {"sha": 1})  # type: ignore[arg-type]
+    assert "x" not in mongo_db.pages.find_one({"_id": 1})
 
 
 def test_all_of_finds_what_and_finds(mongo_db: Database[Any]) -> None:

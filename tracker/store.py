@@ -110,6 +110,10 @@ def next_id(db: Database, name: str, count: int = 1) -> int:
     raise RuntimeError(f"counter {name!r}: no value after 3 tries (is MongoDB healthy?)")
 
 
+#: Reads and updates `update_found` tries while other writers change the document between.
+UPDATE_TRIES = 100
+
+
 def update_found(
     collection: Collection,
     query: Mapping[str, Any],
@@ -128,7 +132,7 @@ def update_found(
     (`benchmarks/bench_recrawl.py`); a read and an update by ``_id`` use the indexes.
     """
     read = [name for name, kept in (projection or {}).items() if kept and name != "_id"]
-    while True:
+    for _ in range(UPDATE_TRIES):
         found = collection.find_one(query, projection)
         if found is None:
             return None
@@ -137,6 +141,10 @@ def update_found(
         change = update(found) if callable(update) else update
         if collection.update_one(same, change).matched_count:
             return collection.find_one({"_id": found["_id"]}, projection) if after else found
+    raise RuntimeError(
+        f"{collection.name}: the document matching {dict(query)!r} changed under each of "
+        f"{UPDATE_TRIES} updates (other processes writing it in a loop?)"
+    )
 
 
 def all_of(clauses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
