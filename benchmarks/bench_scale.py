@@ -57,6 +57,7 @@ from testbed.evaluation import (
     load_documents,
     score_outcomes,
 )
+from tracker.allocator import keep_freed_memory
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.matcher import match_text
@@ -154,6 +155,7 @@ def run_copytrack(
             found[str(row["suspect_id"])].append(row["master_id"])
         overall, hard_fp = _overall(suspects, [found.get(s.id, []) for s in suspects])
 
+        keep_freed_memory()  # as the console script does in every worker (tracker.allocator)
         ctx = open_context(settings)
         # A worker process is long-lived: its first match loads the fingerprinter's tables
         # and the index scripts (~0.3 s), which no later one pays.

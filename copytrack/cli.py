@@ -15,6 +15,7 @@ import click
 import redis
 from pymongo.errors import PyMongoError
 
+from tracker.allocator import keep_freed_memory
 from tracker.config import ConfigError, Settings
 from tracker.durability import NotDurable
 from tracker.failures import describe
@@ -109,6 +110,7 @@ def run() -> None:
     still exits with a traceback. Tests call ``main`` in their own process, as usual.
     """
     code: int | str | None = 0
+    keep_freed_memory()  # matching's batches reuse their memory (tracker.allocator)
     try:
         main(prog_name="copytrack")  # click ends every command with SystemExit
     except SystemExit as done:
