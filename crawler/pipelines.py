@@ -42,7 +42,7 @@ from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problem
 from tracker.celery_app import ROUTES
 from tracker.chains import join_chain, join_run_chains
 from tracker.context import Context, process_context
-from tracker.pages import PageInput, store_page
+from tracker.pages import PageInput, header, store_page
 from tracker.tasks import enqueue_scan
 
 from .digest import GONE_STATUSES, digest
@@ -69,7 +69,7 @@ def store_fetched(
     work, storing included (hashes, compression, BSON, the task message), stays off the
     crawl's process: the reactor's thread would wait for the GIL meanwhile.
     """
-    content_type = _header(item.headers, "content-type")
+    content_type = header(item.headers, "content-type")
     found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book,
                    rendered=item.rendered)  # fmt: skip
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
@@ -355,7 +355,3 @@ class EvidencePipeline:
             await asyncio.to_thread(
                 record_progress, self.ctx, self.run_id, counts, self.crawler_name
             )
-
-
-def _header(headers: dict[str, str], name: str) -> str | None:
-    return next((v for k, v in headers.items() if k.lower() == name), None)

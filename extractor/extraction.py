@@ -43,10 +43,6 @@ class ExtractionOptions:
     # share of the other's tokens (half the shared pages; F1 unchanged, see _agree).
     agreement_share: float = 0.95
     max_html_chars: int = 4_000_000  # longer pages are cut before parsing (CPU guard)
-    # A date searched in the page's text when its markup has none (htmldate's extensive
-    # search, a fifth of the shared pages): a tenth of extraction's CPU, for a date only the
-    # pages with findings show, so the tracker asks for it there (`published_date`).
-    date_from_text: bool = False
     # Table cells whose text is mostly link text are navigation, ads or "related" boxes.
     max_cell_link_density: float = 0.3
     # Readability's text replaces trafilatura's (token counts, see _combine) when
@@ -387,10 +383,11 @@ def _page_title(tree: lxml.html.HtmlElement) -> str | None:
 
 
 def _metadata(
-    tree: lxml.html.HtmlElement, url: str | None, options: ExtractionOptions
+    tree: lxml.html.HtmlElement, url: str | None
 ) -> tuple[str | None, str | None, str | None]:
     """Title, author and date from the page's markup: meta tags, JSON-LD, headings, dates
-    in the markup or else, with ``date_from_text``, in the text.
+    in the markup (the page's text is searched by `published_date`, for the pages worth
+    it: a tenth of extraction's CPU, for a date only the pages with findings show).
 
     Not trafilatura's full metadata pass: it also searches bylines, site names,
     categories, tags and licences, half of its time on a page, for fields not stored.
@@ -403,7 +400,7 @@ def _metadata(
     # short CJK names such as 张三 have no space: _meta_author keeps those.
     author = meta.author if meta.author and " " in meta.author else _meta_author(tree)
     page_url = meta.url or url
-    return title, author, _date(tree, page_url, options.date_from_text)
+    return title, author, _date(tree, page_url, from_text=False)
 
 
 def _date(tree: lxml.html.HtmlElement, url: str | None, from_text: bool) -> str | None:
@@ -417,7 +414,7 @@ def _date(tree: lxml.html.HtmlElement, url: str | None, from_text: bool) -> str 
 
 def published_date(html: str, url: str | None = None) -> str | None:
     """The date a decoded HTML page says it was published: from its markup, else from its
-    text (what `extract` leaves out unless ``date_from_text``)."""
+    text (htmldate's extensive search, which `extract` leaves out)."""
     html, _ = _prepare(html, ExtractionOptions())
     tree = _parse(html)[0] if html.strip() else None
     if tree is None:
@@ -436,7 +433,7 @@ def extract(
     tree, html = _parse(html)
     if tree is None:
         return Extracted("", title=wrapper_title, reason="no parsable HTML")
-    title, author, date = _metadata(tree, url, options)
+    title, author, date = _metadata(tree, url)
     title = title or wrapper_title
     primary, own_readability = _trafilatura_text(tree, options)  # on its own copy
     if options.fallback and not _agree(primary, own_readability, options):

@@ -69,12 +69,9 @@ DATED_IN_TEXT = article_page(
 )
 
 
-def test_a_date_only_the_text_gives_is_searched_on_request() -> None:
+def test_a_date_only_the_text_gives_is_searched_by_published_date_alone() -> None:
     # The crawl leaves it out (a tenth of its CPU); the tracker asks for the pages with findings.
     assert extract(DATED_IN_TEXT).date is None
-    assert extract(DATED_IN_TEXT, options=ExtractionOptions(date_from_text=True)).date == (
-        "2021-03-03"
-    )
     assert published_date(DATED_IN_TEXT) == "2021-03-03"
     assert published_date("") is None and published_date("<p>no date here</p>") is None
 

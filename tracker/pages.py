@@ -139,6 +139,11 @@ def unscanned_pages(ctx: Context, campaign: str | None = None) -> list[ObjectId]
     return [page["_id"] for page in pages if needs_scan(page, mark)]
 
 
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A stored page's response header ``name`` (lower case), whatever its case there."""
+    return next((v for k, v in headers.items() if k.lower() == name), None)
+
+
 def text_date(ctx: Context, page: Mapping[str, Any]) -> str | None:
     """The date a stored HTML page's text gives (its markup gave none when it was crawled):
     searched only for the pages with findings, where reviewers read it, as it costs a tenth
@@ -147,8 +152,7 @@ def text_date(ctx: Context, page: Mapping[str, Any]) -> str | None:
     # command importing this module would pay for what only pages with new findings need.
     from extractor import UnusableContent, decode_html, published_date
 
-    headers = page.get("headers") or {}
-    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+    content_type = header(page.get("headers") or {}, "content-type")
     if not (content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
         return None
     raw = page_capture(ctx, page)
