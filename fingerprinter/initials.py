@@ -19,11 +19,13 @@ built once per process from pypinyin's data and cached.
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from importlib import resources, util
+from pathlib import Path
 
 import numpy as np
 
@@ -106,16 +108,32 @@ def _unify_traditional(table: np.ndarray) -> None:
             table[simplified] = table[traditional]
 
 
+def pinyin_readings() -> dict[int, str]:
+    """pypinyin's readings of single characters: code point → "reading,reading,…".
+
+    Read from the data file pypinyin ships them in when it is there: importing pypinyin
+    also loads its phrase dictionary and segmenter (0.15 s, in every process that matches)
+    for readings a table of single characters never uses.
+    """
+    spec = util.find_spec("pypinyin")  # finds the package without importing it
+    if spec is not None and spec.origin is not None:
+        data = Path(spec.origin).with_name("pinyin_dict.json")
+        if data.is_file():
+            readings = json.loads(data.read_text("utf-8"))
+            return {int(codepoint): reading for codepoint, reading in readings.items()}
+    from pypinyin.pinyin_dict import pinyin_dict
+
+    return pinyin_dict
+
+
 @lru_cache(maxsize=1)
 def initial_table() -> np.ndarray:
     """Code point → letter code table (uint8, DROP for characters without a letter)."""
-    from pypinyin.pinyin_dict import pinyin_dict
-
     table = np.full(_MAX_CODEPOINT, DROP, dtype=np.uint8)
     for latin in range(26):
         table[ord("a") + latin] = latin
         table[ord("A") + latin] = latin
-    for codepoint, readings in pinyin_dict.items():
+    for codepoint, readings in pinyin_readings().items():
         letter = _letter_of_pinyin(readings.split(",", 1)[0])
         # 〇 and a few symbols have readings but are not ideographs; keep them all.
         if letter is not None:

@@ -39,7 +39,7 @@ from fingerprinter.align import (
 )
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
 from fingerprinter.granule_check import granule_checks
-from fingerprinter.initials import DROP, common_letters_class, initial_table
+from fingerprinter.initials import DROP, common_letters_class, initial_table, pinyin_readings
 from fingerprinter.quantize import level_table
 from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
@@ -70,6 +70,13 @@ def test_letters_agree_with_pypinyin_per_character():
     assert total > 1000
     # The few that differ are characters that are also traditional forms (乾 → 干).
     assert agree / total > 0.995
+
+
+def test_readings_read_from_pypinyins_data_file_are_pypinyins_own():
+    from pypinyin.pinyin_dict import pinyin_dict
+
+    # Read without importing pypinyin (its phrases are not needed), the same readings.
+    assert pinyin_readings() == pinyin_dict
 
 
 def test_table_covers_cjk_blocks_compatibility_forms_and_full_width():

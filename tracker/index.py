@@ -644,6 +644,11 @@ class RedisIndex(InvertedIndex):
         # A record's key: h without its low MIN_LEVEL bits, then the check above it.
         self._key_len = (h_bits - MIN_LEVEL + check_bits + 7) // 8
         self._key_mask = np.uint64((1 << (h_bits - MIN_LEVEL)) - 1)
+        # A record's first 8 bytes hold its key in the high bytes (big-endian); read as a
+        # little-endian number they compare with _as_record_head(key) under this mask
+        # (the check bits aside) with no byte swap of every record.
+        self._key_shift = np.uint64(64 - 8 * self._key_len)
+        self._head_mask = self._as_record_head(np.array([self._key_mask]))[0]
         # Splitting reads bit `level` of h within the key's last 3 bytes.
         self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
         self._layout_checked = False
@@ -812,14 +817,14 @@ class RedisIndex(InvertedIndex):
         keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
         every block."""
         size = self.record_bytes
-        records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
+        records = np.array(list(map(len, blocks)), dtype=np.int64) // size
         first = np.cumsum(records) - records
         # Padded so that 8 bytes can be read at every record: the key is their high bytes.
         data = b"".join([*blocks, bytes(8)])
         count = int(records.sum())
-        heads = np.ndarray((count,), dtype=">u8", buffer=data, strides=(size,))
-        stored = heads >> np.uint64(64 - 8 * self._key_len)
-        record_keys, wanted = stored & self._key_mask, keys & self._key_mask
+        heads = np.ndarray((count,), dtype="<u8", buffer=data, strides=(size,))
+        record_keys = heads & self._head_mask
+        wanted = self._as_record_head(keys) & self._head_mask
         # The first query of each block is compared with the records where they lie; the
         # few others (a page's queries rarely share a block) with copies of theirs.
         leads = np.ones(len(of_block), dtype=bool)
@@ -837,7 +842,12 @@ class RedisIndex(InvertedIndex):
             record = np.concatenate((record, at[hit]))
             query = np.concatenate((query, asked[hit]))
         ids = np.ndarray((count,), dtype=">u4", buffer=data, offset=self._key_len, strides=(size,))
-        return query, ids[record].astype(np.int64), stored[record] == keys[query]
+        stored = np.ndarray((count,), dtype=">u8", buffer=data, strides=(size,))[record]
+        return query, ids[record].astype(np.int64), stored >> self._key_shift == keys[query]
+
+    def _as_record_head(self, keys: np.ndarray) -> np.ndarray:
+        """Keys as the first 8 bytes of their records read little-endian (any host)."""
+        return (keys << self._key_shift).astype(">u8").view("<u8")
 
     def _block_names(self, shards: np.ndarray, blocks: np.ndarray) -> list[bytes]:
         """Key names of blocks: the shard's key, ':', the block number in 10 digits."""

@@ -6,10 +6,8 @@ from the server start warm.
 Importing it elsewhere only fills those caches.
 """
 
-from fingerprinter import DEFAULT_PARAMS, query_array
-
-from .match_pool import MatchPool
+from .match_pool import MatchPool, load_tables
 
 __all__ = ["MatchPool"]
 
-query_array("版权追踪 copyright tracking " * 4, DEFAULT_PARAMS)
+load_tables()
