@@ -318,6 +318,28 @@ def test_a_reader_keeping_blocks_sees_every_change_another_process_makes(
     assert reader.lookup(fps[:12]) == [(2,)] * 10 + [()] * 2
 
 
+def test_a_reader_keeps_its_latest_blocks_within_its_budget(redis_client: redis.Redis) -> None:
+    """Blocks past the budget are dropped oldest first and read again when asked for; the
+    answers stay those of a reader that keeps nothing."""
+    writer = RedisIndex(redis_client, "test:ix")
+    rng = random.Random(5)
+    pages = [[rng.getrandbits(64) for _ in range(200)] for _ in range(8)]
+    for n, page in enumerate(pages):
+        writer.add(n + 1, page)
+    reader = RedisIndex(redis_client, "test:ix", cache_bytes=SHARDS * 4096)
+    plain = RedisIndex(redis_client, "test:ix")
+    for _ in range(2):
+        for page in pages:
+            assert reader.lookup(page) == plain.lookup(page)
+    reader.lookup(pages[-1])
+    before = _keys_read(redis_client)
+    reader.lookup(pages[-1])  # the blocks just read: kept
+    assert _keys_read(redis_client) - before == SHARDS
+    before = _keys_read(redis_client)
+    assert reader.lookup(pages[0]) == [(1,)] * 200  # the first page's: dropped, read again
+    assert _keys_read(redis_client) - before > SHARDS
+
+
 def _keys_read(client: redis.Redis) -> int:
     stats = client.info("stats")
     return stats["keyspace_hits"] + stats["keyspace_misses"]
