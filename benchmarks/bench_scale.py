@@ -39,8 +39,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 from pathlib import Path
 
 import redis
@@ -67,6 +68,12 @@ RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
 CACHE = Path(__file__).resolve().parent / ".cache"
 COMMAND = [sys.executable, "-c", "from copytrack.cli import run; run()"]
 LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
+# The peer holds every work's text and postings in this process: ~4.5 GB at 200,000 works.
+PEER_MAX = 200_000
+PEER_SKIPPED = (
+    "it holds every work and its postings in this process, and runs on libraries of up to "
+    "`--peer-max` works (200,000 by default, ~4.5 GB)"
+)
 
 
 @dataclass
@@ -89,25 +96,30 @@ class Side:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
+def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
     with path.open("w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def _distractor_texts(docs: Sequence, count: int) -> list[tuple[str, str]]:
-    """Distractors, cached on disk: generating 100k takes minutes."""
+def _distractor_texts(docs: Sequence, count: int) -> Iterator[tuple[str, str]]:
+    """Distractors (lang, text), cached on disk (generating 100k takes minutes), read one at
+    a time: a million of them take gigabytes."""
     CACHE.mkdir(exist_ok=True)
     path = CACHE / f"distractors-{count}.jsonl.gz"
     if not path.exists():
         started = time.perf_counter()
         pairs = distractors([(d.lang, d.text) for d in docs], count, seed=1)
-        with gzip.open(path, "wt", encoding="utf-8") as out:
+        partial = path.with_suffix(".partial")
+        with gzip.open(partial, "wt", encoding="utf-8", compresslevel=1) as out:
             for lang, text in pairs:
                 out.write(json.dumps([lang, text], ensure_ascii=False) + "\n")
+        partial.rename(path)
         print(f"  generated {count:,} distractors in {time.perf_counter() - started:.0f} s")
     with gzip.open(path, "rt", encoding="utf-8") as lines:
-        return [tuple(json.loads(line)) for line in lines]
+        for line in lines:
+            lang, text = json.loads(line)
+            yield lang, text
 
 
 def _latency_sample(suspects: Sequence[Suspect]) -> list[int]:
@@ -240,32 +252,37 @@ def _row(label: str, ours: float, peer: float, unit: str, higher_is_better: bool
     return f"| {label} | {ours:,.2f} {unit} | {peer:,.2f} {unit} | {ratio:.2f}× |"
 
 
-def report(size: int, real: int, chars: int, ours: Side, peer: Side, n_suspects: int) -> str:
+def report(size: int, real: int, chars: int, ours: Side, peer: Side | None, n_suspects: int) -> str:
+    """The size's section of scale.md; without the peer's columns when it did not run."""
+
+    def row(label: str, value: Callable[[Side], float], unit: str, higher_is_better: bool) -> str:
+        if peer is None:
+            return f"| {label} | {value(ours):,.2f} {unit} | – | – |"
+        return _row(label, value(ours), value(peer), unit, higher_is_better)
+
+    def text(label: str, value: Callable[[Side], str]) -> str:
+        return f"| {label} | {value(ours)} | {'–' if peer is None else value(peer)} | |"
+
     lines = [
         f"### {size:,} works ({real:,} real, {size - real:,} distractors; "
         f"{n_suspects:,} suspects, {chars / 1e6:.1f} M chars)",
         "",
         "| | copytrack | peer | copytrack vs peer |",
         "|---|---:|---:|---:|",
-        _row("ingest", size / ours.ingest_seconds, size / peer.ingest_seconds, "works/s", True),
+        row("ingest", lambda side: size / side.ingest_seconds, "works/s", True),
         f"| Valkey's AOF rewrite still running after `library add` (waited out before the "
         f"check) | {ours.rewrite_after_ingest:.1f} s | – | |",
-        _row(
-            "end-to-end check",
-            chars / ours.check_seconds / 1e6,
-            chars / peer.check_seconds / 1e6,
-            "M chars/s",
-            True,
-        ),
-        _row("query p50 (3–5k chars)", ours.p(0.5), peer.p(0.5), "ms", False),
-        _row("query p99 (3–5k chars)", ours.p(0.99), peer.p(0.99), "ms", False),
-        f"| memory | {ours.memory} | {peer.memory} | |",
-        f"| bytes per posting | {ours.bytes_per_posting:.1f} | {peer.bytes_per_posting:.1f} | |",
+        row("end-to-end check", lambda side: chars / side.check_seconds / 1e6, "M chars/s", True),
+        row("query p50 (3–5k chars)", lambda side: side.p(0.5), "ms", False),
+        row("query p99 (3–5k chars)", lambda side: side.p(0.99), "ms", False),
+        text("memory", lambda side: side.memory),
+        text("bytes per posting", lambda side: f"{side.bytes_per_posting:.1f}"),
     ]
     for name, attr in (("recall", "recall"), ("precision", "precision"), ("F1", "f1")):
-        a, b = getattr(ours.overall, attr), getattr(peer.overall, attr)
-        lines.append(f"| {name} | {a:.4f} | {b:.4f} | |")
-    lines.append(f"| hard-negative FP rate | {ours.hard_fp:.4f} | {peer.hard_fp:.4f} | |")
+        lines.append(text(name, lambda side, attr=attr: f"{getattr(side.overall, attr):.4f}"))
+    lines.append(text("hard-negative FP rate", lambda side: f"{side.hard_fp:.4f}"))
+    if peer is None:
+        lines += ["", f"The peer did not run: {PEER_SKIPPED}."]
     return "\n".join(lines) + "\n"
 
 
@@ -275,6 +292,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--real", type=int, default=1000, help="real masters (from the corpus)")
     parser.add_argument("--suspects", type=int, default=1500, help="labelled suspects")
     parser.add_argument("--quick", action="store_true", help="2k and 5k works, 300 suspects")
+    parser.add_argument(
+        "--peer-max",
+        type=int,
+        default=PEER_MAX,
+        help="largest library the in-process peer runs on (it holds every work in memory)",
+    )
     parser.add_argument("--out", type=Path, help=f"markdown results (default run: {RESULTS})")
     args = parser.parse_args(argv)
     require_shared()
@@ -288,21 +311,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     bench = build_benchmark(docs, masters=args.real, suspects=args.suspects, seed=0)
     real = [(m.id, m.text) for m in bench.masters]
     chars = sum(len(s.text) for s in bench.suspects)
-    pad = _distractor_texts(docs, max(sizes) - len(real))
+    padding = max(sizes) - len(real)
     sections = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         workdir = Path(tmp)
         suspects_path = workdir / "suspects.jsonl"
         _write_jsonl(suspects_path, [{"id": s.id, "text": s.text} for s in bench.suspects])
         for size in sizes:
-            works = real + [
-                (f"distractor-{n}", text) for n, (_, text) in enumerate(pad[: size - len(real)])
-            ]
+
+            def works(size: int = size) -> Iterator[tuple[str, str]]:
+                pad = islice(_distractor_texts(docs, padding), size - len(real))
+                return chain(real, ((f"distractor-{n}", text) for n, (_, text) in enumerate(pad)))
+
             library = workdir / f"library-{size}.jsonl"
-            _write_jsonl(library, [{"id": i, "text": t} for i, t in works])
+            _write_jsonl(library, ({"id": i, "text": t} for i, t in works()))
             print(f"{size:,} works, {len(bench.suspects):,} suspects")
             ours = run_copytrack(workdir / f"run-{size}", library, suspects_path, bench.suspects)
-            peer = run_peer(works, bench.suspects)
+            peer = run_peer(list(works()), bench.suspects) if size <= args.peer_max else None
             section = report(size, len(real), chars, ours, peer, len(bench.suspects))
             print(section)
             sections.append(section)

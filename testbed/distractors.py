@@ -48,16 +48,28 @@ class _Chain:
 
     def generate(self, lengths: Sequence[int], rng: np.random.Generator) -> list[str]:
         """One chain per length (in tokens)."""
-        longest = max(lengths)
-        out = np.empty((len(lengths), longest), dtype=np.int32)
-        state = rng.choice(self.starts, size=len(lengths))
+        count, longest = len(lengths), max(lengths)
+        out = np.empty((count, longest), dtype=np.int32)
+        state = rng.choice(self.starts, size=count)
+        # Chains longest first: those still growing at a step are a prefix of them (a step
+        # costs what they need, not what the longest does). Each chain draws the same
+        # numbers as when all grew to the end: the random draws keep their full size.
+        by_length = np.argsort(-np.asarray(lengths), kind="stable")
+        remaining = np.asarray(lengths)[by_length]
+        growing = count
         for step in range(longest):
-            out[:, step] = state
-            at = np.searchsorted(self.cum, state + rng.random(len(lengths)) * 0.999999)
+            while remaining[growing - 1] <= step:
+                growing -= 1
+            chains = by_length[:growing]
+            now = state[chains]
+            out[chains, step] = now
+            drawn = rng.random(count)[chains]
+            at = np.searchsorted(self.cum, now + drawn * 0.999999)
             at = np.minimum(at, len(self.cum) - 1)
             # A state without successors (the corpus's last token) restarts anywhere.
-            dead = np.floor(self.cum[at]) != state
-            state = np.where(dead, rng.choice(self.starts, size=len(lengths)), self.successor[at])
+            dead = np.floor(self.cum[at]) != now
+            state[chains] = np.where(dead, rng.choice(self.starts, size=count)[chains],
+                                     self.successor[at])  # fmt: skip
         return ["".join(self.vocab[row[:n]]) for row, n in zip(out, lengths, strict=True)]
 
 
