@@ -61,6 +61,20 @@ def files(tmp_path):
     return root
 
 
+def test_every_command_is_listed_in_help_and_runs_under_its_name():
+    """Commands are imported when run: each name in `copytrack --help` resolves to the
+    command of that name, and one that does not exist says so."""
+    runner = CliRunner()
+    listed = runner.invoke(main, ["--help"]).output
+    ctx = main.make_context("copytrack", ["--help"], resilient_parsing=True)
+    for name in main.list_commands(ctx):
+        assert f"  {name} " in listed
+        assert main.get_command(ctx, name).name == name
+        assert runner.invoke(main, [name, "--help"]).exit_code == 0
+    wrong = runner.invoke(main, ["chek"])
+    assert wrong.exit_code == 2 and "No such command 'chek'" in wrong.output
+
+
 def test_library_add_reports_bad_files_and_loads_the_rest(run, files):
     result = run("library", "add", str(files))
     assert result.exit_code == 1
