@@ -52,6 +52,10 @@ class IndexNotReady(RuntimeError):
     """The index in Redis is not the library's (lost, another build, being rebuilt)."""
 
 
+def _postings(count: int) -> str:
+    return f"{count:,} posting{'' if count == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class IndexState:
     """Both sides of the generation check: what MongoDB recorded and what Redis holds."""
@@ -72,7 +76,7 @@ class IndexState:
                 return None  # a new library: `ensure` starts its generation
             if not self.has_works:
                 return (
-                    f"the index holds {have:,} postings but the library has no works: it is "
+                    f"the index holds {_postings(have)} but the library has no works: it is "
                     f"another library's (is COPYTRACK_REDIS_URL shared?); {_REINDEX}"
                 )
             return (
@@ -84,12 +88,12 @@ class IndexState:
                 return None  # nothing indexed yet: `ensure` records the generation in Redis
             if have == 0:
                 return (
-                    f"the index is empty but the library put {put:,} postings in it: Redis "
+                    f"the index is empty but the library put {_postings(put)} in it: Redis "
                     f"lost its data (wiped, or restarted without its append-only file); "
                     f"{_REINDEX}"
                 )
             return (
-                f"the index ({have:,} postings) has no generation: a `copytrack reindex` is "
+                f"the index ({_postings(have)}) has no generation: a `copytrack reindex` is "
                 f"running or was interrupted; wait for it to finish, or run it again"
             )
         if index != lib:
@@ -100,7 +104,7 @@ class IndexState:
             )
         if have < put:
             return (
-                f"the index holds {have:,} postings but the library put {put:,} in it: Redis "
+                f"the index holds {_postings(have)} but the library put {put:,} in it: Redis "
                 f"lost recent writes (a crash?); {_REINDEX}"
             )
         return None
