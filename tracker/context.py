@@ -55,11 +55,23 @@ class Context:
             self.index.client.close()
 
 
+# How long a Redis command may take to answer before the server counts as not answering.
+# Explicit: redis-py 8 gives up after 5 s by default, and a durability barrier waits for
+# the disk (`tracker.durability`, up to DURABLE_WAIT_SECONDS) — a `library add` of a
+# million works failed with "does not answer" while its disk was busy.
+REDIS_REPLY_SECONDS = 120.0
+REDIS_CONNECT_SECONDS = 10.0
+_REDIS_TIMEOUTS = {
+    "socket_timeout": REDIS_REPLY_SECONDS,
+    "socket_connect_timeout": REDIS_CONNECT_SECONDS,
+}
+
+
 def open_index(settings: Settings, client: redis.Redis, params: FingerprintParams) -> RedisIndex:
     """The index: in ``client``'s Redis, or on the Redis Cluster of
     COPYTRACK_INDEX_CLUSTER_URL when set (each index script stays in one hash slot)."""
     if settings.index_cluster_url:
-        client = RedisCluster.from_url(settings.index_cluster_url)
+        client = RedisCluster.from_url(settings.index_cluster_url, **_REDIS_TIMEOUTS)
     prefix = RedisKeys(settings.redis_prefix).index
     return RedisIndex(
         client,
@@ -89,7 +101,9 @@ def open_context(
     client = mongo_client(endpoints.mongo_url, retryWrites=True, serverSelectionTimeoutMS=10_000)
     db = client[settings.mongo_db]
     ensure_indexes(db)
-    redis_client = redis.Redis.from_url(endpoints.redis_url, health_check_interval=30)
+    redis_client = redis.Redis.from_url(
+        endpoints.redis_url, health_check_interval=30, **_REDIS_TIMEOUTS
+    )
     index = open_index(settings, redis_client, params)
     ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:

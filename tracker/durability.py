@@ -33,7 +33,12 @@ class NotDurable(RuntimeError):
     """A server did not confirm that acknowledged writes are on disk."""
 
 
-def wait_durable(ctx: Context, timeout: float = 10.0) -> None:
+# A disk busy with other writes (an append-only-file rewrite, a large import) can take
+# seconds to fsync; past this, the barrier reports the writes as not saved.
+DURABLE_WAIT_SECONDS = 60.0
+
+
+def wait_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> None:
     """Return once every write this process made is on disk in Redis and MongoDB; raise
     NotDurable (or the server's error) otherwise."""
     mark = ctx.keys.durability_mark(socket.gethostname(), os.getpid())
