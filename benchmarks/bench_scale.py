@@ -122,6 +122,15 @@ def _distractor_texts(docs: Sequence, count: int) -> Iterator[tuple[str, str]]:
             yield lang, text
 
 
+def _library_works(
+    real: Sequence[tuple[str, str]], docs: Sequence, padding: int, size: int
+) -> Iterator[tuple[str, str]]:
+    """(id, text) of a library of ``size`` works: the real ones, then distractors (of the
+    ``padding`` cached), one at a time."""
+    pad = islice(_distractor_texts(docs, padding), size - len(real))
+    return chain(real, ((f"distractor-{n}", text) for n, (_, text) in enumerate(pad)))
+
+
 def _latency_sample(suspects: Sequence[Suspect]) -> list[int]:
     low, high = LATENCY_CHARS
     return [i for i, s in enumerate(suspects) if low <= len(s.text) <= high]
@@ -318,16 +327,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         suspects_path = workdir / "suspects.jsonl"
         _write_jsonl(suspects_path, [{"id": s.id, "text": s.text} for s in bench.suspects])
         for size in sizes:
-
-            def works(size: int = size) -> Iterator[tuple[str, str]]:
-                pad = islice(_distractor_texts(docs, padding), size - len(real))
-                return chain(real, ((f"distractor-{n}", text) for n, (_, text) in enumerate(pad)))
-
+            works = _library_works(real, docs, padding, size)
+            # The peer holds every work anyway: the distractors are read once for both.
+            held = list(works) if size <= args.peer_max else None
             library = workdir / f"library-{size}.jsonl"
-            _write_jsonl(library, ({"id": i, "text": t} for i, t in works()))
+            _write_jsonl(library, ({"id": i, "text": t} for i, t in (held or works)))
             print(f"{size:,} works, {len(bench.suspects):,} suspects")
             ours = run_copytrack(workdir / f"run-{size}", library, suspects_path, bench.suspects)
-            peer = run_peer(list(works()), bench.suspects) if size <= args.peer_max else None
+            peer = run_peer(held, bench.suspects) if held is not None else None
             section = report(size, len(real), chars, ours, peer, len(bench.suspects))
             print(section)
             sections.append(section)
