@@ -135,10 +135,18 @@ def server(settings: Settings, name: str) -> ServerStatus:
 
 
 def kill_server(settings: Settings, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
-    """Signal an embedded server and wait until it has exited; returns its port."""
+    """Signal an embedded server and wait until it has exited; returns its port.
+
+    A busy worker may start the server again before the first poll: a new pid in the
+    state file means the victim is gone too."""
     victim = server(settings, name)
     os.kill(victim.pid, sig)
-    wait_until(lambda: not server(settings, name).alive, 20, f"{name} exit")
+
+    def exited() -> bool:
+        now = server(settings, name)
+        return now.pid != victim.pid or not now.alive
+
+    wait_until(exited, 20, f"{name} exit")
     return victim.port
 
 
