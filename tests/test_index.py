@@ -229,6 +229,33 @@ def test_redis_layouts_keep_fingerprints_apart(
     assert index.lookup(fingerprints) == [(master,) for master in range(len(fingerprints))]
 
 
+def _unmixed(x: int, bits: int) -> int:
+    """The fingerprint that RedisIndex mixes into x (its mixer's steps undone in reverse)."""
+    mask, shift = 2**bits - 1, bits // 2
+    for constant in reversed(index_module._MIX):
+        x ^= x >> shift  # an xor-shift by half the width or more is its own inverse
+        x = x * pow(int(constant), -1, 2**bits) & mask
+    return x
+
+
+@pytest.mark.parametrize("fingerprint_bits", [64, 54])
+def test_redis_keys_alike_in_their_low_bytes_stay_apart(
+    redis_client: redis.Redis, fingerprint_bits: int
+) -> None:
+    """A lookup compares a few bytes of each record's key first: two fingerprints of one
+    block whose keys differ only above those bytes still find only their own masters."""
+    index = RedisIndex(redis_client, "test:ix", fingerprint_bits=fingerprint_bits)
+    mixed = random.Random(3).getrandbits(fingerprint_bits)
+    key_bit = index_module.SHARD_BITS + MIN_LEVEL + 33  # past the low 32 bits of the key
+    alike = [mixed, mixed ^ (1 << key_bit), mixed ^ (1 << (key_bit + 4))]
+    fingerprints = [_unmixed(x, fingerprint_bits) for x in alike]
+    assert index._mixed(fingerprints).tolist() == alike
+    index.add(1, fingerprints[:1])
+    assert index.lookup(fingerprints) == [(1,), (), ()]
+    index.add_many([(2, fingerprints[1:2]), (3, fingerprints[2:])])
+    assert index.lookup(fingerprints) == [(1,), (2,), (3,)]
+
+
 def test_redis_prefixes_are_separate_indexes(redis_client: redis.Redis) -> None:
     first = RedisIndex(redis_client, prefix="a:ix")
     second = RedisIndex(redis_client, prefix="b:ix")

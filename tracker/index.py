@@ -649,6 +649,11 @@ class RedisIndex(InvertedIndex):
         # (the check bits aside) with no byte swap of every record.
         self._key_shift = np.uint64(64 - 8 * self._key_len)
         self._head_mask = self._as_record_head(np.array([self._key_mask]))[0]
+        # The 4 bytes of a record compared first: the key's last (all key bits with the
+        # default widths), read little-endian, and which of their bits are the key's.
+        self._word_at = max(self._key_len - 4, 0)
+        self._word_shift = np.uint64(8 * self._word_at)
+        self._word_mask = np.uint32(int(self._head_mask >> self._word_shift) & 0xFFFFFFFF)
         # Splitting reads bit `level` of h within the key's last 3 bytes.
         self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
         self._layout_checked = False
@@ -817,28 +822,36 @@ class RedisIndex(InvertedIndex):
         keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
         every block."""
         size = self.record_bytes
-        records = np.array(list(map(len, blocks)), dtype=np.int64) // size
+        records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
         first = np.cumsum(records) - records
         # Padded so that 8 bytes can be read at every record: the key is their high bytes.
         data = b"".join([*blocks, bytes(8)])
         count = int(records.sum())
         heads = np.ndarray((count,), dtype="<u8", buffer=data, strides=(size,))
-        record_keys = heads & self._head_mask
         wanted = self._as_record_head(keys) & self._head_mask
         # The first query of each block is compared with the records where they lie; the
         # few others (a page's queries rarely share a block) with copies of theirs.
         leads = np.ones(len(of_block), dtype=bool)
         leads[1:] = of_block[1:] != of_block[:-1]
         lead = np.flatnonzero(leads)
-        record = np.flatnonzero(record_keys == np.repeat(wanted[lead], records))
+        # By 4 bytes of the key first (half the memory of the whole heads, no mask on most
+        # layouts: a third of a lookup's time in a warm process), then the few equal whole.
+        words = np.ndarray((count,), dtype="<u4", buffer=data, offset=self._word_at,
+                           strides=(size,))  # fmt: skip
+        wanted_words = (wanted[lead] >> self._word_shift).astype(np.uint32) & self._word_mask
+        if self._word_mask != np.uint32(0xFFFFFFFF):
+            words = words & self._word_mask
+        record = np.flatnonzero(words == np.repeat(wanted_words, records))
         query = lead[np.searchsorted(first, record, side="right") - 1]
+        whole = (heads[record] & self._head_mask) == wanted[query]
+        record, query = record[whole], query[whole]
         others = np.flatnonzero(~leads)
         if len(others):
             span = records[of_block[others]]
             at = np.repeat(first[of_block[others]] - (np.cumsum(span) - span), span)
             at += np.arange(len(at))
             asked = np.repeat(others, span)
-            hit = record_keys[at] == wanted[asked]
+            hit = (heads[at] & self._head_mask) == wanted[asked]
             record = np.concatenate((record, at[hit]))
             query = np.concatenate((query, asked[hit]))
         ids = np.ndarray((count,), dtype=">u4", buffer=data, offset=self._key_len, strides=(size,))
