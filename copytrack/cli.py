@@ -12,6 +12,10 @@ import logging
 import os
 import sys
 
+# isort: off
+import copytrack.mongo_tls  # noqa: F401  first: it chooses pymongo's TLS library
+# isort: on
+
 import click
 import redis
 from pymongo.errors import PyMongoError
