@@ -353,7 +353,7 @@ def test_a_reader_keeps_its_latest_blocks_within_its_budget(redis_client: redis.
     pages = [[rng.getrandbits(64) for _ in range(200)] for _ in range(8)]
     for n, page in enumerate(pages):
         writer.add(n + 1, page)
-    reader = RedisIndex(redis_client, "test:ix", cache_bytes=SHARDS * 4096)
+    reader = RedisIndex(redis_client, "test:ix", cache_bytes=150_000)  # about four pages
     plain = RedisIndex(redis_client, "test:ix")
     for _ in range(2):
         for page in pages:
@@ -439,6 +439,43 @@ def test_redis_query_is_one_round_trip(
     assert len(index.lookup(query)) == 500
     assert index.count_hits(query, max_df=3)
     assert len(sends) == 2
+
+
+def test_a_lookup_reconnects_when_redis_dropped_its_connection(
+    redis_client: redis.Redis,
+) -> None:
+    """Lookups send their packed reads on a connection of the client's pool: one Redis
+    closed meanwhile (a restart, a timeout) is opened again, as for any command."""
+    index = RedisIndex(redis_client, "test:ix")
+    index.add(1, range(300))
+    assert index.lookup(range(300)) == [(1,)] * 300
+    other = redis.Redis(connection_pool=redis.ConnectionPool.from_url(_url_of(redis_client)))
+    assert other.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert index.lookup(range(300)) == [(1,)] * 300
+    other.close()
+
+
+def test_a_lookup_failing_midway_leaves_no_reply_behind(redis_client: redis.Redis) -> None:
+    """An error reply in the middle of a lookup's reads (a shard's key of another type)
+    raises, and the connection is not given back with the later replies unread: the next
+    lookup gets its own answers."""
+    index = RedisIndex(redis_client, "test:ix")
+    index.add(1, range(300))
+    state = redis_client.hgetall("test:ix:{03}")
+    redis_client.delete("test:ix:{03}")
+    redis_client.set("test:ix:{03}", "not a hash")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        index.lookup(range(300))
+    redis_client.delete("test:ix:{03}")
+    redis_client.hset("test:ix:{03}", mapping=state)
+    for _ in range(3):
+        assert index.lookup(range(300)) == [(1,)] * 300
+        assert index.lookup([5000]) == [()]
+
+
+def _url_of(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
 
 
 def test_redis_reloads_flushed_scripts(redis_client: redis.Redis) -> None:

@@ -43,9 +43,9 @@ import re
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections import Counter, OrderedDict
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TypeVar
 
@@ -458,46 +458,40 @@ _Version = tuple[bytes | None, int]
 
 
 class _KeptBlocks:
-    """Blocks a process read lately, per shard, for the shard version they were read at
-    (a shard's blocks are dropped once another version is kept); each shard keeps at most
-    a 16th of ``max_bytes`` (fingerprints spread evenly), its oldest dropped first. First
-    in, first out: a page's lookup asks for hundreds of blocks, and moving each to the end
-    of an LRU cost more than the Redis reads it saved."""
+    """Blocks a process read lately, by key (see `RedisIndex._kept_keys`: a shard's blocks
+    are named anew whenever its version changes), within ``max_bytes``, the oldest dropped
+    first. First in, first out: a page's lookup asks for hundreds of blocks, and moving
+    each to the end of an LRU cost more than the Redis reads it saved. Nothing kept is a
+    container the garbage collector tracks (a tuple a block made it collect every page
+    or so, in pauses of tens of milliseconds)."""
 
     def __init__(self, max_bytes: int) -> None:
-        self._budget = max_bytes // SHARDS
-        self._shards: dict[int, _ShardBlocks] = {}
+        self._budget = max_bytes
+        self._blocks: dict[int, bytes] = {}
+        self._order: deque[int] = deque()  # the keys of _blocks, oldest first
+        self._size = 0
         self._lock = threading.Lock()  # the threads of a worker look up at once
 
-    def get(self, shard: int, version: _Version | None, numbers: list[int]) -> list[bytes | None]:
+    def get(self, keys: list[int]) -> list[bytes | None]:
         with self._lock:
-            kept = self._shards.get(shard)
-            if kept is None or kept.version != version:
-                return [None] * len(numbers)
-            return list(map(kept.blocks.get, numbers))
+            return list(map(self._blocks.get, keys))
 
-    def put(self, shard: int, version: _Version, blocks: list[bytes], numbers: list[int]) -> None:
+    def put(self, keys: list[int], blocks: list[bytes]) -> None:
         with self._lock:
-            kept = self._shards.get(shard)
-            if kept is None or kept.version != version:
-                kept = self._shards[shard] = _ShardBlocks(version)
-            for number, block in zip(numbers, blocks, strict=True):
-                if number not in kept.blocks:
-                    kept.blocks[number] = block
-                    kept.size += len(block) + _KEPT_ENTRY_BYTES
-            while kept.size > self._budget and kept.blocks:
-                kept.size -= len(kept.blocks.popitem(last=False)[1]) + _KEPT_ENTRY_BYTES
+            if not self._blocks.keys().isdisjoint(keys):  # another thread read some too
+                fresh = {key: block for key, block in zip(keys, blocks, strict=True)
+                         if key not in self._blocks}  # fmt: skip
+                keys, blocks = list(fresh), list(fresh.values())
+            self._blocks.update(zip(keys, blocks, strict=True))
+            self._order.extend(keys)
+            self._size += sum(map(len, blocks)) + _KEPT_ENTRY_BYTES * len(keys)
+            while self._size > self._budget and self._order:
+                dropped = self._blocks.pop(self._order.popleft())
+                self._size -= len(dropped) + _KEPT_ENTRY_BYTES
 
 
-@dataclass
-class _ShardBlocks:
-    version: _Version
-    blocks: OrderedDict[int, bytes] = field(default_factory=OrderedDict)  # oldest first
-    size: int = 0
-
-
-# What an entry of _KeptBlocks costs besides its block: the dict slot, the int key, the
-# bytes object's header.
+# What an entry of _KeptBlocks costs besides its block: the int key, the bytes object's
+# header, the dict's slot, the order's.
 _KEPT_ENTRY_BYTES = 150
 
 
@@ -659,8 +653,14 @@ class RedisIndex(InvertedIndex):
         self._layout_checked = False
         self._shard_state: dict[int, tuple[int, int]] = {}
         self._blocks_kept = _KeptBlocks(cache_bytes) if cache_bytes else None
-        # The version of each shard as last read: (born, writes).
+        # The version of each shard as last read: (born, writes), and how many it has had.
         self._versions: dict[int, _Version] = {}
+        self._epochs = [0] * SHARDS
+        # A plain client's lookups are packed here, their hundreds of block names at once
+        # (redis-py packs a command's arguments one by one: ~0.2 ms a page); a cluster's
+        # go through its pipeline, which sends each command to its node.
+        self._packs_reads = isinstance(client, redis.Redis) and client.connection is None
+        self._state_reads = [_hmget_packed(key.encode(), *_STATE_FIELDS) for key in self._shards]
         self._add = client.register_script(_LUA_ADD)
         self._append = client.register_script(_LUA_APPEND)
         self._split = client.register_script(_LUA_SPLIT)
@@ -750,70 +750,90 @@ class RedisIndex(InvertedIndex):
         process changed meanwhile (their blocks read as b"")."""
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
-        out, wanted = self._kept(read, bounds, blocks)
-        # Names of the blocks not kept only, in the order they are asked for.
-        asked = np.array([i for n in read for i in wanted[n]], dtype=np.int64)
-        names = iter(self._block_names(shards[asked], blocks[asked]))
-        pipe = self.client.pipeline(transaction=False)
-        for n in read:
-            for start in range(0, len(wanted[n]), _CHUNK):
-                chunk = len(wanted[n][start : start + _CHUNK])
-                pipe.execute_command("MGET", *islice(names, chunk))
-            # Read after its blocks: a split completed since the routing changed the state
-            # (it only grows), so the same state means the blocks were read as routed.
-            pipe.hmget(self._shards[n], "layout", "level", "split", "born", "writes")
-        replies = iter(pipe.execute())
+        keys = self._kept_keys(shards, blocks)
+        kept = self._blocks_kept.get(keys) if self._blocks_kept else [None] * len(blocks)
+        asked = np.flatnonzero(np.fromiter(map(_is_none, kept), dtype=bool, count=len(kept)))
+        # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
+        cut = np.searchsorted(asked, bounds)
+        replies = self._block_reads(read, cut, self._block_names(shards[asked], blocks[asked]))
+        out: list[bytes] = kept  # type: ignore[assignment]  # every None replaced below
         stale: list[int] = []
+        keep_keys: list[int] = []
+        keep_blocks: list[bytes] = []
         for n in read:
             got: list[bytes | None] = []
-            for _ in range(0, len(wanted[n]), _CHUNK):
+            for _ in range(cut[n], cut[n + 1], _CHUNK):
                 got += next(replies)
-            layout, level, split, born, writes = next(replies)
+            layout, level, split, born, writes = next(replies)  # _STATE_FIELDS
             if layout is not None and layout.decode() != self.layout:
                 self._layout_error(layout.decode())
             state = (int(level or MIN_LEVEL), int(split or 0))
             version, known = (born, int(writes or 0)), self._versions.get(n)
-            self._versions[n] = version
-            kept_some = len(wanted[n]) < bounds[n + 1] - bounds[n]
+            if version != known:  # blocks kept under the old version are named anew
+                self._versions[n] = version
+                self._epochs[n] += 1
+            kept_some = cut[n + 1] - cut[n] < bounds[n + 1] - bounds[n]
             if state != self._state(n) or (kept_some and version != known):
                 self._shard_state[n] = state
                 stale.append(n)
                 out[bounds[n] : bounds[n + 1]] = [b""] * (bounds[n + 1] - bounds[n])
                 continue
-            for i, block in zip(wanted[n], got, strict=True):
-                out[i] = block or b""
-            if version == known:  # no write since before these reads: keep what they got
-                self._keep(n, version, blocks, wanted[n], out)
+            positions = asked[cut[n] : cut[n + 1]].tolist()
+            got = [block or b"" for block in got]
+            for i, block in zip(positions, got, strict=True):
+                out[i] = block
+            if version == known and keys is not None:  # no write since before these reads
+                keep_keys += [keys[i] for i in positions]
+                keep_blocks += got
+        if keep_keys:
+            self._blocks_kept.put(keep_keys, keep_blocks)  # type: ignore[union-attr]
         return out, stale
 
-    def _kept(
-        self, read: list[int], bounds: np.ndarray, blocks: np.ndarray
-    ) -> tuple[list[bytes], dict[int, list[int]]]:
-        """The blocks kept under their shard's last read version (b"" for the others), and
-        per shard the positions of the others."""
-        if self._blocks_kept is None:
-            return [b""] * len(blocks), {n: list(range(bounds[n], bounds[n + 1])) for n in read}
-        numbers = blocks.tolist()
-        out: list[bytes] = []
-        wanted: dict[int, list[int]] = {}
+    def _block_reads(self, read: list[int], cut: np.ndarray, names: np.ndarray) -> Iterator:
+        """Replies, in one round trip, of the reads of shards ``read``: an MGET of each
+        _CHUNK of a shard's block names (shard n's are names[cut[n]:cut[n + 1]]), then the
+        shard's state (_STATE_FIELDS): read after its blocks, a split completed since the
+        routing changed it (it only grows), so the same state means the blocks were read as
+        routed."""
+        chunks = {n: [(a, min(a + _CHUNK, cut[n + 1])) for a in range(cut[n], cut[n + 1], _CHUNK)]
+                  for n in read}  # fmt: skip
+        if self._packs_reads:
+            bulk = _bulk_strings(names)
+            payload = []
+            for n in read:
+                for start, stop in chunks[n]:
+                    payload += [b"*%d\r\n$4\r\nMGET\r\n" % (stop - start + 1), bulk[start:stop]]
+                payload.append(self._state_reads[n])
+            count = sum(len(chunks[n]) + 1 for n in read)
+            return iter(self._exchange(b"".join(payload), count))
+        listed = names.view(f"S{names.shape[1]}").ravel().tolist()
+        pipe = self.client.pipeline(transaction=False)
         for n in read:
-            first, last = int(bounds[n]), int(bounds[n + 1])
-            kept = self._blocks_kept.get(n, self._versions.get(n), numbers[first:last])
-            wanted[n] = [first + i for i, block in enumerate(kept) if block is None]
-            out += [block or b"" for block in kept]
-        return out, wanted
+            for start, stop in chunks[n]:
+                pipe.execute_command("MGET", *listed[start:stop])
+            pipe.hmget(self._shards[n], *_STATE_FIELDS)
+        return iter(pipe.execute())
 
-    def _keep(
-        self,
-        shard: int,
-        version: _Version,
-        blocks: np.ndarray,
-        positions: list[int],
-        out: list[bytes],
-    ) -> None:
-        if self._blocks_kept is not None and positions:
-            numbers = blocks[positions].tolist()
-            self._blocks_kept.put(shard, version, [out[i] for i in positions], numbers)
+    def _exchange(self, payload: bytes, count: int) -> list:
+        """The ``count`` replies of commands packed in Redis's protocol, through a
+        connection of the client's pool, retried as the client retries a command."""
+        pool = self.client.connection_pool
+        connection = pool.get_connection()
+        try:
+            return connection.retry.call_with_retry(
+                lambda: _send_and_read(connection, payload, count),
+                lambda _error: connection.disconnect(),
+            )
+        finally:
+            pool.release(connection)
+
+    def _kept_keys(self, shards: np.ndarray, blocks: np.ndarray) -> list[int] | None:
+        """Names of blocks in the kept blocks (None when none are kept): the block's number,
+        its shard, and how many versions of the shard this process has seen."""
+        if self._blocks_kept is None:
+            return None
+        epochs = np.array(self._epochs, dtype=np.int64)[shards]
+        return ((epochs << 36) | (shards << 32) | blocks.astype(np.int64)).tolist()
 
     def _records_with_keys(
         self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
@@ -862,13 +882,14 @@ class RedisIndex(InvertedIndex):
         """Keys as the first 8 bytes of their records read little-endian (any host)."""
         return (keys << self._key_shift).astype(">u8").view("<u8")
 
-    def _block_names(self, shards: np.ndarray, blocks: np.ndarray) -> list[bytes]:
-        """Key names of blocks: the shard's key, ':', the block number in 10 digits."""
+    def _block_names(self, shards: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+        """Key names of blocks, a row of bytes each (all of one length): the shard's key,
+        ':', the block number in 10 digits."""
         width = self._block_prefixes.shape[1]
         names = np.empty((len(blocks), width + 10), dtype=np.uint8)
         names[:, :width] = self._block_prefixes[shards]
         names[:, width:] = np.frombuffer(_digits(blocks), dtype=np.uint8).reshape(-1, 10)
-        return names.view(f"S{width + 10}").ravel().tolist()
+        return names
 
     def _route(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Shard, block (by the shard's state as last read) and record key of each mixed
@@ -1165,6 +1186,40 @@ class RedisIndex(InvertedIndex):
     def _scan(self) -> Iterator[bytes]:
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.prefix) + ":*"
         return self.client.scan_iter(match=pattern, count=1000)
+
+
+_STATE_FIELDS = (b"layout", b"level", b"split", b"born", b"writes")
+
+
+def _hmget_packed(key: bytes, *fields: bytes) -> bytes:
+    """HMGET of ``fields`` of ``key`` in Redis's protocol."""
+    args = (b"HMGET", key, *fields)
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def _bulk_strings(rows: np.ndarray) -> np.ndarray:
+    """Rows of bytes of one length as rows of Redis's protocol's bulk strings."""
+    head = b"$%d\r\n" % rows.shape[1]
+    out = np.empty((len(rows), len(head) + rows.shape[1] + 2), dtype=np.uint8)
+    out[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+    out[:, len(head) : -2] = rows
+    out[:, -2:] = np.frombuffer(b"\r\n", dtype=np.uint8)
+    return out
+
+
+def _send_and_read(connection: redis.Connection, payload: bytes, count: int) -> list:
+    try:
+        connection.send_packed_command([payload])
+        return [connection.read_response() for _ in range(count)]
+    except BaseException:
+        # Replies may be left unread (an error reply raises at once): not a connection
+        # to give back to the pool as it is.
+        connection.disconnect()
+        raise
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 def _be_bytes(values: np.ndarray, width: int) -> np.ndarray:
