@@ -39,6 +39,7 @@ Redis Cluster.
 
 from __future__ import annotations
 
+import operator
 import re
 import sys
 import threading
@@ -46,7 +47,7 @@ from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import islice
+from itertools import islice, repeat
 from typing import TypeVar
 
 import numpy as np
@@ -752,7 +753,8 @@ class RedisIndex(InvertedIndex):
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
         keys = self._kept_keys(shards, blocks)
         kept = self._blocks_kept.get(keys) if self._blocks_kept else [None] * len(blocks)
-        asked = np.flatnonzero(np.fromiter(map(_is_none, kept), dtype=bool, count=len(kept)))
+        missing = map(operator.is_, kept, repeat(None))
+        asked = np.flatnonzero(np.fromiter(missing, dtype=bool, count=len(kept)))
         # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
         cut = np.searchsorted(asked, bounds)
         replies = self._block_reads(read, cut, self._block_names(shards[asked], blocks[asked]))
@@ -828,12 +830,15 @@ class RedisIndex(InvertedIndex):
             pool.release(connection)
 
     def _kept_keys(self, shards: np.ndarray, blocks: np.ndarray) -> list[int] | None:
-        """Names of blocks in the kept blocks (None when none are kept): the block's number,
-        its shard, and how many versions of the shard this process has seen."""
+        """Names of blocks in the kept blocks (None when none are kept): how many versions
+        of the block's shard this process has seen, the block's number, then its shard in
+        the low bits (a dict places an int key by its low bits: the same block numbers of
+        other shards must not meet in one place)."""
         if self._blocks_kept is None:
             return None
         epochs = np.array(self._epochs, dtype=np.int64)[shards]
-        return ((epochs << 36) | (shards << 32) | blocks.astype(np.int64)).tolist()
+        numbers = blocks.astype(np.int64) << SHARD_BITS
+        return ((epochs << (32 + SHARD_BITS)) | numbers | shards).tolist()
 
     def _records_with_keys(
         self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
@@ -1216,10 +1221,6 @@ def _send_and_read(connection: redis.Connection, payload: bytes, count: int) -> 
         # to give back to the pool as it is.
         connection.disconnect()
         raise
-
-
-def _is_none(value: object) -> bool:
-    return value is None
 
 
 def _be_bytes(values: np.ndarray, width: int) -> np.ndarray:
