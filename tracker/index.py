@@ -847,10 +847,12 @@ class RedisIndex(InvertedIndex):
         keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
         every block."""
         size = self.record_bytes
+        # Padded so that 8 bytes can be read at every record: the key is their high bytes.
+        # Joined first: the join reads each block's header too, and a kept block is seldom
+        # in the CPU's cache (its length read first cost ~0.1 ms a page in cache misses).
+        data = b"".join([*blocks, bytes(8)])
         records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
         first = np.cumsum(records) - records
-        # Padded so that 8 bytes can be read at every record: the key is their high bytes.
-        data = b"".join([*blocks, bytes(8)])
         count = int(records.sum())
         heads = np.ndarray((count,), dtype="<u8", buffer=data, strides=(size,))
         wanted = self._as_record_head(keys) & self._head_mask
