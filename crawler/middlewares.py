@@ -28,6 +28,7 @@ from scrapy.exceptions import (
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy_redis.connection import get_redis_from_settings
 from twisted.internet.error import DNSLookupError
 
 from tracker.context import process_context
@@ -251,7 +252,9 @@ class SharedFrontierMiddleware:
     def from_crawler(cls, crawler: Crawler) -> SharedFrontierMiddleware:
         settings = crawler.settings
         middleware = cls(
-            redis.Redis.from_url(settings["REDIS_URL"]),
+            # Configured as the scheduler's (REDIS_URL, REDIS_PARAMS: reply and connect
+            # timeouts): a Redis that stops answering fails the crawl, never hangs it.
+            get_redis_from_settings(settings),
             settings["COPYTRACK_FRONTIER_BUSY_KEY"],
             settings.getfloat("COPYTRACK_FRONTIER_GRACE"),
         )

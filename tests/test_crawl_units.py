@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +15,7 @@ from pathlib import Path
 from urllib.request import Request as UrlRequest
 
 import pytest
+import redis
 from bson import ObjectId
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
@@ -24,6 +27,7 @@ from crawler.middlewares import (
     CampaignScopeMiddleware,
     CrawlRefused,
     PrivateNetworkMiddleware,
+    SharedFrontierMiddleware,
 )
 from crawler.run import scrapy_settings
 from crawler.urls import UrlScope, canonicalize
@@ -108,6 +112,25 @@ def test_private_network_middleware_refuses_redirects_into_private_space() -> No
     with pytest.raises(CrawlRefused) as refused:
         asyncio.run(middleware.process_request(redirect))
     assert refused.value.reason == "private_address" and "10.0.0.1" in str(refused.value)
+
+
+def test_the_shared_frontier_gives_up_on_a_redis_that_stops_answering() -> None:
+    """The middleware that marks a run busy uses the scheduler's Redis settings, timeouts
+    included: a Redis that accepts connections but never answers fails the crawl (a
+    timeout) instead of hanging it."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never replies
+        port = silent.getsockname()[1]
+        crawler = get_crawler(settings_dict={
+            "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+            "REDIS_PARAMS": {"socket_timeout": 0.5, "retry_on_timeout": False},
+            "COPYTRACK_FRONTIER_BUSY_KEY": "test:busy",
+            "COPYTRACK_FRONTIER_GRACE": 5.0,
+        })  # fmt: skip
+        middleware = SharedFrontierMiddleware.from_crawler(crawler)
+        started = time.monotonic()
+        with pytest.raises(redis.TimeoutError):
+            middleware.process_request(Request("http://127.0.0.1:8001/a"))
+        assert time.monotonic() - started < 5
 
 
 def test_scope_middleware() -> None:
