@@ -752,7 +752,7 @@ class RedisIndex(InvertedIndex):
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
         keys = self._kept_keys(shards, blocks)
-        kept = self._blocks_kept.get(keys) if self._blocks_kept else [None] * len(blocks)
+        kept = self._blocks_kept.get(keys) if keys is not None else [None] * len(blocks)
         missing = map(operator.is_, kept, repeat(None))
         asked = np.flatnonzero(np.fromiter(missing, dtype=bool, count=len(kept)))
         # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
