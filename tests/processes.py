@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -80,14 +81,20 @@ def worker_process(
 
 
 def wait_until(done: Callable[[], Any], timeout: float, what: str, log: Path | None = None) -> Any:
-    """Poll until done() is truthy and return it; fail with the end of log otherwise."""
+    """Poll until done() is truthy and return it; fail with the log's warnings and errors
+    and its end otherwise."""
     deadline = time.monotonic() + timeout
     while not (result := done()):
         if time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
-            pytest.fail(f"no {what} within {timeout:.0f} s\n{tail}")
+            text = log.read_text(errors="replace") if log and log.exists() else ""
+            alarms = [line for line in text.splitlines() if _ALARM.search(line)][-40:]
+            shown = "\n".join(["warnings and errors:", *alarms, "end:", text[-4000:]])
+            pytest.fail(f"no {what} within {timeout:.0f} s\n{shown}")
         time.sleep(0.1)
     return result
+
+
+_ALARM = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback")
 
 
 def process_state(pid: int) -> str | None:
