@@ -751,8 +751,8 @@ class RedisIndex(InvertedIndex):
         process changed meanwhile (their blocks read as b"")."""
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
-        keys = self._kept_keys(shards, blocks)
-        kept = self._blocks_kept.get(keys) if keys is not None else [None] * len(blocks)
+        kept_blocks, keys = self._blocks_kept, self._kept_keys(shards, blocks)
+        kept = kept_blocks.get(keys) if kept_blocks is not None else [None] * len(blocks)
         missing = map(operator.is_, kept, repeat(None))
         asked = np.flatnonzero(np.fromiter(missing, dtype=bool, count=len(kept)))
         # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
@@ -784,11 +784,11 @@ class RedisIndex(InvertedIndex):
             got = [block or b"" for block in got]
             for i, block in zip(positions, got, strict=True):
                 out[i] = block
-            if version == known and keys is not None:  # no write since before these reads
+            if version == known and kept_blocks is not None:  # no write since these reads
                 keep_keys += [keys[i] for i in positions]
                 keep_blocks += got
-        if keep_keys:
-            self._blocks_kept.put(keep_keys, keep_blocks)  # type: ignore[union-attr]
+        if keep_keys and kept_blocks is not None:
+            kept_blocks.put(keep_keys, keep_blocks)
         return out, stale
 
     def _block_reads(self, read: list[int], cut: np.ndarray, names: np.ndarray) -> Iterator:
@@ -829,13 +829,13 @@ class RedisIndex(InvertedIndex):
         finally:
             pool.release(connection)
 
-    def _kept_keys(self, shards: np.ndarray, blocks: np.ndarray) -> list[int] | None:
-        """Names of blocks in the kept blocks (None when none are kept): how many versions
+    def _kept_keys(self, shards: np.ndarray, blocks: np.ndarray) -> list[int]:
+        """Names of blocks in the kept blocks (none when none are kept): how many versions
         of the block's shard this process has seen, the block's number, then its shard in
         the low bits (a dict places an int key by its low bits: the same block numbers of
         other shards must not meet in one place)."""
         if self._blocks_kept is None:
-            return None
+            return []
         epochs = np.array(self._epochs, dtype=np.int64)[shards]
         numbers = blocks.astype(np.int64) << SHARD_BITS
         return ((epochs << (32 + SHARD_BITS)) | numbers | shards).tolist()
