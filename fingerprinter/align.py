@@ -119,9 +119,18 @@ def _matching_pairs(
     # Sorted needles: the binary searches walk the master's codes in order (~5× faster).
     s_codes, s_order = _sorted_kgrams(suspect_kgrams, k)
     order, sorted_codes = master.order, master.codes
+    if not len(sorted_codes):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     left = np.searchsorted(sorted_codes, s_codes, side="left")
-    right = np.searchsorted(sorted_codes, s_codes, side="right")
-    hits = right - left
+    # Most codes occur once or not at all: the end of a run is searched for only where
+    # the code after the first is the same (a second search of every code cost a third
+    # of this function).
+    last = len(sorted_codes) - 1
+    hits = (sorted_codes[np.minimum(left, last)] == s_codes).astype(np.int64)
+    longer = np.flatnonzero(hits)
+    after = left[longer] + 1
+    longer = longer[(after <= last) & (sorted_codes[np.minimum(after, last)] == s_codes[longer])]
+    hits[longer] = np.searchsorted(sorted_codes, s_codes[longer], side="right") - left[longer]
     usable = (hits > 0) & (hits <= _MAX_OCCURRENCES)
     suspect_pos = np.repeat(s_order[usable], hits[usable])
     # Position of each pair inside its master range: 0, 1, … per suspect k-gram.
