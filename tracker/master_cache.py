@@ -9,7 +9,10 @@ Kept copies stay true to the library: every change of a work's text or title
 (`note_library_edit`) sets the installation's edit mark in Redis to a new random value,
 and a process drops its copies whenever it reads another mark than the one they were
 loaded under (a Redis wiped or restarted empty reads as no mark: a change too). The mark
-is read after the index lookup, so a posting of a new text is never aligned on the old.
+is read after the index lookup, whenever kept copies would be used, so a posting of a new
+text is never aligned on the old; a load that finds none kept reads only MongoDB (most
+pages of a large library: a Redis round trip fewer), and what it reads is newer than the
+mark it is kept under, so at worst dropped at the next change of mark.
 """
 
 from __future__ import annotations
@@ -51,13 +54,17 @@ class MasterCache:
     def load(self, ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The masters of ``master_ids`` that exist, from memory or else from MongoDB."""
         wanted = list(master_ids)
-        mark = ctx.redis.get(ctx.keys.library_edit)
         with self._lock:
-            if mark != self._mark:
-                self._docs.clear()
-                self._mark = mark
             kept = {i: self._docs.get(i) for i in wanted}
             found = {i: doc for i, doc in kept.items() if doc is not None}
+            mark = self._mark
+        if found:  # kept copies are used only under the mark read now
+            mark = ctx.redis.get(ctx.keys.library_edit)
+            with self._lock:
+                if mark != self._mark:
+                    self._docs.clear()
+                    self._mark = mark
+                    found = {}
         missing = [i for i in wanted if i not in found]
         if not missing:
             return found
