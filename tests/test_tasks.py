@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,7 @@ def test_app_finds_its_broker_lazily(endpoints: Endpoints, embedded_data_dir: Pa
         "visibility_timeout": 120,
         "unacked_restore_interval": 12,
         "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": 10,
     }
     assert not (embedded_data_dir / "unused").exists()
     # No URLs: the embedded Valkey of the data dir (running here, so reused).
@@ -282,3 +284,58 @@ def test_task_of_a_killed_worker_runs_again_and_nothing_is_lost(
         assert after[key]["first_seen"] == old["first_seen"]
         assert after[key]["last_seen"] > old["last_seen"]  # written again by the rerun
     assert ctx.redis.llen(ctx.keys.queue("scan")) == 0
+
+
+def _overdue(ctx: Context, page_ids: list[ObjectId], seconds: float) -> None:
+    """As if the pages had been stored (and their scans queued) ``seconds`` ago."""
+    when = datetime.now(UTC) - timedelta(seconds=seconds)
+    ctx.db.pages.update_many({"_id": {"$in": page_ids}}, {"$set": {"fetched_at": when}})
+
+
+def test_lost_scans_are_queued_again_and_only_those(ctx: Context) -> None:
+    lost, queued, held = _pirate_pages(ctx, 3)
+    timeout = ctx.settings.visibility_timeout
+    # A scan queued just now is on its way, however long the queue: nothing is lost yet.
+    _overdue(ctx, [lost, queued, held], timeout / 2)
+    assert tasks.requeue_lost_scans(ctx) == []
+
+    # A worker holds one scan (delivered, not acknowledged); another waits in the queue.
+    ctx.redis.delete(ctx.keys.scan_sweep)
+    _overdue(ctx, [lost, queued, held], timeout + 60)
+    tasks.enqueue_scan(held)
+    # (The "worker" stays connected: kombu puts what a closed channel held back in the queue.)
+    with app.connection_for_read() as connection:
+        delivered = connection.default_channel.basic_get("scan", no_ack=False)
+        assert delivered is not None and delivered.payload[0] == [str(held)]
+        tasks.enqueue_scan(queued)
+        # While a scan waits in the queue, the overdue pages may be behind it.
+        assert tasks.requeue_lost_scans(ctx) == []
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == 1
+        ctx.redis.delete(ctx.keys.queue("scan"), ctx.keys.scan_sweep)  # that scan was lost too
+
+        assert sorted(tasks.requeue_lost_scans(ctx)) == sorted([lost, queued])
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == 2
+        # One look a sweep interval, whichever worker makes it.
+        ctx.redis.delete(ctx.keys.queue("scan"))
+        assert tasks.requeue_lost_scans(ctx) == []
+        delivered.ack()
+
+
+@pytest.mark.slow
+def test_a_worker_queues_a_lost_scan_again(ctx: Context, tmp_path: Path) -> None:
+    """A page stored long ago whose scan never reached the queue (a process killed between
+    the two, or a broker killed as it handed the task over) is scanned by the workers."""
+    [page_id] = _pirate_pages(ctx, 1)
+    _overdue(ctx, [page_id], 3600)
+    log = tmp_path / "worker.log"
+    env = installation_env(ctx.endpoints, ctx.settings, COPYTRACK_VISIBILITY_TIMEOUT="20")
+    worker = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]
+    with process_group(worker, env, log, log.parent):
+        wait_until(
+            lambda: ctx.db.pages.find_one({"_id": page_id, "scanned_at": {"$ne": None}}),
+            30,
+            "scan of the page whose scan was lost",
+            log,
+        )
+    assert _findings(ctx).keys() == {(page_id, 1)}
+    assert "queued again the scans of 1 pages" in log.read_text()

@@ -90,19 +90,27 @@ app.conf.update(
 )
 
 
+def sweep_interval(settings: Settings) -> int:
+    """Seconds between two looks for tasks to deliver again: a tenth of the visibility
+    timeout brings a lost task back within about 1.1 × the timeout."""
+    return max(1, min(60, settings.visibility_timeout // 10))
+
+
 def transport_options(settings: Settings) -> dict[str, Any]:
     """Redis transport options: the installation's key prefix, and redelivery of a dead
     worker's tasks after the visibility timeout."""
-    visibility_timeout = settings.visibility_timeout
     return {
         "global_keyprefix": RedisKeys(settings.redis_prefix).celery,
-        "visibility_timeout": visibility_timeout,
+        "visibility_timeout": settings.visibility_timeout,
         # kombu sweeps for expired unacknowledged tasks every interval × throttle seconds
-        # (10 × 10 by default, far too rarely for a short timeout). Sweeping at a tenth of
-        # the timeout brings a dead worker's task back within about 1.1 × the timeout; the
-        # sweep is one ZRANGE, cheap even once a second.
-        "unacked_restore_interval": max(1, min(60, visibility_timeout // 10)),
+        # (10 × 10 by default, far too rarely for a short timeout); the sweep is one ZRANGE,
+        # cheap even once a second.
+        "unacked_restore_interval": sweep_interval(settings),
         "unacked_restore_throttle": 1,
+        # The sweep's lock expires after 300 s by default: a lock held when Redis was killed
+        # comes back with its AOF and stops every sweep for that long. A sweep takes
+        # milliseconds, and two at once cannot restore a task twice (each is a transaction).
+        "unacked_mutex_expire": 10,
     }
 
 

@@ -52,6 +52,11 @@ class RedisKeys:
         return f"{self.prefix}:library-counting"
 
     @property
+    def scan_sweep(self) -> str:
+        """Held by the worker looking for lost scans, for one interval (tracker.tasks)."""
+        return f"{self.prefix}:scan-sweep"
+
+    @property
     def dashboard(self) -> str:
         return f"{self.prefix}:dashboard"
 

@@ -6,7 +6,7 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -14,7 +14,7 @@ from bson import ObjectId
 from .captures import FILE_FIELDS, drop_replaced, page_capture, page_text, stored_parts
 from .context import Context
 from .findings import RecordResult, record_findings, suppress_licensed
-from .generation import current, require
+from .generation import IndexNotReady, current, require
 from .matcher import match_text
 from .store import update_found
 
@@ -137,6 +137,25 @@ def unscanned_pages(ctx: Context, campaign: str | None = None) -> list[ObjectId]
     pages = ctx.db.pages.find(query, {"content_sha256": 1, "scanned_as": 1})
     mark = scan_mark(ctx)
     return [page["_id"] for page in pages if needs_scan(page, mark)]
+
+
+def overdue_scans(ctx: Context, older_than: timedelta, limit: int = 1000) -> list[ObjectId]:
+    """Pages due for a scan (``scan_due``) since before ``older_than`` ago, oldest first, at
+    most ``limit``; none while the index is not the library's (scans would be refused, and
+    `copytrack rescan` queues them after a rebuild).
+
+    Every such page had its scan queued when it was stored: one overdue that is neither
+    waiting in the queue nor delivered to a worker lost its scan (`tracker.tasks`).
+    """
+    try:
+        require(ctx)
+    except IndexNotReady:
+        return []
+    cutoff = datetime.now(UTC) - older_than
+    due = ctx.db.pages.find(
+        {"scan_due": {"$exists": True}, "fetched_at": {"$lt": cutoff}}, {"_id": 1}
+    )
+    return [page["_id"] for page in due.sort("fetched_at", 1).limit(limit)]
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:

@@ -8,19 +8,24 @@ tracker.celery_app), which the functions they call tolerate.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 from bson import ObjectId
-from celery import Task
+from celery import Task, bootsteps
 from celery.result import AsyncResult
 from celery.signals import worker_shutting_down
 
 from . import campaigns, generation, library, pages
-from .celery_app import CRAWL_TASK, app
-from .context import follow_servers, open_context, process_context
+from .celery_app import CRAWL_TASK, app, sweep_interval
+from .config import Settings
+from .context import Context, follow_servers, open_context, process_context
 from .failures import CONNECTION_ERRORS
+from .servers import ServerStartError
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +134,82 @@ def enqueue_scan(
     for the day results are kept (a key per crawled page).
     """
     return scan_page.apply_async((str(page_id),), {"force": force}, ignore_result=not keep_result)
+
+
+def delivered_scans(ctx: Context) -> set[ObjectId]:
+    """Pages whose scan a worker holds and has not acknowledged (kombu's unacked hash: a
+    JSON [message, exchange, routing key] each; the message's body is Celery's
+    [args, kwargs, embed], base64-encoded); kombu brings them back if their worker died."""
+    pages_held = set()
+    for entry in ctx.redis.hvals(ctx.keys.unacked):
+        message = json.loads(entry)[0]
+        if message.get("headers", {}).get("task") == scan_page.name:
+            args = json.loads(base64.b64decode(message["body"]))[0]
+            pages_held.add(ObjectId(args[0]))
+    return pages_held
+
+
+def requeue_lost_scans(ctx: Context) -> list[ObjectId]:
+    """Queue again the scans that were lost, and return their pages: pages overdue for a
+    scan by more than the visibility timeout (`tracker.pages.overdue_scans`) while no scan
+    waits in the queue and no worker holds theirs. A broker killed between handing a task
+    to a worker and recording the delivery loses it (kombu pops, then records), and so
+    does a process killed between storing a page and queueing its scan.
+
+    Of the workers calling it, one looks each sweep interval (the others find its mark)."""
+    settings = ctx.settings
+    if not ctx.redis.set(ctx.keys.scan_sweep, 1, nx=True, ex=sweep_interval(settings)):
+        return []
+    if ctx.redis.llen(ctx.keys.queue("scan")):
+        return []  # the overdue pages may be waiting there
+    overdue = pages.overdue_scans(ctx, timedelta(seconds=settings.visibility_timeout))
+    held = delivered_scans(ctx) if overdue else set()
+    lost = [page_id for page_id in overdue if page_id not in held]
+    for page_id in lost:
+        enqueue_scan(page_id)
+    if lost:
+        log.warning(
+            "queued again the scans of %d pages due for more than %d s and not queued "
+            "(lost with a killed server or process)",
+            len(lost), settings.visibility_timeout,
+        )  # fmt: skip
+    return lost
+
+
+class LostScanSweep(bootsteps.StartStopStep):
+    """A worker consuming the scan queue calls `requeue_lost_scans` every sweep interval,
+    on a context of its own (its pool processes, forked from it, keep theirs)."""
+
+    requires = ("celery.worker.components:Timer",)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.timer_entry: Any = None
+        self.ctx: Context | None = None
+
+    def start(self, parent: Any) -> None:
+        if "scan" in parent.app.amqp.queues.consume_from:
+            interval = sweep_interval(Settings.from_env())
+            self.timer_entry = parent.timer.call_repeatedly(interval, self.sweep)
+
+    def sweep(self) -> None:
+        # On the worker's event loop: milliseconds while the servers answer (a SET and an
+        # LLEN; MongoDB only when the queue is empty).
+        try:
+            self.ctx = self.ctx or open_context(check_generation=False)
+            requeue_lost_scans(self.ctx)
+        except (*CONNECTION_ERRORS, ServerStartError) as err:
+            log.warning("looking for lost scans: %s; trying again in a while", err)
+            if self.ctx is not None:  # the next sweep connects where the servers are then
+                self.ctx.close()
+                self.ctx = None
+
+    def stop(self, parent: Any) -> None:
+        if self.timer_entry is not None:
+            self.timer_entry.cancel()
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
+
+
+app.steps["worker"].add(LostScanSweep)
