@@ -11,6 +11,7 @@ from .fingerprint import (
     index_array,
     query_array,
     query_fingerprints,
+    query_granule_fingerprints,
 )
 from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
@@ -37,5 +38,6 @@ __all__ = [
     "load_reference",
     "query_array",
     "query_fingerprints",
+    "query_granule_fingerprints",
     "to_letters",
 ]

@@ -41,7 +41,7 @@ from fingerprinter import (
     Span,
     align_letters,
     kgram_codes,
-    query_array,
+    query_granule_fingerprints,
     to_letters,
 )
 
@@ -195,14 +195,15 @@ def candidates(
     masters (shared) counts as a hit but cannot make a candidate on its own unless there
     are ``min_shared_hits`` of them: text that masters share is usually boilerplate.
     """
-    return _candidates_of(ctx, [text], settings)[0]
+    return _candidates_of(ctx, [text], [to_letters(text, ctx.params.latin_mode)], settings)[0]
 
 
 def _candidates_of(
-    ctx: Context, texts: Sequence[str], settings: MatchSettings
+    ctx: Context, texts: Sequence[str], letters: Sequence[Letters], settings: MatchSettings
 ) -> list[list[Candidate]]:
-    """`candidates` of each text, their index lookups in one round trip."""
-    queries = [query_array(text, ctx.params) for text in texts]
+    """`candidates` of each text (whose letters are given), their index lookups in one
+    round trip."""
+    queries = [query_granule_fingerprints(of_text, ctx.params) for of_text in letters]
     bounds = np.cumsum([0, *(len(query) for query in queries)])
     if bounds[-1] == 0:
         return [[] for _ in texts]
@@ -307,8 +308,7 @@ class _Suspect:
     k: int
 
     @classmethod
-    def of(cls, text: str, params: FingerprintParams) -> _Suspect:
-        letters = to_letters(text, params.latin_mode)
+    def of(cls, letters: Letters, params: FingerprintParams) -> _Suspect:
         return cls(letters, kgram_codes(letters.letters, params.align_k), params.align_k)
 
     def part(self, first: int, last: int) -> tuple[Letters, np.ndarray]:
@@ -459,23 +459,26 @@ def match_texts(
     """`match_text` of each text, with one index round trip and one read of candidate works
     for all of them (a batch of pages costs the servers a few commands, not a few per
     page)."""
-    found = _candidates_of(ctx, texts, settings)
+    # Each text's letters, made once for its fingerprints and its alignments.
+    letters = [to_letters(text, ctx.params.latin_mode) for text in texts]
+    found = _candidates_of(ctx, texts, letters, settings)
     wanted = [c.master_id for candidates_of_text in found for c in candidates_of_text]
     masters = load_masters(ctx, list(dict.fromkeys(wanted))) if wanted else {}
     return [
-        _matches(ctx, text, candidates_of_text, masters, settings) if candidates_of_text else []
-        for text, candidates_of_text in zip(texts, found, strict=True)
-    ]
+        _matches(ctx, text, _Suspect.of(of_text, ctx.params), candidates_of_text, masters,
+                 settings) if candidates_of_text else []
+        for text, of_text, candidates_of_text in zip(texts, letters, found, strict=True)
+    ]  # fmt: skip
 
 
 def _matches(
     ctx: Context,
     text: str,
+    suspect: _Suspect,
     found: list[Candidate],
     masters: dict[int, dict[str, Any]],
     settings: MatchSettings,
 ) -> list[Match]:
-    suspect = _Suspect.of(text, ctx.params)
     matches = []
     for candidate in found:
         master = masters.get(candidate.master_id)
