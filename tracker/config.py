@@ -169,7 +169,7 @@ SETTINGS: tuple[Setting, ...] = (
             "`run_id` fields where an event concerns them"),
     Setting("COPYTRACK_VISIBILITY_TIMEOUT", "visibility_timeout",
             _whole_number(1, 10**7, "seconds"), "3600", "3600",
-            "seconds before a dead worker's task is redelivered"),
+            "seconds before a dead worker's task is redelivered, or a lost scan queued again"),
     Setting("COPYTRACK_CRAWL_FRONTIER", "crawl_frontier", _choice(CRAWL_FRONTIERS),
             "memory", "memory",
             "`redis`: several crawler processes share one queue (scrapy-redis)"),
