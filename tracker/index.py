@@ -469,7 +469,9 @@ class _KeptBlocks:
     def __init__(self, max_bytes: int) -> None:
         self._budget = max_bytes
         self._blocks: dict[int, bytes] = {}
-        self._order: deque[int] = deque()  # the keys of _blocks, oldest first
+        # The keys of _blocks as they were put, a batch at a time, oldest first, with their
+        # bytes: a large library drops hundreds of blocks a page, dropped a batch at once.
+        self._order: deque[tuple[list[int], int]] = deque()
         self._size = 0
         self._lock = threading.Lock()  # the threads of a worker look up at once
 
@@ -484,11 +486,13 @@ class _KeptBlocks:
                          if key not in self._blocks}  # fmt: skip
                 keys, blocks = list(fresh), list(fresh.values())
             self._blocks.update(zip(keys, blocks, strict=True))
-            self._order.extend(keys)
-            self._size += sum(map(len, blocks)) + _KEPT_ENTRY_BYTES * len(keys)
+            size = sum(map(len, blocks)) + _KEPT_ENTRY_BYTES * len(keys)
+            self._order.append((keys, size))
+            self._size += size
             while self._size > self._budget and self._order:
-                dropped = self._blocks.pop(self._order.popleft())
-                self._size -= len(dropped) + _KEPT_ENTRY_BYTES
+                dropped, size = self._order.popleft()
+                deque(map(self._blocks.pop, dropped), maxlen=0)  # in C, not a loop here
+                self._size -= size
 
 
 # What an entry of _KeptBlocks costs besides its block: the int key, the bytes object's
