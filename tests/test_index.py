@@ -367,6 +367,33 @@ def test_a_reader_keeps_its_latest_blocks_within_its_budget(redis_client: redis.
     assert _keys_read(redis_client) - before > SHARDS
 
 
+def test_a_reader_keeps_no_blocks_once_the_index_outgrows_its_budget(
+    redis_client: redis.Redis,
+) -> None:
+    """Blocks are kept while the budget holds half of what keeping the whole index would
+    take: with less, most reads would miss. A reader whose index grows past that keeps none
+    and reads every block from Redis, with the same answers."""
+    writer = RedisIndex(redis_client, "test:ix")
+    rng = random.Random(7)
+    page = [rng.getrandbits(64) for _ in range(200)]
+    writer.add(1, page)
+    reader = RedisIndex(redis_client, "test:ix", cache_bytes=150_000)
+
+    def blocks_read() -> int:
+        before = _keys_read(redis_client)
+        assert reader.lookup(page) == [(1,)] * 200
+        return _keys_read(redis_client) - before - SHARDS  # the shards' states aside
+
+    blocks_read()  # learns the shards' versions and sizes
+    blocks_read()  # keeps
+    assert blocks_read() == 0
+    # 2,000 more postings: keeping them all would take ~2 × 160 bytes each, past 2 × 150 KB.
+    writer.add_many([(m, [rng.getrandbits(64) for _ in range(200)]) for m in range(2, 12)])
+    blocks_read()  # the page's blocks changed: read again (a split shard's twice)
+    every = blocks_read()  # and no longer kept: each time, a block per fingerprint or so
+    assert every > 180 and blocks_read() == every
+
+
 def _keys_read(client: redis.Redis) -> int:
     stats = client.info("stats")
     return stats["keyspace_hits"] + stats["keyspace_misses"]

@@ -203,7 +203,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("COPYTRACK_INDEX_CACHE_MB", "index_cache_mb", _whole_number(0, 10**6, "MB"),
             "128", "128",
             "index blocks each process keeps after reading them for matching, oldest dropped "
-            "first, read again once their shard changed; `0`: none"),
+            "first, read again once their shard changed; none while it is under half the "
+            "index; `0`: none"),
 )  # fmt: skip
 
 #: variable -> its declaration.
