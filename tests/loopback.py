@@ -9,12 +9,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import BaseServer
 from typing import Any
 
+from testbed.testweb.server import LoopbackServer
+
 
 @contextmanager
 def served(handler: type[BaseHTTPRequestHandler], **state: Any) -> Iterator[ThreadingHTTPServer]:
     """``handler`` served on 127.0.0.1 (a free port) until the block ends; ``state`` becomes
     attributes of the server, where handlers find it (``self.server.NAME``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = LoopbackServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True  # a handler still writing (a trickle) does not hold the end
     for name, value in state.items():
         setattr(server, name, value)

@@ -62,7 +62,16 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: requests go to ``RunningWeb.requests`` instead of stderr."""
 
 
-class _SiteServer(ThreadingHTTPServer):
+class LoopbackServer(ThreadingHTTPServer):
+    """A threading HTTP server to which a client hanging up is no error: a crawler that
+    stops reading a huge page, or gives up on a slow one, is expected."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
+class _SiteServer(LoopbackServer):
     # Handler threads are joined on close (block_on_close), so none outlive stop().
     daemon_threads = False
 
@@ -74,11 +83,6 @@ class _SiteServer(ThreadingHTTPServer):
         self.resources = resources
         self.running = running
         self.base_url = f"http://{host}:{self.server_port}"
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        # A crawler that stops reading a huge page is expected, not an error.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class RunningWeb:
