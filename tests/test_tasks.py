@@ -339,3 +339,21 @@ def test_a_worker_queues_a_lost_scan_again(ctx: Context, tmp_path: Path) -> None
         )
     assert _findings(ctx).keys() == {(page_id, 1)}
     assert "queued again the scans of 1 pages" in log.read_text()
+
+
+def test_a_sweep_that_finds_no_server_logs_a_line_and_carries_on(
+    endpoints: Endpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """On the worker's timer, a look for lost scans while Redis is down costs one warning
+    (no traceback, no dead timer) and is tried again at the next interval."""
+    monkeypatch.setenv("COPYTRACK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COPYTRACK_MONGO_URL", endpoints.mongo_url)
+    monkeypatch.setenv("COPYTRACK_REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens
+    sweep = tasks.LostScanSweep(parent=None)
+    with caplog.at_level("WARNING", logger="tracker.tasks"):
+        sweep.sweep()
+        sweep.sweep()
+    lines = [r.getMessage() for r in caplog.records if r.name == "tracker.tasks"]
+    assert len(lines) == 2 and all(line.startswith("looking for lost scans: ") for line in lines)
+    assert all(r.exc_info is None for r in caplog.records)
+    assert sweep.ctx is None

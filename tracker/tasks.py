@@ -25,6 +25,7 @@ from .celery_app import CRAWL_TASK, app, sweep_interval
 from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
 from .failures import CONNECTION_ERRORS
+from .index import IndexVersionMismatch
 from .servers import ServerStartError
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,8 @@ class LostScanSweep(bootsteps.StartStopStep):
         try:
             self.ctx = self.ctx or open_context(check_generation=False)
             requeue_lost_scans(self.ctx)
-        except (*CONNECTION_ERRORS, ServerStartError) as err:
+        except (*CONNECTION_ERRORS, ServerStartError, IndexVersionMismatch) as err:
+            # (An index of other parameters: scans are refused too, until a reindex.)
             log.warning("looking for lost scans: %s; trying again in a while", err)
             if self.ctx is not None:  # the next sweep connects where the servers are then
                 self.ctx.close()
