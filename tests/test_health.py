@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pymongo
@@ -96,3 +97,20 @@ def test_servers_down_are_reported_within_the_timeout(ctx: Context) -> None:
         "mongo does not answer",
         "redis does not answer",
     ]
+
+
+def test_pages_waiting_too_long_for_their_scan_are_a_problem(ctx: Context) -> None:
+    """A page stored over two visibility timeouts ago and still unscanned means no worker
+    consumes the scan queue (or the workers cannot keep up): the report counts such pages
+    and says what to check; a page stored just now is not overdue."""
+    [text] = texts("zh_news", 1)
+    old, _ = store_page(ctx, PageInput(url="http://pirate.example/old", text=text))
+    store_page(ctx, PageInput(url="http://pirate.example/new", text=text))
+    assert health(ctx, timeout=0.5)["scans_overdue"] == 0
+    long_ago = datetime.now(UTC) - timedelta(seconds=2 * ctx.settings.visibility_timeout + 60)
+    ctx.db.pages.update_one({"_id": old}, {"$set": {"fetched_at": long_ago}})
+
+    report = health(ctx, timeout=0.5)
+    assert report["scans_overdue"] == 1
+    [overdue] = [p for p in report["problems"] if "wait for their scan" in p]
+    assert overdue.startswith("1 page(s) stored over 2 h ago") and "copytrack worker" in overdue

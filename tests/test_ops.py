@@ -164,6 +164,7 @@ def test_status_reports_servers_queues_and_counts(
     assert counts == {"masters": 2, "pages": 3, "findings": 1, "postings": 3}
     assert re.search(r"^workers \(answered a ping\)\n  none$", output, re.MULTILINE), output
     assert re.search(r"^last scan\s+2025-01-31T12:00:00\+00:00$", output, re.MULTILINE), output
+    assert re.search(r"^scans overdue\s+0$", output, re.MULTILINE), output
     assert re.search(r"^problems\n  no worker answered a ping within 1 s$", output, re.M), output
 
     # --json: the same figures, for scripts and monitoring.

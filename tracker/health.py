@@ -34,6 +34,8 @@ from .times import iso
 DEFAULT_TIMEOUT = 1.0
 # A work left unindexed this long is not being added right now: an add or update died.
 STUCK_MINUTES = 10
+#: Visibility timeouts after which a page still due for a scan is reported overdue.
+OVERDUE_TIMEOUTS = 2
 #: Runs that have not ended: crawling, or waiting for their scans.
 OPEN_STATES = [*ACTIVE_STATES, "scanning"]
 MAX_CRAWLS = 100  # listed at most
@@ -51,7 +53,9 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     queue), ``in_progress`` (delivered, not yet acknowledged), ``workers`` (names of the
     Celery workers that answered a ping), ``crawls`` (the runs not yet ended, oldest
     first: campaign, run id, state, start, worker, pages fetched, seconds since the crawl's
-    last heartbeat), ``last_scan_at`` (ISO time of the latest page scan) and ``problems``
+    last heartbeat), ``last_scan_at`` (ISO time of the latest page scan),
+    ``scans_overdue`` (pages stored over two visibility timeouts ago, not scanned since) and
+    ``problems``
     (one sentence each, empty when all is well). A figure that could not be read is None, with the
     reason in ``problems``.
     """
@@ -84,6 +88,13 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
             report["last_scan_at"] = _last_scan(ctx, timeout)
         except PyMongoError as err:
             problems.append(f"last scan time unavailable: {_describe(err)}")
+        try:
+            report["scans_overdue"] = overdue = _overdue_scans(ctx, timeout)
+        except PyMongoError as err:
+            problems.append(f"overdue scans unavailable: {_describe(err)}")
+        else:
+            if overdue:
+                problems.append(_overdue_problem(overdue, ctx.settings.visibility_timeout))
         try:
             report["crawls"] = _crawls(ctx, timeout)
         except PyMongoError as err:
@@ -158,6 +169,7 @@ def _report(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "workers": None,
         "crawls": None,
         "last_scan_at": None,
+        "scans_overdue": None,
         "problems": [],
     }
 
@@ -240,6 +252,27 @@ def _last_scan(ctx: Context, timeout: float) -> str | None:
     if latest is None:
         return None
     return iso(latest["scanned_at"])
+
+
+def _overdue_scans(ctx: Context, timeout: float) -> int:
+    """Pages stored more than two visibility timeouts ago and not scanned since: by then a
+    worker on the scan queue has scanned them, or queued a lost scan again."""
+    cutoff = datetime.now(UTC) - timedelta(
+        seconds=OVERDUE_TIMEOUTS * ctx.settings.visibility_timeout
+    )
+    with pymongo.timeout(timeout):
+        return ctx.db.pages.count_documents(
+            {"scan_due": {"$exists": True}, "fetched_at": {"$lt": cutoff}}
+        )
+
+
+def _overdue_problem(pages: int, visibility_timeout: int) -> str:
+    hours = OVERDUE_TIMEOUTS * visibility_timeout / 3600
+    return (
+        f"{pages} page(s) stored over {hours:g} h ago still wait for their scan: is a "
+        "worker consuming the scan queue running (`copytrack worker`), and keeping up "
+        "(see the queue depths)?"
+    )
 
 
 def _crawls(ctx: Context, timeout: float) -> list[dict[str, Any]]:

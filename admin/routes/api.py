@@ -295,6 +295,10 @@ class HealthOut(BaseModel):
     in_progress: int | None = Field(description="Tasks delivered, not yet acknowledged.")
     workers: list[str] | None = Field(description="Celery workers that answered a ping.")
     last_scan_at: datetime | None
+    scans_overdue: int | None = Field(
+        default=None,
+        description="Pages stored over two visibility timeouts ago and not scanned since.",
+    )
     problems: list[str] = Field(description="One sentence each; empty when all is well.")
 
 

@@ -481,6 +481,8 @@ def _health_section(report: dict[str, Any]) -> None:
     known = report["servers"]["mongo"]["ok"]
     last_scan = report["last_scan_at"] or ("never" if known else "unavailable (see problems)")
     click.echo(f"last scan      {last_scan}")
+    overdue = report["scans_overdue"]
+    click.echo(f"scans overdue  {'unavailable (see problems)' if overdue is None else overdue}")
     click.echo("problems")
     for problem in report["problems"] or ["none"]:
         click.echo(f"  {problem}")
