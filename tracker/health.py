@@ -29,6 +29,7 @@ from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
 from .celery_app import QUEUES, sender_app
 from .context import Context
 from .generation import inspect as inspect_index
+from .pages import count_overdue_scans
 from .times import iso
 
 DEFAULT_TIMEOUT = 1.0
@@ -53,11 +54,10 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     queue), ``in_progress`` (delivered, not yet acknowledged), ``workers`` (names of the
     Celery workers that answered a ping), ``crawls`` (the runs not yet ended, oldest
     first: campaign, run id, state, start, worker, pages fetched, seconds since the crawl's
-    last heartbeat), ``last_scan_at`` (ISO time of the latest page scan),
-    ``scans_overdue`` (pages stored over two visibility timeouts ago, not scanned since) and
-    ``problems``
-    (one sentence each, empty when all is well). A figure that could not be read is None, with the
-    reason in ``problems``.
+    last heartbeat), ``last_scan_at`` (ISO time of the latest page scan), ``scans_overdue``
+    (pages stored over two visibility timeouts ago, not scanned since) and ``problems`` (one
+    sentence each, empty when all is well). A figure that could not be read is None, with
+    the reason in ``problems``.
     """
     servers = server_health(ctx, timeout)
     report = _report(servers)
@@ -257,13 +257,9 @@ def _last_scan(ctx: Context, timeout: float) -> str | None:
 def _overdue_scans(ctx: Context, timeout: float) -> int:
     """Pages stored more than two visibility timeouts ago and not scanned since: by then a
     worker on the scan queue has scanned them, or queued a lost scan again."""
-    cutoff = datetime.now(UTC) - timedelta(
-        seconds=OVERDUE_TIMEOUTS * ctx.settings.visibility_timeout
-    )
     with pymongo.timeout(timeout):
-        return ctx.db.pages.count_documents(
-            {"scan_due": {"$exists": True}, "fetched_at": {"$lt": cutoff}}
-        )
+        overdue = timedelta(seconds=OVERDUE_TIMEOUTS * ctx.settings.visibility_timeout)
+        return count_overdue_scans(ctx, overdue)
 
 
 def _overdue_problem(pages: int, visibility_timeout: int) -> str:

@@ -151,11 +151,17 @@ def overdue_scans(ctx: Context, older_than: timedelta, limit: int = 1000) -> lis
         require(ctx)
     except IndexNotReady:
         return []
-    cutoff = datetime.now(UTC) - older_than
-    due = ctx.db.pages.find(
-        {"scan_due": {"$exists": True}, "fetched_at": {"$lt": cutoff}}, {"_id": 1}
-    )
+    due = ctx.db.pages.find(_overdue(older_than), {"_id": 1})
     return [page["_id"] for page in due.sort("fetched_at", 1).limit(limit)]
+
+
+def count_overdue_scans(ctx: Context, older_than: timedelta) -> int:
+    """How many pages have been due for a scan since before ``older_than`` ago."""
+    return ctx.db.pages.count_documents(_overdue(older_than))
+
+
+def _overdue(older_than: timedelta) -> dict[str, Any]:
+    return {"scan_due": {"$exists": True}, "fetched_at": {"$lt": datetime.now(UTC) - older_than}}
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
