@@ -59,6 +59,7 @@ class FingerprintArray:
     starts: np.ndarray  # int64, character offsets in the original text
     ends: np.ndarray
     checks: np.ndarray  # uint64, `granule_checks` of the granules' letters
+    first_letters: np.ndarray  # int64, where each granule starts in the letter stream
 
     def __len__(self) -> int:
         return len(self.values)
@@ -90,12 +91,13 @@ def _located(
     if len(values) == 0:
         empty = np.empty(0, dtype=np.int64)
         none = np.empty(0, dtype=np.uint64)
-        return FingerprintArray(none, empty, empty, none)
+        return FingerprintArray(none, empty, empty, none, empty)
     return FingerprintArray(
         values=values,
         starts=letters.offsets[first],
         ends=letters.offsets[first + params.granule - 1] + 1,
         checks=granule_checks(letters.letters, first, params.granule),
+        first_letters=first,
     )
 
 

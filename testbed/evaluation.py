@@ -446,7 +446,7 @@ def _memory_library(ctx: Context, masters: Sequence[Document]) -> tuple[Context,
     ctx.index.ensure_version(ctx.params.version)
     stored = {}
     for master_id, doc in enumerate(masters, start=1):
-        ctx.index.add(master_id, fingerprint_values(ctx, doc.text))
+        ctx.index.add(master_id, *fingerprint_values(ctx, doc.text))
         # With its hash, as MongoDB gives it: the matcher then keeps its letters at hand.
         stored[master_id] = {"_id": master_id, "external_id": doc.id, "text": doc.text,
                              "sha256": text_sha256(doc.text)}  # fmt: skip

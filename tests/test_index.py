@@ -10,6 +10,7 @@ import multiprocessing
 import random
 from concurrent.futures import ProcessPoolExecutor
 
+import numpy as np
 import pytest
 import redis
 
@@ -17,11 +18,13 @@ from tracker import index as index_module
 from tracker.index import (
     LOAD,
     MIN_LEVEL,
+    PLACES,
     SHARDS,
     IndexVersionMismatch,
     InvertedIndex,
     MemoryIndex,
     RedisIndex,
+    places_of,
 )
 
 
@@ -192,6 +195,35 @@ def test_a_posting_keeps_its_check_and_a_lookup_compares_it(
     assert index.lookup(values[:2]) == [(), (1,)]
     with pytest.raises(ValueError, match="54 bits and 6 check bits"):
         index.postings([2**60])
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_posting_keeps_its_place_in_the_work(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Each posting gives back the place it was added with (0 when none was given), through
+    block splits and fresh adds; adding a fingerprint again keeps the first place and adds
+    nothing; removing needs no place; a place out of range is refused, naming the range."""
+    index: InvertedIndex = (
+        MemoryIndex(54)
+        if backend == "memory"
+        else RedisIndex(request.getfixturevalue("redis_client"), "test:ix", 54)
+    )
+    rng = random.Random(3)
+    values = rng.sample(range(2**54), 4000)  # enough to split blocks
+    places = [rng.randrange(1, PLACES + 1) for _ in values]
+    index.add_many([(1, values[:2000], places[:2000])], fresh=True)
+    index.add_many([(2, values[2000:3000], places[2000:3000]), (3, values[3000:])])
+    found = index.postings(values)
+    assert found.query.tolist() == list(range(len(values)))
+    assert found.place.tolist() == places[:3000] + [0] * 1000
+    assert index.add(1, values[:10], [1] * 10) == 0
+    assert index.postings(values[:10]).place.tolist() == places[:10]
+    assert index.remove(1, values[:10]) == 10
+    assert index.lookup(values[:1]) == [()]
+    with pytest.raises(ValueError, match=f"within 0..{PLACES}"):
+        index.add(4, values[:2], [1, PLACES + 1])
+    assert places_of(np.array([0, 31, 32, 32 * PLACES])).tolist() == [1, 1, 2, 1]
 
 
 def test_a_first_add_touching_a_few_shards_then_more(redis_client: redis.Redis) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from difflib import SequenceMatcher
 
+import numpy as np
 import opencc
 import pytest
 
@@ -12,6 +13,7 @@ from fingerprinter import CHECK_BITS, query_array, to_letters
 from fingerprinter.initials import DROP, initial_table
 from fingerprinter.params import VALUE_BITS
 from tests.corpus import texts
+from tracker.index import PLACE_LETTERS, places_of
 from tracker.library import Work, add_work
 from tracker.master_cache import cached_masters
 from tracker.matcher import MatchSettings, candidates, match_text, match_texts
@@ -228,6 +230,28 @@ def test_an_english_quotation_of_twenty_words_is_found_and_one_fingerprint_costs
         assert f"m{60 + i}" in [m.master.external_id for m in match_text(library, quoted)]
         phrase = page.format(" ".join(words[middle : middle + 5]))
         assert [c.master_id for c in candidates(library, phrase) if c.hits == 1] == []
+
+
+def test_a_work_hit_twice_at_places_apart_from_the_pages_is_no_candidate(ctx):
+    """Two granules of a page that a work has at places in it whose distance is not theirs
+    in the page (fingerprints colliding by chance, in a large library) do not make the work
+    a candidate: its text is not read. At the page's distance they do."""
+    other = add_work(ctx, Work(text=ZH[6], external_id="other"))[0].master_id
+    page = ZH[100]  # not in the library
+    query = query_array(page, ctx.params)
+    hit = [10, 40]
+    letters = query.first_letters[hit]
+
+    def candidate_ids(settings: MatchSettings | None = None) -> list[int]:
+        return [c.master_id for c in candidates(ctx, page, settings or MatchSettings())]
+
+    far = letters + np.array([0, 20 * PLACE_LETTERS])  # the second hit 640 letters further
+    ctx.index.add(other, query.tagged()[hit], places_of(far))
+    assert other not in candidate_ids()
+    assert other in candidate_ids(MatchSettings(ordered_hits_below=0))  # the rule off
+    ctx.index.remove(other, query.tagged()[hit])
+    ctx.index.add(other, query.tagged()[hit], places_of(letters + 5 * PLACE_LETTERS))
+    assert other in candidate_ids()
 
 
 def test_a_work_hit_only_by_colliding_letter_counts_is_not_read(ctx):

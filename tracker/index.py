@@ -20,9 +20,10 @@ every block number holds) is the record's key:
   changed), by which a process keeps the blocks it read (``cache_bytes``): a block kept
   under the shard's current ``born`` and ``writes`` is the block stored.
 - ``{prefix}:{SS}:{block}``  STRING: the block's postings as fixed-size records in no
-  order (new ones are appended), key bytes (big-endian) then the master id (uint32
-  big-endian); a lookup reads its blocks with plain ``MGET`` and finds the keys' records
-  in the client (numpy): Redis only copies bytes.
+  order (new ones are appended), key bytes (big-endian), the master id (uint32
+  big-endian), then the posting's place (one byte, see `places_of`); a lookup reads its
+  blocks with plain ``MGET`` and finds the keys' records in the client (numpy): Redis only
+  copies bytes.
 
 A fingerprint may carry ``check_bits`` more bits above its ``fingerprint_bits``: a check of
 its granule's letters (`fingerprinter.granule_check`). The record keeps them above the key;
@@ -31,8 +32,8 @@ a lookup finds a posting by the fingerprint alone and says whether the checks ag
 
 A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it holds more
 than ``LOAD`` postings per block on average, so blocks stay under a kilobyte at any
-library size: a posting costs its record (10 bytes with the default 54-bit fingerprints)
-plus its share of a block key, about 11 bytes in all, with no server setting to tune.
+library size: a posting costs its record (11 bytes with the default 54-bit fingerprints)
+plus its share of a block key, about 12 bytes in all, with no server setting to tune.
 Every script touches the keys of one shard only (one hash slot), so the layout also suits
 Redis Cluster.
 """
@@ -77,6 +78,21 @@ _ROUTED_AT_ONCE = 200_000
 
 T = TypeVar("T")
 
+# A posting keeps where its granule lies in the work, coarsely: the granule's first letter
+# // PLACE_LETTERS, modulo PLACES, plus 1 (0: not given). Two hits of a copied stretch
+# lie as far apart in the work as in the page; fingerprints colliding by chance fall
+# anywhere, and the matcher drops such candidates before reading their text.
+PLACE_LETTERS = 32
+PLACES = 255
+
+
+def places_of(first_letters: np.ndarray) -> np.ndarray:
+    """The places (1..PLACES) of granules starting at letters ``first_letters``."""
+    return (np.asarray(first_letters, dtype=np.int64) // PLACE_LETTERS % PLACES + 1).astype(
+        np.uint8
+    )
+
+
 # Odd multipliers of the fingerprint mixer (MurmurHash3's fmix64 constants).
 _MIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))
 
@@ -84,7 +100,8 @@ _MIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))
 # bytes per record. Lua numbers are doubles: exact for the 32-bit values used here.
 _LUA_COMMON = r"""
 local KL = tonumber(ARGV[2])
-local R = KL + 4
+local ID = KL + 4  -- bytes that name a posting: its key and master id
+local R = ID + 1  -- a record: those, then the posting's place
 local MIN_LEVEL = 8
 local floor = math.floor
 
@@ -140,18 +157,19 @@ local function u32(s, i)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- Byte offset (1-based) of the first record of block s that starts with k, from offset
--- init on; nil if none. A plain find runs in C; a hit not on a record boundary is skipped.
+-- Byte offset (1-based) of the first record of block s that starts with k (a posting's
+-- ID bytes), from offset init on; nil if none. A plain find runs in C; a hit not on a
+-- record boundary is skipped.
 local function find(s, k, init)
   local at = string.find(s, k, init, true)
   while at and (at - 1) % R ~= 0 do at = string.find(s, k, at + 1, true) end
   return at
 end
 
--- ARGV[3]: records of 4 bytes (low 32 bits of h) then R bytes (key, id). Returns the
--- blocks in first-seen order and their records.
+-- ARGV[3]: records of 4 bytes (low 32 bits of h) then ID bytes (key, id). Returns the
+-- blocks in first-seen order and their postings' ID bytes.
 local function grouped(level, split)
-  local blob, A = ARGV[3], 4 + R
+  local blob, A = ARGV[3], 4 + ID
   local groups, order = {}, {}
   for i = 1, #blob, A do
     local b = block_of(u32(blob, i), level, split)
@@ -161,7 +179,7 @@ local function grouped(level, split)
       groups[b] = g
       order[#order + 1] = b
     end
-    g[#g + 1] = string.sub(blob, i + 4, i + 3 + R)
+    g[#g + 1] = string.sub(blob, i + 4, i + 3 + ID)
   end
   return order, groups
 end
@@ -169,9 +187,10 @@ end
 
 # ARGV: layout, key length, the shard's level and split the caller computed blocks with,
 # the blocks (10-digit numbers, one string), then the records (one string): 2 bytes (index
-# of the block), the key and the id, sorted by block (then key and id: a repeated posting
-# is adjacent). Returns {postings added},
-# or {-1, level, split} when the shard has split since the caller read them (it retries).
+# of the block), the key, the id and the place, sorted by block (then key and id: a
+# repeated posting is adjacent; a posting already in its block keeps its place). Returns
+# {postings added}, or {-1, level, split} when the shard has split since the caller read
+# them (it retries).
 # Blocks are split afterwards by _LUA_SPLIT, so the calls of one batch share a state.
 _LUA_ADD = (
     _LUA_COMMON
@@ -193,8 +212,9 @@ while i <= n do
     local h2, l2 = string.byte(blob, i, i + 1)
     if h2 * 256 + l2 ~= b then break end
     local rec = string.sub(blob, i + 2, i + 1 + R)
-    if rec ~= prev and not find(old, rec, 1) then new[#new + 1] = rec end
-    prev = rec
+    local id = string.sub(rec, 1, ID)
+    if id ~= prev and not find(old, id, 1) then new[#new + 1] = rec end
+    prev = id
     i = i + A
   end
   if #new > 0 then
@@ -208,7 +228,7 @@ return added_reply(added, blocks)
 )
 
 # The add of masters whose ids are new (no posting of theirs can be in a block yet): ARGV
-# as _LUA_ADD's, but the records are key and id only, each block's records in one run, and
+# as _LUA_ADD's, but the records are key, id and place only, each block's in one run, and
 # ARGV[7] holds the run lengths (2 bytes each, one per block): a block costs one GET and one
 # SET, whatever its records.
 _LUA_APPEND = (
@@ -293,8 +313,8 @@ return {level, split}
 """
 )
 
-# ARGV: layout, key length, records as _LUA_COMMON's grouped() reads them. Returns the
-# postings removed.
+# ARGV: layout, key length, postings as _LUA_COMMON's grouped() reads them. Returns the
+# postings removed (whatever their place).
 _LUA_REMOVE = (
     _LUA_COMMON
     + r"""
@@ -307,8 +327,8 @@ for _, b in ipairs(order) do
   local old = redis.call('GET', key)
   if old then
     local s, before = old, removed
-    for _, rec in ipairs(groups[b]) do
-      local at = find(s, rec, 1)
+    for _, id in ipairs(groups[b]) do
+      local at = find(s, id, 1)
       if at then
         s = string.sub(s, 1, at - 1) .. string.sub(s, at + R)
         removed = removed + 1
@@ -361,14 +381,16 @@ class Postings:
     """The postings a query hit, one row per (query fingerprint, master), as parallel arrays:
     ``query`` the fingerprint's position in the query, ``master`` the id, ``df`` how many
     masters list that fingerprint, ``exact`` whether the posting's check bits are the
-    query's (always, for an index without them). Fingerprints listed by more than max_df
-    masters have none.
+    query's (always, for an index without them), ``place`` where the fingerprint's granule
+    lies in the master (`places_of`; 0 where it was not given). Fingerprints listed by more
+    than max_df masters have none.
     """
 
     query: np.ndarray
     master: np.ndarray
     df: np.ndarray
     exact: np.ndarray
+    place: np.ndarray
 
     def __len__(self) -> int:
         return len(self.master)
@@ -378,8 +400,12 @@ class InvertedIndex(ABC):
     """fingerprint → master ids. Mutations are idempotent; queries keep query order."""
 
     @abstractmethod
-    def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
-        """Index master_id under each fingerprint; returns the number of new postings."""
+    def add(
+        self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
+    ) -> int:
+        """Index master_id under each fingerprint, with where its granule lies in the master
+        (`places_of`, one per fingerprint; none given: 0); returns the number of new
+        postings."""
 
     @abstractmethod
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
@@ -412,10 +438,11 @@ class InvertedIndex(ABC):
     def set_generation(self, generation: str) -> None:
         """Record which build of the index this is (`tracker.generation`)."""
 
-    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]], fresh: bool = False) -> int:
-        """`add` for several (master id, fingerprints); returns the new postings. fresh:
-        the ids are new (none has a posting yet), which spares looking for ones in place."""
-        return sum(self.add(master_id, fps) for master_id, fps in masters)
+    def add_many(self, masters: Sequence[IndexedMaster], fresh: bool = False) -> int:
+        """`add` for several (master id, fingerprints[, places]); returns the new postings.
+        fresh: the ids are new (none has a posting yet), which spares looking for ones in
+        place."""
+        return sum(self.add(*master) for master in masters)
 
     def lookup(self, fingerprints: Sequence[int]) -> list[tuple[int, ...]]:
         """Posting list (sorted master ids) of each fingerprint, in query order."""
@@ -430,7 +457,9 @@ class InvertedIndex(ABC):
                 master += ids
                 df += [len(ids)] * len(ids)
         columns = (np.array(column, dtype=np.int64) for column in (query, master, df))
-        return Postings(*columns, exact=np.ones(len(query), dtype=bool))
+        return Postings(
+            *columns, exact=np.ones(len(query), dtype=bool), place=np.zeros(len(query), np.uint8)
+        )
 
     def count_hits(self, fingerprints: Iterable[int], max_df: int | None = None) -> dict[int, int]:
         """master id → number of distinct query fingerprints that hit it.
@@ -440,6 +469,11 @@ class InvertedIndex(ABC):
         """
         hits: Counter[int] = Counter(self.postings(_distinct(fingerprints), max_df).master.tolist())
         return dict(hits)
+
+
+#: What `InvertedIndex.add_many` takes of a master: (id, fingerprints) or (id,
+#: fingerprints, places).
+IndexedMaster = tuple[int, Iterable[int]] | tuple[int, Iterable[int], Iterable[int]]
 
 
 def _as_ints(fingerprints: Iterable[int]) -> list[int]:
@@ -517,6 +551,16 @@ def _width_error(fingerprint_bits: int, check_bits: int) -> ValueError:
     return ValueError(f"fingerprints must fit in {fingerprint_bits} bits{checks}")
 
 
+def _places(places: Iterable[int] | None, count: int) -> np.ndarray:
+    """The places given for ``count`` fingerprints (0 for each when none are)."""
+    if places is None:
+        return np.zeros(count, dtype=np.uint8)
+    out = np.asarray(places if isinstance(places, np.ndarray) else list(places))
+    if out.shape != (count,) or (count and (out.min() < 0 or out.max() > PLACES)):
+        raise ValueError(f"places must be {count} numbers within 0..{PLACES}, one a fingerprint")
+    return out.astype(np.uint8)
+
+
 def _check_master(master_id: int) -> int:
     master_id = int(master_id)
     if not 0 <= master_id <= MAX_MASTER_ID:
@@ -529,21 +573,27 @@ class MemoryIndex(InvertedIndex):
     may carry ``check_bits`` above their ``fingerprint_bits``, as in `RedisIndex`."""
 
     def __init__(self, fingerprint_bits: int = 64, check_bits: int = 0) -> None:
-        # fingerprint → {master id: check}
-        self._lists: dict[int, dict[int, int]] = {}
+        # fingerprint → {master id: (check, place)}
+        self._lists: dict[int, dict[int, tuple[int, int]]] = {}
         self._bits, self._check_bits = fingerprint_bits, check_bits
         self._mask = (1 << fingerprint_bits) - 1
         self._postings = 0
         self._version: str | None = None
         self._generation: str | None = None
 
-    def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
+    def add(
+        self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
+    ) -> int:
         master_id = _check_master(master_id)
         before = self._postings
-        for fp in self._fitting(_distinct(fingerprints)):
+        fingerprints = _as_ints(fingerprints)
+        placed = _places(places, len(fingerprints)).tolist()
+        # The first place of a fingerprint given twice (a dict keeps the last it is given).
+        first_places = dict(reversed(list(zip(self._fitting(fingerprints), placed, strict=True))))
+        for fp, place in first_places.items():
             ids = self._lists.setdefault(fp & self._mask, {})
             if master_id not in ids:
-                ids[master_id] = fp >> self._bits
+                ids[master_id] = (fp >> self._bits, place)
                 self._postings += 1
         return self._postings - before
 
@@ -576,11 +626,14 @@ class MemoryIndex(InvertedIndex):
     def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
         found = super().postings(fingerprints, max_df)
         asked = _as_ints(fingerprints)
-        exact = [
-            self._lists[asked[q] & self._mask][m] == asked[q] >> self._bits
+        kept = [
+            self._lists[asked[q] & self._mask][m]
             for q, m in zip(found.query.tolist(), found.master.tolist(), strict=True)
         ]
-        return replace(found, exact=np.array(exact, dtype=bool))
+        exact = [check == asked[q] >> self._bits
+                 for q, (check, _) in zip(found.query.tolist(), kept, strict=True)]  # fmt: skip
+        place = np.array([place for _, place in kept], dtype=np.uint8)
+        return replace(found, exact=np.array(exact, dtype=bool), place=place)
 
     def stats(self) -> IndexStats:
         memory = sys.getsizeof(self._lists) + sum(map(sys.getsizeof, self._lists.values()))
@@ -638,9 +691,9 @@ class RedisIndex(InvertedIndex):
         self.prefix = prefix
         self.fingerprint_bits = fingerprint_bits
         self.check_bits = check_bits
-        # "ix4" names this encoding: a change of mixer, sharding or record format bumps it.
+        # "ix5" names this encoding: a change of mixer, sharding or record format bumps it.
         self.layout = (
-            f"ix4:fingerprint_bits={fingerprint_bits},check_bits={check_bits},"
+            f"ix5:fingerprint_bits={fingerprint_bits},check_bits={check_bits},"
             f"shards={SHARDS},load={LOAD}"
         )
         self._meta = f"{prefix}:meta"
@@ -686,13 +739,15 @@ class RedisIndex(InvertedIndex):
 
     @property
     def record_bytes(self) -> int:
-        """Bytes of one posting's record in a block (key, then the uint32 master id)."""
-        return self._key_len + 4
+        """Bytes of one posting's record in a block (key, the uint32 master id, place)."""
+        return self._key_len + 5
 
-    def add(self, master_id: int, fingerprints: Iterable[int]) -> int:
-        return self.add_many([(master_id, fingerprints)])
+    def add(
+        self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
+    ) -> int:
+        return self.add_many([(master_id, fingerprints, places)])
 
-    def add_many(self, masters: Sequence[tuple[int, Iterable[int]]], fresh: bool = False) -> int:
+    def add_many(self, masters: Sequence[IndexedMaster], fresh: bool = False) -> int:
         x, master = self._records_of(masters)
         shard_sizes = np.bincount((x & np.uint64(SHARDS - 1)).astype(np.int64), minlength=SHARDS)
         touched = np.flatnonzero(shard_sizes).tolist()
@@ -732,21 +787,23 @@ class RedisIndex(InvertedIndex):
         query = np.concatenate([np.empty(0, dtype=np.int64), *(f[0] for f in found)])
         master = np.concatenate([np.empty(0, dtype=np.int64), *(f[1] for f in found)])
         exact = np.concatenate([np.empty(0, dtype=bool), *(f[2] for f in found)])
+        place = np.concatenate([np.empty(0, dtype=np.uint8), *(f[3] for f in found)])
         df = np.bincount(query, minlength=len(x))[query]
         if max_df is not None:
             kept = df <= max_df
-            query, master, df, exact = query[kept], master[kept], df[kept], exact[kept]
+            query, master, df, exact, place = (column[kept] for column in
+                                               (query, master, df, exact, place))  # fmt: skip
         order = np.lexsort((master, query))
-        return Postings(query[order], master[order], df[order], exact[order])
+        return Postings(query[order], master[order], df[order], exact[order], place[order])
 
     def _found_in_blocks(
         self, x: np.ndarray, first: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(position + first, master id, exact) of every posting of the mixed fingerprints
-        x, read in one round trip per state of the shards (a shard that split meanwhile is
-        read again)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(position + first, master id, exact, place) of every posting of the mixed
+        fingerprints x, read in one round trip per state of the shards (a shard that split
+        meanwhile is read again)."""
         position = np.arange(len(x))
-        query, master, exact = [], [], []
+        query, master, exact, place = [], [], [], []
         while len(position):
             shard, block, keys = self._route(x[position])
             order = np.lexsort((block, shard))
@@ -755,12 +812,15 @@ class RedisIndex(InvertedIndex):
             new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
             blocks, stale = self._read_blocks(shard[new], block[new])
             of_block = np.cumsum(new) - 1
-            hit_query, hit_master, hit_exact = self._records_with_keys(blocks, of_block, keys)
+            hit_query, hit_master, hit_exact, hit_place = self._records_with_keys(
+                blocks, of_block, keys
+            )
             query.append(position[hit_query] + first)
             master.append(hit_master)
             exact.append(hit_exact)
+            place.append(hit_place)
             position = position[np.isin(shard, stale)]
-        return np.concatenate(query), np.concatenate(master), np.concatenate(exact)
+        return tuple(np.concatenate(column) for column in (query, master, exact, place))
 
     def _read_blocks(self, shards: np.ndarray, blocks: np.ndarray) -> tuple[list[bytes], list[int]]:
         """The blocks (numbers, grouped by shard) as stored now (b"" for none), and the
@@ -878,15 +938,16 @@ class RedisIndex(InvertedIndex):
 
     def _records_with_keys(
         self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(query, master id, exact) of the records of blocks[of_block[q]] whose key is
-        keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(query, master id, exact, place) of the records of blocks[of_block[q]] whose key
+        is keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
         every block."""
         size = self.record_bytes
-        # Padded so that 8 bytes can be read at every record: the key is their high bytes.
+        # Padded so that 8 bytes can be read at every record (the key is their high bytes),
+        # and so that every column's view fits when there is no record.
         # Joined first: the join reads each block's header too, and a kept block is seldom
         # in the CPU's cache (its length read first cost ~0.1 ms a page in cache misses).
-        data = b"".join([*blocks, bytes(8)])
+        data = b"".join([*blocks, bytes(16)])
         records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
         first = np.cumsum(records) - records
         count = int(records.sum())
@@ -918,8 +979,11 @@ class RedisIndex(InvertedIndex):
             record = np.concatenate((record, at[hit]))
             query = np.concatenate((query, asked[hit]))
         ids = np.ndarray((count,), dtype=">u4", buffer=data, offset=self._key_len, strides=(size,))
+        places = np.ndarray((count,), dtype=np.uint8, buffer=data, offset=self._key_len + 4,
+                            strides=(size,))  # fmt: skip
         stored = np.ndarray((count,), dtype=">u8", buffer=data, strides=(size,))[record]
-        return query, ids[record].astype(np.int64), stored >> self._key_shift == keys[query]
+        exact = stored >> self._key_shift == keys[query]
+        return query, ids[record].astype(np.int64), exact, places[record]
 
     def _as_record_head(self, keys: np.ndarray) -> np.ndarray:
         """Keys as the first 8 bytes of their records read little-endian (any host)."""
@@ -954,8 +1018,8 @@ class RedisIndex(InvertedIndex):
         extra,
         fresh: bool = False,
     ) -> Iterator[list]:
-        """Run script on the mixed fingerprints x, each with its tag (the master id of a
-        posting), routed to their blocks here: one call per shard and
+        """Run script on the mixed fingerprints x, each with its tag (a posting's master id
+        and place, `_records_of`), routed to their blocks here: one call per shard and
         _CHUNK fingerprints, all in one round trip; calls answered with a newer shard state
         (the shard split since it was read) are routed again. Yields the other replies."""
         pending = np.arange(len(x))
@@ -976,8 +1040,8 @@ class RedisIndex(InvertedIndex):
     ) -> tuple[list[list], list[int]]:
         """Script calls (see _LUA_ADD and _LUA_APPEND) for mixed fingerprints x and their
         tags, and the shard of each call. A posting record is the block index, the key and
-        the master id, sorted by block, key and id; a fresh posting the key and the id,
-        with the run length of each block after the records."""
+        the tag (master id, place), sorted by block, key and tag; a fresh posting the key
+        and the tag, with the run length of each block after the records."""
         if len(x) <= _ROUTED_AT_ONCE:
             return self._routed_calls(x, tag, extra, fresh)
         # A shard at a time: routing takes a few dozen bytes of arrays per record, and a
@@ -1007,7 +1071,7 @@ class RedisIndex(InvertedIndex):
         chunk_start = bounds[shard] + (at - bounds[shard]) // _CHUNK * _CHUNK
         which = _be_bytes((ordinal - ordinal[chunk_start]).astype(np.uint64), 2)
         key_bytes = _be_bytes(keys[order], self._key_len)
-        tags = _be_bytes(tag[order].astype(np.uint64), 4)
+        tags = _be_bytes(tag[order].astype(np.uint64), 5)
         parts = (key_bytes, tags) if fresh else (which, key_bytes, tags)
         records = np.concatenate(parts, axis=1)
         calls, shards = [], []
@@ -1027,16 +1091,18 @@ class RedisIndex(InvertedIndex):
                 shards.append(n)
         return calls, shards
 
-    def _records_of(
-        self, masters: Sequence[tuple[int, Iterable[int]]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The postings of (master id, fingerprints) pairs: mixed fingerprints and ids."""
-        ids, values = [np.empty(0, dtype=np.uint64)], [np.empty(0, dtype=np.uint64)]
-        for master_id, fingerprints in masters:
-            distinct = np.unique(self._mixed(fingerprints))
-            ids.append(np.full(len(distinct), _check_master(master_id), dtype=np.uint64))
+    def _records_of(self, masters: Sequence[IndexedMaster]) -> tuple[np.ndarray, np.ndarray]:
+        """The postings of masters: mixed fingerprints, and their tags, the master id above
+        the place (the last 5 bytes of a record, as one number); a fingerprint given twice
+        keeps its first place."""
+        tags, values = [np.empty(0, dtype=np.uint64)], [np.empty(0, dtype=np.uint64)]
+        for master_id, fingerprints, *places in masters:
+            mixed = self._mixed(fingerprints)
+            distinct, first = np.unique(mixed, return_index=True)
+            placed = _places(places[0] if places else None, len(mixed)).astype(np.uint64)
+            tags.append((np.uint64(_check_master(master_id)) << np.uint64(8)) | placed[first])
             values.append(distinct)
-        return np.concatenate(values), np.concatenate(ids)
+        return np.concatenate(values), np.concatenate(tags)
 
     def _state(self, shard: int) -> tuple[int, int]:
         """(level, split) of a shard as last read; all shards are read when one was never

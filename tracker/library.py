@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pymongo.errors import BulkWriteError, DuplicateKeyError
@@ -23,7 +23,7 @@ from fingerprinter import index_array, to_letters
 
 from .context import Context
 from .generation import postings_added, postings_removing
-from .index import MAX_MASTER_ID
+from .index import MAX_MASTER_ID, places_of
 from .master_cache import note_library_edit
 from .store import next_id, update_found
 from .times import now
@@ -84,12 +84,25 @@ def _chapters(text: str) -> list[str]:
     return pieces
 
 
-def fingerprint_values(ctx: Context, text: str) -> np.ndarray:
-    """Distinct index fingerprints of a master text, sorted by value, each tagged with its
-    granule's check (`FingerprintArray.tagged`; the first granule's where values repeat)."""
+class MasterFingerprints(NamedTuple):
+    """A master's distinct index fingerprints, sorted by value, each tagged with its
+    granule's check (`FingerprintArray.tagged`), and where each granule lies in the text
+    (`tracker.index.places_of`); the first granule's where values repeat."""
+
+    values: np.ndarray
+    places: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def fingerprint_values(ctx: Context, text: str) -> MasterFingerprints:
+    """The `MasterFingerprints` of a master text."""
     fingerprints = index_array(text, ctx.params)
     _, first = np.unique(fingerprints.values, return_index=True)
-    return fingerprints.tagged()[first]
+    return MasterFingerprints(
+        fingerprints.tagged()[first], places_of(fingerprints.first_letters[first])
+    )
 
 
 def _validate(work: Work, ctx: Context) -> None:
@@ -111,7 +124,7 @@ class _Piece:
     text: str
     sha: str
     work_id: str | None
-    values: np.ndarray | None = None
+    values: MasterFingerprints | None = None
 
 
 @dataclass(frozen=True)
@@ -289,7 +302,12 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
         for _, piece in fresh
     ]
     # Ids just taken from the counter: nothing of theirs can be in the index yet.
-    postings_added(ctx, ctx.index.add_many(list(zip(ids, values, strict=True)), fresh=True))
+    postings_added(
+        ctx,
+        ctx.index.add_many(
+            [(i, fps.values, fps.places) for i, fps in zip(ids, values, strict=True)], fresh=True
+        ),
+    )
     created_at = now()
     docs = [
         {
@@ -313,7 +331,7 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
     for n, (master_id, (i, piece), fps) in enumerate(zip(ids, fresh, values, strict=True)):
         if n in lost:  # another process registered this id or this text at the same moment
             postings_removing(ctx, len(fps))
-            ctx.index.remove(master_id, fps)
+            ctx.index.remove(master_id, fps.values)
             yield i, _winner(ctx, piece)
         else:
             yield i, AddResult(piece.external_id, master_id, "added")
@@ -366,7 +384,7 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
     values = fingerprint_values(ctx, old["text"])
     if old.get("state") != "indexing":  # else an interrupted update discounted them already
         postings_removing(ctx, len(values))
-    ctx.index.remove(master_id, values)
+    ctx.index.remove(master_id, values.values)
     try:
         ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
         note_library_edit(ctx)  # before the new postings: none is aligned on the old text
@@ -380,7 +398,7 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
 def _index_many(
     ctx: Context,
     masters: Sequence[tuple[int, str]],
-    known: Sequence[np.ndarray | None] = (),
+    known: Sequence[MasterFingerprints | None] = (),
 ) -> None:
     """Index masters (id, text) and mark them indexed; known: fingerprints already
     computed, in the same order (None where not)."""
@@ -392,7 +410,10 @@ def _index_many(
         for (_, text), fps in zip(masters, known, strict=True)
     ]
     postings_added(
-        ctx, ctx.index.add_many([(i, fps) for (i, _), fps in zip(masters, values, strict=True)])
+        ctx,
+        ctx.index.add_many(
+            [(i, fps.values, fps.places) for (i, _), fps in zip(masters, values, strict=True)]
+        ),
     )
     for (master_id, _), fps in zip(masters, values, strict=True):
         ctx.db.masters.update_one(
@@ -403,7 +424,7 @@ def _index_many(
 def _unindex(ctx: Context, master_id: int, text: str) -> None:
     values = fingerprint_values(ctx, text)
     postings_removing(ctx, len(values))
-    ctx.index.remove(master_id, values)
+    ctx.index.remove(master_id, values.values)
 
 
 def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:

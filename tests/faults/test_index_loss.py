@@ -103,7 +103,7 @@ def test_an_index_of_another_build_or_short_of_postings_is_refused(ctx: Context)
     ctx.index.set_generation(built)
 
     # Postings the library put in are gone (a Redis crash lost its last writes).
-    ctx.index.remove(masters[1], fingerprint_values(ctx, works[1]))
+    ctx.index.remove(masters[1], fingerprint_values(ctx, works[1]).values)
     with pytest.raises(generation.IndexNotReady, match="lost recent writes"):
         scan_page(ctx, page)
     assert "lost recent writes" in index_health(ctx)["error"]
@@ -114,7 +114,7 @@ def test_an_index_of_another_build_or_short_of_postings_is_refused(ctx: Context)
     assert findings_of(ctx) == {(page, masters[0])}
 
     # More postings than the library counted (an interrupted add): matching stays right.
-    ctx.index.add(masters[1] + 1000, fingerprint_values(ctx, works[1]))
+    ctx.index.add(masters[1] + 1000, *fingerprint_values(ctx, works[1]))
     health = index_health(ctx)
     assert health["ok"] and "more than the library counted" in health["warning"]
     assert scan_page(ctx, page, force=True).matches == 1

@@ -28,7 +28,7 @@ def _killed_midway(ctx: Context, master_id: int) -> None:
     )
     values = fingerprint_values(ctx, old["text"])
     ctx.db.index_state.update_one({"_id": "index"}, {"$inc": {"postings": -len(values)}})
-    ctx.index.remove(master_id, values)
+    ctx.index.remove(master_id, values.values)
 
 
 def test_an_interrupted_update_shows_and_adding_again_finishes_it(ctx: Context) -> None:
