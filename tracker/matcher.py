@@ -8,7 +8,9 @@
    give a shared passage the same fingerprints everywhere);
 3. every master with at least ``min_hits`` hits, ``min_exact_hits`` of them on granules
    with the very letters of the page's (not only their counts: a chance collision of
-   fingerprints has none), best first (no cap: a page that copies 120 chapters reports 120
+   fingerprints has none), and, when it has only a few, two of them as far apart in the
+   work as in the page (``ordered_hits_below``: each posting says where in the work its
+   granule lies), best first (no cap: a page that copies 120 chapters reports 120
    matches);
 4. the second round, ``fingerprinter.align``, on the part of the suspect around the
    candidate's hits: short passages where most hits are shared with other masters are
