@@ -114,3 +114,17 @@ def test_pages_waiting_too_long_for_their_scan_are_a_problem(ctx: Context) -> No
     assert report["scans_overdue"] == 1
     [overdue] = [p for p in report["problems"] if "wait for their scan" in p]
     assert overdue.startswith("1 page(s) stored over 2 h ago") and "copytrack worker" in overdue
+
+
+def test_an_index_of_another_layout_is_a_problem_naming_the_reindex(ctx: Context) -> None:
+    """After an upgrade that changes the index's layout every scan is refused: the report
+    says so, and what to run, instead of all being well."""
+    [text] = texts("zh_news", 1)
+    add_work(ctx, Work(text=text, external_id="news-0"))
+    assert health(ctx, timeout=0.5)["index"]["ok"] is True
+    ctx.redis.hset(f"{ctx.index.prefix}:meta", "layout", "ix4:an older release's")
+
+    report = health(ctx, timeout=0.5)
+    assert report["ok"] is False and report["index"]["ok"] is False
+    [problem] = [p for p in report["problems"] if p.startswith("index:")]
+    assert "ix4:an older release's" in problem and "run `copytrack reindex`" in problem

@@ -29,6 +29,7 @@ from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
 from .celery_app import QUEUES, sender_app
 from .context import Context
 from .generation import inspect as inspect_index
+from .index import IndexVersionMismatch
 from .pages import count_overdue_scans
 from .times import iso
 
@@ -116,11 +117,14 @@ def server_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, d
 
 
 def index_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-    """Whether the index in Redis is the library's: ``ok``, the ``postings`` it holds and
-    the ``library_postings`` the library put in, and ``error`` (scans are refused: why,
-    and what to do) or ``warning`` (something to tidy) when there is one."""
+    """Whether the index in Redis is the library's, built with this release's fingerprint
+    parameters and layout: ``ok``, the ``postings`` it holds and the ``library_postings``
+    the library put in, and ``error`` (scans are refused: why, and what to do) or
+    ``warning`` (something to tidy) when there is one."""
     try:
         with pymongo.timeout(timeout):
+            # An upgrade that changes the parameters or the layout: every scan would stop.
+            ctx.index.ensure_version(ctx.params.version)
             state = inspect_index(ctx)
             unindexed = ctx.db.masters.count_documents(
                 {
@@ -130,6 +134,8 @@ def index_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, An
             )
     except (PyMongoError, redis.RedisError, OSError) as err:
         return {"ok": False, "error": f"cannot be checked: {_describe(err)}"}
+    except IndexVersionMismatch as err:
+        return {"ok": False, "error": str(err)}
     report: dict[str, Any] = {
         "ok": state.problem is None,
         "postings": state.index_postings,
