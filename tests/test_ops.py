@@ -141,8 +141,10 @@ def test_status_reports_servers_queues_and_counts(
     redis_client.rpush(keys.queue("scan"), b"t1", b"t2")
     redis_client.rpush(keys.queue("crawl"), b"t3")
     index = RedisIndex(redis_client, keys.index, DEFAULT_PARAMS.value_bits, CHECK_BITS)
+    # As the library leaves it: the parameters it was built with, and the build recorded
+    # on both sides (`tracker.generation`).
+    index.ensure_version(DEFAULT_PARAMS.version)
     index.add(1, [10, 20, 30])
-    # As the library leaves it: the build recorded on both sides (`tracker.generation`).
     index.set_generation("build-1")
     mongo_db.index_state.insert_one({"_id": "index", "generation": "build-1", "postings": 3})
     try:
