@@ -124,6 +124,7 @@ def index_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, An
     try:
         with pymongo.timeout(timeout):
             # An upgrade that changes the parameters or the layout: every scan would stop.
+            # (An empty index takes them, as it does from any command.)
             ctx.index.ensure_version(ctx.params.version)
             state = inspect_index(ctx)
             unindexed = ctx.db.masters.count_documents(

@@ -124,7 +124,7 @@ class _Piece:
     text: str
     sha: str
     work_id: str | None
-    values: MasterFingerprints | None = None
+    fingerprints: MasterFingerprints | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def prepare_works(ctx: Context, works: Sequence[Work]) -> PreparedWorks:
             [
                 piece
                 if (piece.external_id, piece.sha) in stored
-                else replace(piece, values=fingerprint_values(ctx, piece.text))
+                else replace(piece, fingerprints=fingerprint_values(ctx, piece.text))
                 for piece in outcome
             ]
             if isinstance(outcome, list)
@@ -298,7 +298,7 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
     first_id = next_id(ctx.db, "masters", len(fresh))
     ids = range(first_id, first_id + len(fresh))
     values = [
-        fingerprint_values(ctx, piece.text) if piece.values is None else piece.values
+        fingerprint_values(ctx, piece.text) if piece.fingerprints is None else piece.fingerprints
         for _, piece in fresh
     ]
     # Ids just taken from the counter: nothing of theirs can be in the index yet.
@@ -391,7 +391,7 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
     except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
         _index_many(ctx, [(master_id, old["text"])])
         return _winner(ctx, piece, by_id=False)
-    _index_many(ctx, [(master_id, piece.text)], [piece.values])
+    _index_many(ctx, [(master_id, piece.text)], [piece.fingerprints])
     return AddResult(piece.external_id, master_id, "updated")
 
 
@@ -451,8 +451,8 @@ def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:
     sha = text_sha256(text)
     if sha == master["sha256"]:
         return AddResult(master["external_id"], master_id, "unchanged")
-    values = fingerprint_values(ctx, text)
-    piece = _Piece(work, master["external_id"], text, sha, master.get("work_id"), values)
+    fingerprints = fingerprint_values(ctx, text)
+    piece = _Piece(work, master["external_id"], text, sha, master.get("work_id"), fingerprints)
     return _update(ctx, piece, master_id)
 
 
