@@ -3,7 +3,15 @@
 No I/O, no storage: the tracker package stores and queries what this package computes.
 """
 
-from .align import Alignment, KgramIndex, Span, align, align_letters, kgram_codes
+from .align import (
+    Alignment,
+    KgramIndex,
+    Span,
+    align,
+    align_letters,
+    kgram_codes,
+    kgrams_within,
+)
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -35,6 +43,7 @@ __all__ = [
     "fit_reference",
     "index_array",
     "kgram_codes",
+    "kgrams_within",
     "load_reference",
     "query_array",
     "query_fingerprints",

@@ -83,19 +83,31 @@ class KgramIndex:
         """How many k-grams of a text (``text_kgrams``: its `kgram_codes`) that lie wholly
         inside one of the ranges ``[first[i], last[i])`` (letter indices, clipped to the
         text) occur here."""
-        k = self.k
-        if not len(text_kgrams) or not len(self.codes):
+        return self.count_present(kgrams_within(text_kgrams, first, last, self.k))
+
+    def count_present(self, codes: np.ndarray) -> int:
+        """How many of these k-gram codes, sorted, occur here."""
+        if not len(codes) or not len(self.codes):
             return 0
-        n = len(text_kgrams) + k - 1  # letters
-        # Letters inside some range: +1 where one opens, -1 where it closes.
-        opens = np.clip(first, 0, n)
-        closes = np.maximum(np.clip(last, 0, n), opens)  # empty if reversed
-        edges = np.bincount(opens, minlength=n + 1) - np.bincount(closes, minlength=n + 1)
-        inside = np.concatenate(([0], np.cumsum(np.cumsum(edges[:-1]) > 0)))
         # Sorted needles: the binary searches walk the codes in order (2x faster).
-        codes = np.sort(text_kgrams[inside[k:] - inside[: n - k + 1] == k])
         at = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
         return int(np.count_nonzero(self.codes[at] == codes))
+
+
+def kgrams_within(
+    text_kgrams: np.ndarray, first: np.ndarray, last: np.ndarray, k: int
+) -> np.ndarray:
+    """The k-grams of a text (its `kgram_codes`) that lie wholly inside one of the ranges
+    ``[first[i], last[i])`` (letter indices, clipped to the text), sorted."""
+    if not len(text_kgrams):
+        return text_kgrams
+    n = len(text_kgrams) + k - 1  # letters
+    # Letters inside some range: +1 where one opens, -1 where it closes.
+    opens = np.clip(first, 0, n)
+    closes = np.maximum(np.clip(last, 0, n), opens)  # empty if reversed
+    edges = np.bincount(opens, minlength=n + 1) - np.bincount(closes, minlength=n + 1)
+    inside = np.concatenate(([0], np.cumsum(np.cumsum(edges[:-1]) > 0)))
+    return np.sort(text_kgrams[inside[k:] - inside[: n - k + 1] == k])
 
 
 def _sorted_kgrams(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ from fingerprinter import CHECK_BITS, query_array, to_letters
 from fingerprinter.initials import DROP, initial_table
 from fingerprinter.params import VALUE_BITS
 from tests.corpus import texts
-from tracker.index import PLACE_LETTERS, places_of
+from tracker.index import PLACE_LETTERS, PLACES, places_of
 from tracker.library import Work, add_work
 from tracker.master_cache import cached_masters
 from tracker.matcher import MatchSettings, candidates, match_text, match_texts
@@ -276,3 +276,30 @@ def test_a_work_hit_only_by_colliding_letter_counts_is_not_read(ctx):
     assert match_text(ctx, page, MatchSettings(min_exact_hits=0), load) == []
     assert other in read
     assert [m.master.external_id for m in match_text(ctx, ZH[5][:600])] == ["copied"]
+
+
+def test_a_few_hits_deep_in_a_long_work_are_aligned_where_their_places_put_them(ctx):
+    """A page quoting 40 characters from far into a long work (past the first cycle of
+    places: each place names stretches of the work 8,160 letters apart) shares only a few
+    fingerprints with it: the work is aligned on the part its hits' places name, and the
+    finding points at the quoted passage, with the same spans and coverage of the whole
+    work as an alignment of the whole work."""
+    book = "\n".join(ZH[:40])
+    work = add_work(ctx, Work(text=book, external_id="book"))[0].master_id
+    letters = len(to_letters(book))
+    assert letters > 3 * PLACES * PLACE_LETTERS
+    whole = MatchSettings(ordered_hits_below=0)
+    found = 0
+    for at in range(len(book) // 3, len(book) - 100, len(book) // 8):
+        at = book.index("。", at) + 1  # a sentence's start
+        piece = book[at : at + 40]
+        page = UNRELATED[at % 20] + "\n" + piece + "\n" + UNRELATED[(at + 1) % 20]
+        hits = {c.master_id: c.hits for c in candidates(ctx, page)}
+        matches = match_text(ctx, page)
+        assert matches == match_text(ctx, page, whole)
+        if 2 <= hits.get(work, 0) < MatchSettings().ordered_hits_below:
+            found += 1
+            (match,) = matches
+            span = match.spans[0]
+            assert abs(span.master_start - at) <= 5 and abs(span.master_end - (at + 40)) <= 5
+    assert found >= 3

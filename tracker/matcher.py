@@ -13,7 +13,8 @@
    granule lies), best first (no cap: a page that copies 120 chapters reports 120
    matches);
 4. the second round, ``fingerprinter.align``, on the part of the suspect around the
-   candidate's hits: short passages where most hits are shared with other masters are
+   candidate's hits (and of a master hit only a few times, on the part its hits' places
+   name): short passages where most hits are shared with other masters are
    boilerplate and dropped (a long one, or one that makes up most of the master, is content
    of near-duplicate masters: a copy of it copies each); a candidate is reported when the
    matched passages hold at least ``min_matched_letters`` letters in exactly matching
@@ -43,6 +44,7 @@ from fingerprinter import (
     Span,
     align_letters,
     kgram_codes,
+    kgrams_within,
     query_granule_fingerprints,
     to_letters,
 )
@@ -56,6 +58,11 @@ from .sized_lru import SizedLRU
 # Letters of the suspect aligned beyond the first and last hit of a candidate: a copied
 # stretch with no hit is shorter than the guaranteed span, so this is ample.
 WINDOW_SLACK_LETTERS = 2000
+# ... around the hits of a master hit only a few times (MatchSettings.ordered_hits_below),
+# beyond their extent, in the text and in the parts of the master their places name: so few
+# hits leave a copied passage no longer than a few hundred letters (the longest of the
+# scale benchmark's such matches: 190 characters).
+FEW_HITS_SLACK_LETTERS = 600
 # ... and around the one hit of a master hit once: a copied stretch longer than this
 # would hold a second indexed granule. The master is aligned on as many characters around
 # the hit's, found by the middle _PROBE_CHARS of them.
@@ -116,6 +123,8 @@ class MatchSettings:
     # postings, before the work is read. At 100,000 works this drops 844 of the 1,607 two-
     # and three-hit alignments of the scale benchmark that found nothing, and none of its 17
     # matches with so few hits (their hits lie within 19 letters of their text's distance).
+    # Such a work is aligned only on the part of it where its hits' places put the copy
+    # (FEW_HITS_SLACK_LETTERS around them): the same matches, in half the time.
     ordered_hits_below: int = 4
     min_matched_letters: int = 100
     # A shorter copy (a quotation-sized excerpt of a news brief) is reported when one of
@@ -178,6 +187,8 @@ class Candidate:
     starts: np.ndarray
     ends: np.ndarray
     shared: np.ndarray
+    #: Where in the master each hit's granule lies (`tracker.index.places_of`; 0: unknown).
+    places: np.ndarray
 
     def is_boilerplate(self, span: Span, master_chars: int, settings: MatchSettings) -> bool:
         """More of the hits inside this passage are shared with other masters than not, and
@@ -270,7 +281,8 @@ def _ranked(
             letters[run], places[run]
         ):
             continue
-        out.append(Candidate(int(ids[i]), int(hits[i]), starts[run], ends[run], shared[run]))
+        out.append(Candidate(int(ids[i]), int(hits[i]), starts[run], ends[run], shared[run],
+                             places[run]))  # fmt: skip
     return out
 
 
@@ -350,13 +362,10 @@ class _Suspect:
         return part, self.kgrams[first : max(first, last - self.k + 1)]
 
 
-def _window(suspect: _Suspect, candidate: Candidate, min_hits: int) -> tuple[Letters, np.ndarray]:
-    """The suspect's letters, and their k-grams, from WINDOW_SLACK_LETTERS before the
-    candidate's first hit to as many after its last; EXCERPT_SLACK_LETTERS for a candidate
-    with fewer than ``min_hits`` hits, which can only be reported as a short excerpt around
-    its hit."""
+def _window(suspect: _Suspect, candidate: Candidate, slack: int) -> tuple[Letters, np.ndarray]:
+    """The suspect's letters, and their k-grams, from ``slack`` letters before the
+    candidate's first hit to as many after its last."""
     offsets = suspect.letters.offsets
-    slack = WINDOW_SLACK_LETTERS if candidate.hits >= min_hits else EXCERPT_SLACK_LETTERS
     first = np.searchsorted(offsets, candidate.starts.min()) - slack
     last = np.searchsorted(offsets, candidate.ends.max()) + slack
     return suspect.part(int(first), int(last))
@@ -379,17 +388,80 @@ def _master_letters(
 ) -> tuple[Letters, KgramIndex]:
     """The master's letter stream and its sorted k-grams, from a per-process cache keyed by
     id and text hash (masters loaded without their hash are not cached)."""
-    key = (master["_id"], f"{master.get('sha256')}:{params.latin_mode}:{params.align_k}")
-    with _letters_lock:
-        found = _letters_cache.get(key) if master.get("sha256") else None
+    found = _kept_letters(master, params)
     if found is not None:
         return found
     letters = to_letters(master["text"], params.latin_mode)
     found = letters, KgramIndex.of(letters.letters, params.align_k)
     if master.get("sha256"):
         with _letters_lock:
-            _letters_cache.put(key, found)
+            _letters_cache.put(_letters_key(master, params), found)
     return found
+
+
+def _letters_of(master: dict[str, Any], params: FingerprintParams) -> Letters:
+    """The master's letter stream: as `_master_letters` keeps it, or made now (not kept:
+    a master hit only a few times is seldom met again)."""
+    found = _kept_letters(master, params)
+    return found[0] if found is not None else to_letters(master["text"], params.latin_mode)
+
+
+def _kept_letters(
+    master: dict[str, Any], params: FingerprintParams
+) -> tuple[Letters, KgramIndex] | None:
+    if not master.get("sha256"):
+        return None
+    with _letters_lock:
+        return _letters_cache.get(_letters_key(master, params))
+
+
+def _letters_key(master: dict[str, Any], params: FingerprintParams) -> tuple[int, str]:
+    return master["_id"], f"{master['sha256']}:{params.latin_mode}:{params.align_k}"
+
+
+def _part_at_places(
+    master: dict[str, Any],
+    candidate: Candidate,
+    suspect: _Suspect,
+    first: np.ndarray,
+    last: np.ndarray,
+    params: FingerprintParams,
+    min_kgrams: int,
+) -> tuple[Letters, KgramIndex, float] | None:
+    """The part of a master hit only a few times where its hits' places put the copy, with
+    its sorted k-grams and its share of the master's letters; None when no such part holds
+    ``min_kgrams`` of the text's k-grams within [first, last) (letters near the hits).
+
+    A place names PLACE_LETTERS letters in every cycle of PLACES places: each is widened by
+    the hits' extent in the text and FEW_HITS_SLACK_LETTERS on either side, overlapping
+    ranges merged; the part runs from the first range holding the k-grams to the last.
+    """
+    letters = _letters_of(master, params)
+    hits = np.searchsorted(suspect.letters.offsets, candidate.starts)
+    reach = int(hits.max() - hits.min()) + params.granule + FEW_HITS_SLACK_LETTERS
+    cycles = np.arange(0, len(letters), PLACES * PLACE_LETTERS)
+    places = (candidate.places.astype(np.int64) - 1) * PLACE_LETTERS
+    ranges: list[list[int]] = []
+    for start in np.unique(places[:, None] + cycles[None, :]).tolist():
+        low, high = max(0, start - reach), min(len(letters), start + PLACE_LETTERS + reach)
+        if low >= high:
+            continue
+        if ranges and low <= ranges[-1][1]:
+            ranges[-1][1] = high
+        else:
+            ranges.append([low, high])
+    near = kgrams_within(suspect.kgrams, first, last, params.align_k)
+    held = []
+    for low, high in ranges:
+        kgrams = KgramIndex.of(letters.letters[low:high], params.align_k)
+        if kgrams.count_present(near) >= min_kgrams:
+            held.append((low, high, kgrams))
+    if not held:
+        return None
+    low, high = held[0][0], held[-1][1]
+    part = Letters(letters.codes[low:high], letters.offsets[low:high])
+    kgrams = held[0][2] if len(held) == 1 else KgramIndex.of(part.letters, params.align_k)
+    return part, kgrams, len(part) / len(letters)
 
 
 def _match(
@@ -404,18 +476,33 @@ def _match(
 
     A master hit once can only be a short excerpt: it is aligned on the part of it around
     the hit's characters (found by a plain search) rather than whole, and not at all when
-    they are not in it verbatim.
+    they are not in it verbatim. A master hit only a few times is aligned on the part its
+    hits' places name (`_part_at_places`): most are long works sharing a phrase by chance.
     """
     chars = len(master["text"])
-    window, window_kgrams = _window(suspect, candidate, settings.min_hits)
     whole = candidate.hits >= settings.min_hits
+    few = whole and candidate.hits < settings.ordered_hits_below and bool(candidate.places.all())
+    if not whole:
+        slack = EXCERPT_SLACK_LETTERS
+    else:
+        slack = FEW_HITS_SLACK_LETTERS if few else WINDOW_SLACK_LETTERS
+    window, window_kgrams = _window(suspect, candidate, slack)
+    share = 1.0  # of the master's letters aligned
     if whole:
         offset, part = 0, master["text"]
-        letters, kgrams = _master_letters(master, ctx.params)
         first = np.searchsorted(suspect.letters.offsets, candidate.starts) - NEAR_HIT_LETTERS
         last = np.searchsorted(suspect.letters.offsets, candidate.ends) + NEAR_HIT_LETTERS
-        if kgrams.shared_within(suspect.kgrams, first, last) < settings.min_kgrams_near_hits:
-            return None
+        if few:
+            at_places = _part_at_places(master, candidate, suspect, first, last, ctx.params,
+                                        settings.min_kgrams_near_hits)  # fmt: skip
+            if at_places is None:
+                return None
+            letters, kgrams, share = at_places
+        else:
+            letters, kgrams = _master_letters(master, ctx.params)
+            near = kgrams.shared_within(suspect.kgrams, first, last)
+            if near < settings.min_kgrams_near_hits:
+                return None
     else:
         found = _around_hit(master["text"], text, candidate)
         if found is None:
@@ -434,13 +521,13 @@ def _match(
                                 master_end=span.master_end + offset)
                   for span in alignment.spans)  # fmt: skip
     copied = _copied_chars(spans)
-    master_coverage = alignment.master_coverage if whole else copied / max(chars, 1)
+    master_coverage = alignment.master_coverage * share if whole else copied / max(chars, 1)
     # Coverage of the whole suspect, not of the window.
     suspect_coverage = alignment.suspect_coverage * len(window) / len(suspect.letters)
     coverage = max(master_coverage, suspect_coverage)
     enough = whole and (
         alignment.exact_weight >= settings.min_matched_letters
-        or alignment.master_coverage >= settings.whole_master_coverage
+        or master_coverage >= settings.whole_master_coverage
     )
     if not (enough and coverage >= settings.min_coverage) and not any(
         _is_excerpt(part, text, span, longest, settings) and candidate.is_own(span)
