@@ -40,7 +40,6 @@ Redis Cluster.
 
 from __future__ import annotations
 
-import operator
 import re
 import sys
 import threading
@@ -493,54 +492,101 @@ _Version = tuple[bytes | None, int]
 
 
 class _KeptBlocks:
-    """Blocks a process read lately, by key (see `RedisIndex._kept_keys`: a shard's blocks
-    are named anew whenever its version changes), within ``max_bytes``, the oldest dropped
-    first. First in, first out: a page's lookup asks for hundreds of blocks, and moving
-    each to the end of an LRU cost more than the Redis reads it saved. Nothing kept is a
-    container the garbage collector tracks (a tuple a block made it collect every page
-    or so, in pauses of tens of milliseconds)."""
+    """Blocks a process read lately, by shard and block number, each kept with the version
+    of its shard it was read under (`RedisIndex._epochs`: a block kept under another is
+    not the block stored), within ``max_bytes``, the oldest dropped first. First in, first
+    out: a page's lookup asks for hundreds of blocks, and moving each to the end of an LRU
+    cost more than the Redis reads it saved. Found through a table of slots per shard
+    (numpy): in a dict of int keys each block cost a few cache misses, a tenth of a small
+    library's check. Nothing kept is a container the garbage collector tracks (a tuple a
+    block made it collect every page or so, in pauses of tens of milliseconds)."""
 
     def __init__(self, max_bytes: int) -> None:
         self._budget = max_bytes
-        self._blocks: dict[int, bytes] = {}
-        # The keys of _blocks as they were put, a batch at a time, oldest first, with their
-        # bytes: a large library drops hundreds of blocks a page, dropped a batch at once.
-        self._order: deque[tuple[list[int], int]] = deque()
-        self._size = 0
+        self.clear()
         self._lock = threading.Lock()  # the threads of a worker look up at once
 
     @property
     def budget(self) -> int:
         return self._budget
 
-    def get(self, keys: list[int]) -> list[bytes | None]:
-        with self._lock:
-            return list(map(self._blocks.get, keys))
-
     def clear(self) -> None:
-        with self._lock:
-            self._blocks.clear()
-            self._order.clear()
-            self._size = 0
+        # Slot 0 is no block: a table's empty cell, and the epoch no shard has.
+        self._slot_of = np.zeros((SHARDS, 0), dtype=np.int64)  # [shard, block] -> slot
+        self._blocks: list[bytes | None] = [None]  # by slot
+        self._epoch = np.full(1, -1, dtype=np.int64)  # by slot
+        self._where = np.zeros((1, 2), dtype=np.int64)  # by slot: shard, block
+        self._free: list[int] = []
+        # The slots put together, oldest first, with their bytes: a large library drops
+        # hundreds of blocks a page, dropped a batch at once.
+        self._order: deque[tuple[np.ndarray, int]] = deque()
+        self._size = 0
 
-    def put(self, keys: list[int], blocks: list[bytes]) -> None:
+    def get(
+        self, shards: np.ndarray, blocks: np.ndarray, epochs: np.ndarray
+    ) -> tuple[list[bytes | None], np.ndarray]:
+        """The kept blocks (None where none is) of these shards and numbers, read under
+        these versions of their shards, and which are kept."""
         with self._lock:
-            if not self._blocks.keys().isdisjoint(keys):  # another thread read some too
-                fresh = {key: block for key, block in zip(keys, blocks, strict=True)
-                         if key not in self._blocks}  # fmt: skip
-                keys, blocks = list(fresh), list(fresh.values())
-            self._blocks.update(zip(keys, blocks, strict=True))
-            size = sum(map(len, blocks)) + _KEPT_ENTRY_BYTES * len(keys)
-            self._order.append((keys, size))
+            slots = self._slots(shards, blocks, epochs)
+            return list(map(self._blocks.__getitem__, slots.tolist())), slots != 0
+
+    def put(
+        self, shards: np.ndarray, blocks: np.ndarray, epochs: np.ndarray, data: list[bytes]
+    ) -> None:
+        with self._lock:
+            fresh = self._slots(shards, blocks, epochs) == 0  # else another thread read it too
+            if not fresh.all():
+                shards, blocks, epochs = shards[fresh], blocks[fresh], epochs[fresh]
+                data = [block for block, new in zip(data, fresh.tolist(), strict=True) if new]
+            slots = self._new_slots(len(data))
+            if len(blocks) and blocks.max() >= self._slot_of.shape[1]:
+                wider = np.zeros((SHARDS, 2 * int(blocks.max()) + 1), dtype=np.int64)
+                wider[:, : self._slot_of.shape[1]] = self._slot_of
+                self._slot_of = wider
+            self._slot_of[shards, blocks] = slots
+            self._epoch[slots] = epochs
+            self._where[slots] = np.stack([shards, blocks], axis=1)
+            deque(map(self._blocks.__setitem__, slots.tolist(), data), maxlen=0)  # in C
+            size = sum(map(len, data)) + _KEPT_ENTRY_BYTES * len(data)
+            self._order.append((slots, size))
             self._size += size
             while self._size > self._budget and self._order:
-                dropped, size = self._order.popleft()
-                deque(map(self._blocks.pop, dropped), maxlen=0)  # in C, not a loop here
-                self._size -= size
+                self._drop(*self._order.popleft())
+
+    def _slots(self, shards: np.ndarray, blocks: np.ndarray, epochs: np.ndarray) -> np.ndarray:
+        inside = blocks < self._slot_of.shape[1]
+        slots = np.zeros(len(blocks), dtype=np.int64)
+        slots[inside] = self._slot_of[shards[inside], blocks[inside]]
+        slots[self._epoch[slots] != epochs] = 0
+        return slots
+
+    def _new_slots(self, count: int) -> np.ndarray:
+        reused = self._free[len(self._free) - min(count, len(self._free)) :]
+        del self._free[len(self._free) - len(reused) :]
+        first = len(self._blocks)
+        added = count - len(reused)
+        self._blocks += [None] * added
+        if len(self._blocks) > len(self._epoch):  # room for twice as many
+            size = 2 * len(self._blocks)
+            self._epoch = np.concatenate([self._epoch, np.full(size - len(self._epoch), -1)])
+            self._where = np.concatenate([self._where, np.zeros((size - len(self._where), 2),
+                                                                dtype=np.int64)])  # fmt: skip
+        return np.array(reused + list(range(first, first + added)), dtype=np.int64)
+
+    def _drop(self, slots: np.ndarray, size: int) -> None:
+        shards, blocks = self._where[slots].T
+        still = self._slot_of[shards, blocks] == slots  # else the block was kept anew
+        self._slot_of[shards[still], blocks[still]] = 0
+        self._epoch[slots] = -1
+        listed = slots.tolist()
+        deque(map(self._blocks.__setitem__, listed, repeat(None)), maxlen=0)
+        self._free += listed
+        self._size -= size
 
 
-# What an entry of _KeptBlocks costs besides its block: the int key, the bytes object's
-# header, the dict's slot, the order's.
+# What an entry of _KeptBlocks is counted besides its block: the bytes object's header,
+# its slot in the list, the tables and the order, and room for the tables' doubling.
 _KEPT_ENTRY_BYTES = 150
 # Blocks are kept while the budget holds at least 1 / this of the index (`_keeps_blocks`).
 _KEPT_SHARE_WORTH_IT = 2
@@ -829,16 +875,19 @@ class RedisIndex(InvertedIndex):
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
         kept_blocks = self._blocks_kept if self._keeps_blocks() else None
-        keys = self._kept_keys(shards, blocks) if kept_blocks is not None else []
-        kept = kept_blocks.get(keys) if kept_blocks is not None else [None] * len(blocks)
-        missing = map(operator.is_, kept, repeat(None))
-        asked = np.flatnonzero(np.fromiter(missing, dtype=bool, count=len(kept)))
+        epochs = np.array(self._epochs, dtype=np.int64)[shards]
+        numbers = blocks.astype(np.int64)
+        if kept_blocks is not None:
+            kept, found = kept_blocks.get(shards, numbers, epochs)
+        else:
+            kept, found = [None] * len(blocks), np.zeros(len(blocks), dtype=bool)
+        asked = np.flatnonzero(~found)
         # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
         cut = np.searchsorted(asked, bounds)
         replies = self._block_reads(read, cut, self._block_names(shards[asked], blocks[asked]))
         out: list[bytes] = kept  # type: ignore[assignment]  # every None replaced below
         stale: list[int] = []
-        keep_keys: list[int] = []
+        keep_at: list[int] = []
         keep_blocks: list[bytes] = []
         for n in read:
             got: list[bytes | None] = []
@@ -864,10 +913,10 @@ class RedisIndex(InvertedIndex):
             for i, block in zip(positions, got, strict=True):
                 out[i] = block
             if version == known and kept_blocks is not None:  # no write since these reads
-                keep_keys += [keys[i] for i in positions]
+                keep_at += positions
                 keep_blocks += got
-        if keep_keys and kept_blocks is not None:
-            kept_blocks.put(keep_keys, keep_blocks)
+        if keep_at and kept_blocks is not None:
+            kept_blocks.put(shards[keep_at], numbers[keep_at], epochs[keep_at], keep_blocks)
         return out, stale
 
     def _block_reads(self, read: list[int], cut: np.ndarray, names: np.ndarray) -> Iterator:
@@ -926,15 +975,6 @@ class RedisIndex(InvertedIndex):
             return True
         self._blocks_kept.clear()
         return False
-
-    def _kept_keys(self, shards: np.ndarray, blocks: np.ndarray) -> list[int]:
-        """Names of blocks in the kept blocks: how many versions of the block's shard this
-        process has seen, the block's number, then its shard in the low bits (a dict places
-        an int key by its low bits: the same block numbers of other shards must not meet in
-        one place)."""
-        epochs = np.array(self._epochs, dtype=np.int64)[shards]
-        numbers = blocks.astype(np.int64) << SHARD_BITS
-        return ((epochs << (32 + SHARD_BITS)) | numbers | shards).tolist()
 
     def _records_with_keys(
         self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
