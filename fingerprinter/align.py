@@ -58,11 +58,24 @@ def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
         return np.empty(0, dtype=np.uint64)
     # Short k-grams fit in 32 bits, where numpy's arithmetic is ~4× faster.
     dtype = np.uint32 if ALPHABET_SIZE**k < 2**32 else np.uint64
-    codes = letters[:n].astype(dtype)
-    for i in range(1, k):
-        codes *= dtype(ALPHABET_SIZE)
-        codes += letters[i : i + n]
-    return codes.astype(np.uint64, copy=False)
+    # Codes of `size`-grams doubled in length, and joined into those of k-grams by the
+    # binary digits of k: 3 passes over the text for k = 8, not 7.
+    codes, width = None, 0  # codes of width-grams, once any
+    part, size = letters.astype(dtype), 1
+    while True:
+        if k & 1:
+            if codes is None:
+                codes, width = part, size
+            else:
+                count = len(letters) - width - size + 1
+                codes = codes[:count] * dtype(ALPHABET_SIZE**size) + part[width : width + count]
+                width += size
+        k >>= 1
+        if not k:
+            return codes[:n].astype(np.uint64, copy=False)
+        count = len(letters) - 2 * size + 1
+        part = part[:count] * dtype(ALPHABET_SIZE**size) + part[size : size + count]
+        size *= 2
 
 
 @dataclass(frozen=True)

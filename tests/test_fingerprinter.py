@@ -402,6 +402,19 @@ def test_kgrams_of_the_seed_example():
     assert decoded == [*seed.split(), "dorun", "orunr", "runru", "unrun"]
 
 
+@pytest.mark.parametrize("k", range(1, 14))
+def test_every_kgram_code_is_its_letters_as_a_base_26_number(k):
+    # Codes are built by doubling k-gram lengths (1, 2, 4, 8 letters) and joining them by
+    # k's binary digits: every k up to the exact limit, at every position.
+    letters = to_letters("\n".join(ZH[:3])).letters[:300]
+    expected = [
+        sum(int(letter) * 26 ** (k - 1 - j) for j, letter in enumerate(letters[i : i + k]))
+        for i in range(len(letters) - k + 1)
+    ]
+    assert kgram_codes(letters, k).tolist() == expected
+    assert kgram_codes(letters[: k - 1], k).tolist() == []
+
+
 @pytest.mark.parametrize("k", [5, 8, 13])
 def test_sorted_kgrams_keep_every_position_in_text_order_among_equals(k):
     # k = 13 does not fit a position beside the code in 64 bits: the other way is taken.
