@@ -503,14 +503,18 @@ class _KeptBlocks:
 
     def __init__(self, max_bytes: int) -> None:
         self._budget = max_bytes
-        self.clear()
         self._lock = threading.Lock()  # the threads of a worker look up at once
+        self._empty()
 
     @property
     def budget(self) -> int:
         return self._budget
 
     def clear(self) -> None:
+        with self._lock:
+            self._empty()
+
+    def _empty(self) -> None:
         # Slot 0 is no block: a table's empty cell, and the epoch no shard has.
         self._slot_of = np.zeros((SHARDS, 0), dtype=np.int64)  # [shard, block] -> slot
         self._blocks: list[bytes | None] = [None]  # by slot
