@@ -68,14 +68,20 @@ def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
                 codes, width = part, size
             else:
                 count = len(letters) - width - size + 1
-                codes = codes[:count] * dtype(ALPHABET_SIZE**size) + part[width : width + count]
+                codes = codes[:count] * _power(size, dtype) + part[width : width + count]
                 width += size
         k >>= 1
         if not k:
             return codes[:n].astype(np.uint64, copy=False)
         count = len(letters) - 2 * size + 1
-        part = part[:count] * dtype(ALPHABET_SIZE**size) + part[size : size + count]
+        part = part[:count] * _power(size, dtype) + part[size : size + count]
         size *= 2
+
+
+def _power(exponent: int, dtype: type) -> np.integer:
+    """ALPHABET_SIZE ** exponent in ``dtype``, modulo 2**64 as numpy's arithmetic wraps
+    (k-grams longer than 13 letters: codes modulo 2**64, as ever)."""
+    return dtype(pow(ALPHABET_SIZE, exponent, 1 << 64))
 
 
 @dataclass(frozen=True)
