@@ -497,9 +497,10 @@ class _KeptBlocks:
     not the block stored), within ``max_bytes``, the oldest dropped first. First in, first
     out: a page's lookup asks for hundreds of blocks, and moving each to the end of an LRU
     cost more than the Redis reads it saved. Found through a table of slots per shard
-    (numpy): in a dict of int keys each block cost a few cache misses, a tenth of a small
-    library's check. Nothing kept is a container the garbage collector tracks (a tuple a
-    block made it collect every page or so, in pauses of tens of milliseconds)."""
+    (numpy): in a dict of int keys each block cost a few cache misses, the largest item of
+    a small library's check profile. Nothing kept is a container the garbage collector
+    tracks (a tuple a block made it collect every page or so, in pauses of tens of
+    milliseconds)."""
 
     def __init__(self, max_bytes: int) -> None:
         self._budget = max_bytes
