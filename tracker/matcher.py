@@ -437,19 +437,19 @@ def _part_at_places(
     ranges merged; the part runs from the first range holding the k-grams to the last.
     """
     letters = _letters_of(master, params)
-    hits = np.searchsorted(suspect.letters.offsets, candidate.starts)
+    hits = first + NEAR_HIT_LETTERS  # the hits' first letters in the text
     reach = int(hits.max() - hits.min()) + params.granule + FEW_HITS_SLACK_LETTERS
     cycles = np.arange(0, len(letters), PLACES * PLACE_LETTERS)
-    places = (candidate.places.astype(np.int64) - 1) * PLACE_LETTERS
-    ranges: list[list[int]] = []
-    for start in np.unique(places[:, None] + cycles[None, :]).tolist():
-        low, high = max(0, start - reach), min(len(letters), start + PLACE_LETTERS + reach)
-        if low >= high:
-            continue
-        if ranges and low <= ranges[-1][1]:
-            ranges[-1][1] = high
-        else:
-            ranges.append([low, high])
+    starts = np.unique((candidate.places.astype(np.int64)[:, None] - 1) * PLACE_LETTERS + cycles)
+    starts = starts[starts < len(letters)]
+    if not len(starts):  # places of another text than this one
+        return None
+    # Ranges of one width around sorted starts: merged where one reaches the next.
+    lows = np.maximum(starts - reach, 0)
+    highs = np.minimum(starts + PLACE_LETTERS + reach, len(letters))
+    apart = np.flatnonzero(lows[1:] > highs[:-1])
+    firsts, lasts = np.r_[0, apart + 1], np.r_[apart, len(starts) - 1]
+    ranges = zip(lows[firsts].tolist(), highs[lasts].tolist(), strict=True)
     near = kgrams_within(suspect.kgrams, first, last, params.align_k)
     held = []
     for low, high in ranges:
