@@ -1086,7 +1086,7 @@ class RedisIndex(InvertedIndex):
         """Script calls (see _LUA_ADD and _LUA_APPEND) for mixed fingerprints x and their
         tags, and the shard of each call. A posting record is the block index, the key and
         the tag (master id, place), sorted by block, key and tag; a fresh posting the key
-        and the tag, with the run length of each block after the records."""
+        and the tag, grouped by block, with the run length of each block after the records."""
         if len(x) <= _ROUTED_AT_ONCE:
             return self._routed_calls(x, tag, extra, fresh)
         # A shard at a time: routing takes a few dozen bytes of arrays per record, and a
@@ -1103,7 +1103,12 @@ class RedisIndex(InvertedIndex):
         self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool
     ) -> tuple[list[list], list[int]]:
         shard, block, keys = self._route(x)
-        order = np.lexsort((tag, keys, block, shard))
+        if fresh:
+            # A block's records are a set: new ones need grouping by block, not ordering
+            # (one sort of a number instead of four; a batch's routing ~4x faster).
+            order = np.argsort((shard.astype(np.uint64) << np.uint64(32)) | block)
+        else:  # a repeated posting is adjacent in its block's records (_LUA_ADD)
+            order = np.lexsort((tag, keys, block, shard))
         shard, block = shard[order], block[order]
         new = np.ones(len(order), dtype=bool)
         new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
