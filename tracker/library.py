@@ -457,12 +457,16 @@ def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:
 
 
 def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
-    """Masters named by external id, integer id, or work id (all chapters of a work)."""
-    query: list[dict[str, Any]] = [{"external_id": key}, {"work_id": key}]
+    """Masters named by external id, integer id, or work id (all chapters of a work), in
+    id order."""
+    queries: list[dict[str, Any]] = [{"external_id": key}, {"work_id": key}]
     # ASCII digits only ("²".isdigit() is true), and no more than an id can be.
     if key.isascii() and key.isdigit() and int(key) <= MAX_MASTER_ID:
-        query.append({"_id": int(key)})
-    return list(ctx.db.masters.find({"$or": query}))
+        queries.append({"_id": int(key)})
+    # One query per field, each found by its index: the embedded MongoDB answers an $or of
+    # them by reading the whole library (5.8 s at 100,000 works, against milliseconds).
+    found = {m["_id"]: m for query in queries for m in ctx.db.masters.find(query)}
+    return [found[i] for i in sorted(found)]
 
 
 def remove_master(ctx: Context, master: dict[str, Any]) -> None:
