@@ -39,6 +39,7 @@ from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
 from tracker.findings import domain_report, set_status, work_report
 from tracker.library import Work, add_work, add_works
+from tracker.library_edits import delete_work
 from tracker.pages import PageInput
 
 
@@ -464,6 +465,26 @@ def test_works_upload_list_and_detail(ctx, web, seeded):
     assert "up-1" in web.get("/works?q=up-").text
     detail = web.get(f"/works/{seeded.masters[0]}").text
     assert "www.pirate-news.example" in detail
+
+
+def test_works_list_pages_the_library_newest_first(ctx, web, seeded):
+    login(web, "rui")
+    added = add_works(ctx, [Work(text=f"{ZH[i % len(ZH)]}第{i}篇", external_id=f"bulk-{i}",
+                                 title=f"bulk {i}") for i in range(60)])  # fmt: skip
+    ids = [results[0].master_id for results in added]
+    delete_work(ctx, ids[30], "test")
+    newest_first = sorted({*seeded.masters, *ids} - {ids[30]}, reverse=True)
+
+    def listed(page: int) -> list[int]:
+        text = web.get(f"/works?page={page}").text
+        return [int(i) for i in re.findall(r'href="/works/(\d+)"', text)]
+
+    assert max(ids) <= 100  # two pages of 50 numbers
+    assert listed(1) + listed(2) == newest_first
+    assert len(listed(1)) == 50 - 1  # the removed work leaves its page shorter
+    last = web.get("/works?page=999").text  # past the last page: the last
+    assert "Page 2 of 2" in last and f'href="/works/{min(seeded.masters)}"' in last
+    assert f">{len(newest_first)}<" in web.get("/works").text  # the library's size, now
 
 
 def test_works_are_edited_and_deleted_with_their_findings_fate_stated(ctx, web, seeded):

@@ -92,6 +92,11 @@ def _rebuild_index(
         )
 
 
+def last_id(db: Database, name: str) -> int:
+    """The last integer `next_id` gave of a named sequence (0 before the first)."""
+    return int((db.counters.find_one({"_id": name}) or {}).get("seq", 0))
+
+
 def next_id(db: Database, name: str, count: int = 1) -> int:
     """The next integer of a named sequence (1, 2, …), atomic across processes; with
     count, the first of that many consecutive integers reserved at once."""

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi import Path as PathParam
@@ -18,7 +18,16 @@ from starlette.concurrency import run_in_threadpool
 
 from tracker.context import Context
 from tracker.index import MAX_MASTER_ID
-from tracker.library import ARCHIVE, CHAPTER_CHARS, MAX_MASTER_CHARS, AddResult, Work, add_work
+from tracker.library import (
+    ARCHIVE,
+    CHAPTER_CHARS,
+    MAX_MASTER_CHARS,
+    AddResult,
+    Work,
+    add_work,
+    library_page,
+    library_size,
+)
 from tracker.library_edits import EditResult, delete_work, edit_work, findings_fate
 from tracker.loaders import (
     HTML_SUFFIXES,
@@ -113,18 +122,21 @@ def works_list(
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
 ) -> HTMLResponse:
     ctx = app_context(request)
-    query: dict[str, Any] = {}
     if q.strip():
         pattern = {"$regex": re.escape(q.strip()), "$options": "i"}
         query = {"$or": [{"external_id": pattern}, {"title": pattern}, {"author": pattern}]}
-    total = ctx.db.masters.count_documents(query)
-    page = min(page, max(1, -(-total // PER_PAGE)))  # past the last page: the last
-    masters = list(
-        ctx.db.masters.find(query, {"text": 0})
-        .sort("_id", -1)
-        .skip((page - 1) * PER_PAGE)
-        .limit(PER_PAGE)
-    )
+        # One pass over the library for the matches' ids (the embedded MongoDB reads every
+        # work for a count, and again for a sorted page), then the page's works by id.
+        ids = sorted((m["_id"] for m in ctx.db.masters.find(query, {"_id": 1})), reverse=True)
+        total = len(ids)
+        pages = max(1, -(-total // PER_PAGE))
+        page = min(page, pages)  # past the last page: the last
+        shown = ids[(page - 1) * PER_PAGE : page * PER_PAGE]
+        found = {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": shown}}, {"text": 0})}
+        masters = [found[i] for i in shown if i in found]
+    else:
+        total = library_size(ctx, fresh=True)
+        masters, page, pages = library_page(ctx, page, PER_PAGE)
     counts = {
         row["_id"]: row
         for row in ctx.db.findings.aggregate(
@@ -147,7 +159,7 @@ def works_list(
         counts=counts,
         q=q,
         page=page,
-        pages=max(1, -(-total // PER_PAGE)),
+        pages=pages,
         total=total,
     )
 
