@@ -69,6 +69,21 @@ def test_removing_a_work_removes_its_postings(ctx):
     assert delete_works(ctx, "drop", "rui") == []
 
 
+def test_works_are_taken_in_turn_round_the_library_each_once(ctx):
+    ids = [add_work(ctx, Work(text=t, external_id=f"n{i}"))[0].master_id
+           for i, t in enumerate(ZH[:30])]  # fmt: skip
+    delete_works(ctx, "n12", "rui")
+    kept = [i for i in ids if i != ids[12]]
+
+    def taken(after: int, count: int) -> list[int]:
+        return [m["_id"] for m in library.masters_after(ctx, after, count, {"_id": 1})]
+
+    assert taken(ids[10], 3) == [ids[11], ids[13], ids[14]]  # a removed work is skipped
+    assert taken(ids[27], 5) == [ids[28], ids[29], ids[0], ids[1], ids[2]]  # round to the start
+    assert taken(ids[20], 100) == kept[20:] + kept[:20]  # the whole library, each once
+    assert taken(0, 40) == kept
+
+
 def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, monkeypatch):
     """The matcher's threshold scales with the library's size: one process counts it and
     the others read the count from Redis (the embedded MongoDB counts by reading the whole

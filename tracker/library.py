@@ -512,6 +512,27 @@ def library_page(ctx: Context, page: int, per_page: int) -> LibraryPage:
     return LibraryPage([found[i] for i in ids if i in found], page, pages)
 
 
+def masters_after(
+    ctx: Context, after: int, count: int, fields: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The first ``count`` masters (``fields`` of them) whose ids follow ``after``, round
+    the library: past the last id, from the first again, each master at most once.
+
+    Found by ids, a window at a time (most ids are works: few windows): the embedded
+    MongoDB reads the whole library for a sorted range of ids (14 s at 100,000 works)."""
+    last = last_id(ctx.db, "masters")
+    found: list[dict[str, Any]] = []
+    start, window, left = after + 1, max(count, 16), last
+    while len(found) < count and left > 0:
+        if start > last:
+            start = 1
+        ids = range(start, min(last + 1, start + min(window, left)))
+        docs = {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": list(ids)}}, fields)}
+        found += [docs[i] for i in ids if i in docs]
+        start, window, left = ids.stop, window * 2, left - len(ids)
+    return found[:count]
+
+
 def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:
     """Every master without its text, in id order."""
     yield from ctx.db.masters.find({}, {"text": 0}).sort("_id", 1)

@@ -25,6 +25,7 @@ from pymongo.errors import DuplicateKeyError
 from ..campaigns.store import list_campaigns
 from ..context import Context
 from ..findings.licensing import licensed_domain_of
+from ..library import masters_after
 from ..times import now
 from .providers import SearchError, SearchProvider, SearchResult
 from .sentences import distinctive_sentences
@@ -134,13 +135,7 @@ def _next_works(ctx: Context, campaign: str, sample: int) -> list[dict[str, Any]
     """The ``sample`` masters after the campaign's cursor, round the library; the cursor
     moves past them."""
     cursor = ctx.db[CURSORS].find_one({"_id": campaign}) or {}
-    after = cursor.get("after", -1)
-    fields = {"text": 1}
-    works = list(ctx.db.masters.find({"_id": {"$gt": after}}, fields).sort("_id", 1).limit(sample))
-    if len(works) < sample:  # round to the start
-        seen = [w["_id"] for w in works]
-        more = ctx.db.masters.find({"_id": {"$nin": seen}}, fields).sort("_id", 1)
-        works += list(more.limit(sample - len(works)))
+    works = masters_after(ctx, cursor.get("after", 0), sample, {"text": 1})
     if works:
         ctx.db[CURSORS].update_one(
             {"_id": campaign}, {"$set": {"after": works[-1]["_id"]}}, upsert=True
