@@ -40,12 +40,13 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
 
 import redis
 
+from benchmarks import library_reads
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
 from testbed.distractors import distractors
@@ -90,6 +91,8 @@ class Side:
     hard_fp: float
     # Seconds the ingest's append-only-file rewrite ran on after the command (copytrack).
     rewrite_after_ingest: float = 0.0
+    # Reads of the library reviewers and operators wait on (copytrack): library_reads.
+    reads: list[tuple[str, float, float]] = field(default_factory=list)
 
     def p(self, q: float) -> float:
         ordered = sorted(self.latencies_ms) or [0.0]
@@ -186,6 +189,7 @@ def run_copytrack(
             started = time.perf_counter()
             match_text(ctx, suspects[i].text)
             latencies.append(1000 * (time.perf_counter() - started))
+        reads = library_reads.measure(ctx)
         stats = ctx.index.stats()
         used = ctx.redis.info("memory")["used_memory"]
         db = ctx.db.command("dbStats")
@@ -206,6 +210,7 @@ def run_copytrack(
         overall,
         hard_fp,
         settled,
+        reads,
     )
 
 
@@ -292,6 +297,10 @@ def report(size: int, real: int, chars: int, ours: Side, peer: Side | None, n_su
     lines.append(text("hard-negative FP rate", lambda side: f"{side.hard_fp:.4f}"))
     if peer is None:
         lines += ["", f"The peer did not run: {PEER_SKIPPED}."]
+    if ours.reads:
+        lines += ["", "Reads reviewers and operators wait on (`benchmarks/library_reads.py`), "
+                  "against the plain query on the same servers:", "",
+                  library_reads.table(ours.reads).rstrip("\n")]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
