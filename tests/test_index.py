@@ -203,7 +203,8 @@ def test_a_posting_keeps_its_place_in_the_work(
 ) -> None:
     """Each posting gives back the place it was added with (0 when none was given), through
     block splits and fresh adds; adding a fingerprint again keeps the first place and adds
-    nothing; removing needs no place; a place out of range is refused, naming the range."""
+    nothing, as does giving it twice in one add; removing needs no place; a place out of
+    range is refused, naming the range."""
     index: InvertedIndex = (
         MemoryIndex(54)
         if backend == "memory"
@@ -224,6 +225,12 @@ def test_a_posting_keeps_its_place_in_the_work(
     with pytest.raises(ValueError, match=f"within 0..{PLACES}"):
         index.add(4, values[:2], [1, PLACES + 1])
     assert places_of(np.array([0, 31, 32, 32 * PLACES])).tolist() == [1, 1, 2, 1]
+    # Given twice in one add (out of order, as a caller may): one posting, the first place.
+    twice = [values[5], values[4], values[5]]
+    assert index.add_many([(5, twice, [7, 8, 9]), (6, values[4:6], [3, 4])], fresh=True) == 4
+    found = index.postings(values[4:6])
+    pairs = sorted(zip(found.master.tolist(), found.place.tolist(), strict=True))
+    assert pairs == [(5, 7), (5, 8), (6, 3), (6, 4)]
 
 
 def test_a_first_add_touching_a_few_shards_then_more(redis_client: redis.Redis) -> None:

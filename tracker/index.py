@@ -483,6 +483,12 @@ def _as_ints(fingerprints: Iterable[int]) -> list[int]:
     return out
 
 
+def _as_uint64(fingerprints: Iterable[int]) -> np.ndarray:
+    if isinstance(fingerprints, np.ndarray) and fingerprints.dtype == np.uint64:
+        return fingerprints
+    return np.array(_as_ints(fingerprints), dtype=np.uint64)
+
+
 def _distinct(fingerprints: Iterable[int]) -> list[int]:
     """Distinct fingerprints in first-seen order."""
     return list(dict.fromkeys(_as_ints(fingerprints)))
@@ -1145,14 +1151,28 @@ class RedisIndex(InvertedIndex):
         """The postings of masters: mixed fingerprints, and their tags, the master id above
         the place (the last 5 bytes of a record, as one number); a fingerprint given twice
         keeps its first place."""
-        tags, values = [np.empty(0, dtype=np.uint64)], [np.empty(0, dtype=np.uint64)]
+        given, tags = [np.empty(0, dtype=np.uint64)], [np.empty(0, dtype=np.uint64)]
         for master_id, fingerprints, *places in masters:
-            mixed = self._mixed(fingerprints)
-            distinct, first = np.unique(mixed, return_index=True)
-            placed = _places(places[0] if places else None, len(mixed)).astype(np.uint64)
-            tags.append((np.uint64(_check_master(master_id)) << np.uint64(8)) | placed[first])
-            values.append(distinct)
-        return np.concatenate(values), np.concatenate(tags)
+            values = _as_uint64(fingerprints)
+            placed = _places(places[0] if places else None, len(values)).astype(np.uint64)
+            tags.append((np.uint64(_check_master(master_id)) << np.uint64(8)) | placed)
+            given.append(values)
+        values, tag = np.concatenate(given), np.concatenate(tags)
+        # Mixed all at once (a batch's works each apart took a tenth of an ingest's routing).
+        mixed = self._mixed(values)
+        counts = np.array([len(v) for v in given[1:]], dtype=np.int64)
+        starts = np.cumsum(counts) - counts
+        plain = values & self._mask
+        rising = plain[1:] > plain[:-1]
+        rising[starts[starts > 0] - 1] = True  # a master's first follows none of its own
+        if rising.all():  # each master's in ascending order (`MasterFingerprints`): distinct
+            return mixed, tag
+        keep = [np.empty(0, dtype=np.int64)]
+        for start, stop in zip(starts, starts + counts, strict=True):
+            _, first = np.unique(mixed[start:stop], return_index=True)
+            keep.append(first + start)
+        kept = np.concatenate(keep)
+        return mixed[kept], tag[kept]
 
     def _state(self, shard: int) -> tuple[int, int]:
         """(level, split) of a shard as last read; all shards are read when one was never
@@ -1252,10 +1272,7 @@ class RedisIndex(InvertedIndex):
         """The fingerprints through the mixer: two rounds of multiply-by-odd-constant and
         xor-shift, both bijections of fingerprint_bits-bit integers, so every bit of the
         shard and block numbers depends on every input bit."""
-        if isinstance(fingerprints, np.ndarray) and fingerprints.dtype == np.uint64:
-            x = fingerprints.copy()
-        else:
-            x = np.array(_as_ints(fingerprints), dtype=np.uint64)
+        x = _as_uint64(fingerprints).copy()
         width = self.fingerprint_bits + self.check_bits
         if width < 64 and (x >> np.uint64(width)).any():
             raise _width_error(self.fingerprint_bits, self.check_bits)
