@@ -15,11 +15,12 @@ from tests.processes import wait_until, worker_process
 from tracker import tasks
 from tracker.celery_app import QUEUES, app, configure
 from tracker.context import Context
-from tracker.health import health, server_health
+from tracker.health import LAST_SCAN_WINDOWS, health, server_health
 from tracker.index import MemoryIndex
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, store_page
 from tracker.servers import Endpoints
+from tracker.times import iso
 
 
 def test_health_follows_a_scan_from_the_queue_to_a_worker(ctx: Context, tmp_path: Path) -> None:
@@ -128,3 +129,17 @@ def test_an_index_of_another_layout_is_a_problem_naming_the_reindex(ctx: Context
     assert report["ok"] is False and report["index"]["ok"] is False
     [problem] = [p for p in report["problems"] if p.startswith("index:")]
     assert "ix4:an older release's" in problem and "run `copytrack reindex`" in problem
+
+
+def test_the_last_scan_is_the_latest_of_any_age(ctx: Context) -> None:
+    """Looked for in windows back from now (`LAST_SCAN_WINDOWS`): the latest scan, a
+    minute, days or years old, never an older one nor an unscanned page's time."""
+    now = datetime.now(UTC)
+    ages = [timedelta(days=900), timedelta(days=3), timedelta(minutes=1)]
+    for n, age in enumerate(ages):
+        ctx.db.pages.insert_one({"url": f"http://pirate.example/{n}", "scanned_at": now - age})
+        later = {"url": "http://pirate.example/due", "fetched_at": now, "scan_due": True}
+        ctx.db.pages.update_one({"url": later["url"]}, {"$set": later}, upsert=True)
+        report = health(ctx, timeout=1.0)
+        assert report["last_scan_at"] == iso(now - age), age
+    assert LAST_SCAN_WINDOWS[-1] > timedelta(days=365 * 30)
