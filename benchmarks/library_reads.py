@@ -39,7 +39,7 @@ def _reads(ctx: Context) -> list[tuple[str, Callable[[], Any], Callable[[], Any]
         return masters.count_documents({"state": {"$ne": "indexed"}, "updated_at": {"$lt": stuck}})
 
     def works_page() -> Any:
-        return library_size(ctx, fresh=True), library_page(ctx, 2, PER_PAGE)
+        return library_page(ctx, 2, PER_PAGE)
 
     def plain_works_page() -> Any:
         newest = masters.find({}, {"text": 0}).sort("_id", -1)

@@ -26,7 +26,6 @@ from tracker.library import (
     Work,
     add_work,
     library_page,
-    library_size,
 )
 from tracker.library_edits import EditResult, delete_work, edit_work, findings_fate
 from tracker.loaders import (
@@ -122,21 +121,7 @@ def works_list(
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
 ) -> HTMLResponse:
     ctx = app_context(request)
-    if q.strip():
-        pattern = {"$regex": re.escape(q.strip()), "$options": "i"}
-        query = {"$or": [{"external_id": pattern}, {"title": pattern}, {"author": pattern}]}
-        # One pass over the library for the matches' ids (the embedded MongoDB reads every
-        # work for a count, and again for a sorted page), then the page's works by id.
-        ids = sorted((m["_id"] for m in ctx.db.masters.find(query, {"_id": 1})), reverse=True)
-        total = len(ids)
-        pages = max(1, -(-total // PER_PAGE))
-        page = min(page, pages)  # past the last page: the last
-        shown = ids[(page - 1) * PER_PAGE : page * PER_PAGE]
-        found = {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": shown}}, {"text": 0})}
-        masters = [found[i] for i in shown if i in found]
-    else:
-        total = library_size(ctx, fresh=True)
-        masters, page, pages = library_page(ctx, page, PER_PAGE)
+    masters, page, pages, total = library_page(ctx, page, PER_PAGE, q.strip())
     counts = {
         row["_id"]: row
         for row in ctx.db.findings.aggregate(
