@@ -30,6 +30,7 @@ from .celery_app import QUEUES, sender_app
 from .context import Context
 from .generation import inspect as inspect_index
 from .index import IndexVersionMismatch
+from .library import INDEXING
 from .pages import count_overdue_scans
 from .times import iso
 
@@ -127,12 +128,12 @@ def index_health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, An
             # (An empty index takes them, as it does from any command.)
             ctx.index.ensure_version(ctx.params.version)
             state = inspect_index(ctx)
-            # Equality on the one state a work is left in midway (tracker.library), which
-            # the state index finds; "not indexed" read the whole library in the embedded
-            # MongoDB (9.4 s at 100,000 works: past the timeout, a false alarm).
+            # Equality on the one state a work is left in midway, which the state index
+            # finds; "not indexed" read the whole library in the embedded MongoDB (9.4 s
+            # at 100,000 works: past the timeout, a false alarm).
             unindexed = ctx.db.masters.count_documents(
                 {
-                    "state": "indexing",
+                    "state": INDEXING,
                     "updated_at": {"$lt": datetime.now(UTC) - timedelta(minutes=STUCK_MINUTES)},
                 }
             )

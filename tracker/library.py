@@ -29,6 +29,10 @@ from .master_cache import note_library_edit
 from .store import last_id, next_id, update_found
 from .times import now
 
+#: The state of a work whose update is under way, or died midway (adding it again finishes
+#: it); every other work is "indexed".
+INDEXING = "indexing"
+
 #: Where a deleted work's document is kept for the findings it leaves (tracker.library_edits).
 ARCHIVE = "deleted_masters"
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
@@ -379,11 +383,11 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
     old = update_found(
         ctx.db.masters,
         {"_id": master_id},
-        {"$set": {"state": "indexing", "updated_at": now()}},
+        {"$set": {"state": INDEXING, "updated_at": now()}},
         {"text": 1, "state": 1},
     )
     values = fingerprint_values(ctx, old["text"])
-    if old.get("state") != "indexing":  # else an interrupted update discounted them already
+    if old.get("state") != INDEXING:  # else an interrupted update discounted them already
         postings_removing(ctx, len(values))
     ctx.index.remove(master_id, values.values)
     try:
