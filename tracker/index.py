@@ -1151,16 +1151,18 @@ class RedisIndex(InvertedIndex):
         """The postings of masters: mixed fingerprints, and their tags, the master id above
         the place (the last 5 bytes of a record, as one number); a fingerprint given twice
         keeps its first place."""
-        given, tags = [np.empty(0, dtype=np.uint64)], [np.empty(0, dtype=np.uint64)]
+        given: list[np.ndarray] = []
+        tags: list[np.ndarray] = []
         for master_id, fingerprints, *places in masters:
             values = _as_uint64(fingerprints)
             placed = _places(places[0] if places else None, len(values)).astype(np.uint64)
             tags.append((np.uint64(_check_master(master_id)) << np.uint64(8)) | placed)
             given.append(values)
-        values, tag = np.concatenate(given), np.concatenate(tags)
+        none = np.empty(0, dtype=np.uint64)
+        values, tag = np.concatenate([none, *given]), np.concatenate([none, *tags])
         # Mixed all at once (a batch's works each apart took a tenth of an ingest's routing).
         mixed = self._mixed(values)
-        counts = np.array([len(v) for v in given[1:]], dtype=np.int64)
+        counts = np.array([len(v) for v in given], dtype=np.int64)
         starts = np.cumsum(counts) - counts
         plain = values & self._mask
         rising = plain[1:] > plain[:-1]

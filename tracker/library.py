@@ -527,8 +527,16 @@ def library_page(ctx: Context, page: int, per_page: int, search: str = "") -> Li
         page = min(page, pages)
         high = last - (page - 1) * per_page
         ids = range(high, max(0, high - per_page), -1)
-    found = {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": list(ids)}}, {"text": 0})}
-    return LibraryPage([found[i] for i in ids if i in found], page, pages, total)
+    return LibraryPage(_masters_by_ids(ctx, ids, {"text": 0}), page, pages, total)
+
+
+def _masters_by_ids(
+    ctx: Context, ids: Sequence[int], fields: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The masters of ``ids`` that exist (``fields`` of them), in the order of ``ids``:
+    found by id, which the embedded MongoDB answers at once."""
+    found = {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": list(ids)}}, fields)}
+    return [found[i] for i in ids if i in found]
 
 
 def masters_after(
@@ -546,8 +554,7 @@ def masters_after(
         if start > last:
             start = 1
         ids = range(start, min(last + 1, start + min(window, left)))
-        docs = {m["_id"]: m for m in ctx.db.masters.find({"_id": {"$in": list(ids)}}, fields)}
-        found += [docs[i] for i in ids if i in docs]
+        found += _masters_by_ids(ctx, ids, fields)
         start, window, left = ids.stop, window * 2, left - len(ids)
     return found[:count]
 
@@ -586,11 +593,21 @@ def _shared_library_size(ctx: Context) -> int:
             ctx.keys.library_counting, 1, nx=True, ex=int(LIBRARY_COUNTING_SECONDS)
         )
         if counting or time.monotonic() > waited_until:  # else counting elsewhere
-            count = ctx.db.masters.estimated_document_count()
-            ctx.redis.set(ctx.keys.library_size, count, ex=int(LIBRARY_COUNT_SECONDS))
-            ctx.redis.delete(ctx.keys.library_counting)
+            # Read again: the one counting before may have shared its count and let go
+            # between this process's read and its taking over.
+            shared = ctx.redis.get(ctx.keys.library_size)
+            count = int(shared) if shared is not None else _count_masters(ctx)
+            if counting:
+                ctx.redis.delete(ctx.keys.library_counting)
             return count
         time.sleep(0.02)
+
+
+def _count_masters(ctx: Context) -> int:
+    """Count the masters and share the count for LIBRARY_COUNT_SECONDS."""
+    count = ctx.db.masters.estimated_document_count()
+    ctx.redis.set(ctx.keys.library_size, count, ex=int(LIBRARY_COUNT_SECONDS))
+    return count
 
 
 def _library_size_changed(ctx: Context) -> None:
