@@ -26,6 +26,7 @@ from tracker.index import (
     RedisIndex,
     places_of,
 )
+from tracker.linear_hashing import block_of, grown, split_blocks
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -483,6 +484,93 @@ def test_a_large_batch_is_routed_a_shard_at_a_time_into_the_same_blocks(
     assert _blocks(by_shard) == _blocks(whole)
     sample = [fp for _, fps in masters[::7] for fp in fps[:30]]
     assert by_shard.lookup(sample) == whole.lookup(sample)
+
+
+def test_linear_hashing_grows_one_block_at_a_time() -> None:
+    """A shard grows to hold at most `load` postings a block, never shrinks, and stops at
+    its top level; growing splits the blocks from `split` on, then those of the next
+    level from 0, and only blocks that existed before are read."""
+    assert grown(8, 0, 256 * 96, 96, 20) == (8, 0)
+    assert grown(8, 0, 256 * 96 + 1, 96, 20) == (8, 1)
+    assert grown(8, 250, 10, 96, 20) == (8, 250)
+    assert grown(8, 0, 10**12, 96, 12) == (12, 0)
+    assert split_blocks(8, 250, 9, 3).tolist() == [0, 1, 2, 250, 251, 252, 253, 254, 255]
+    # Past a whole level: blocks made on the way (256..) are split from their records' old
+    # blocks, so the old blocks are all that is read.
+    assert split_blocks(8, 0, 10, 0).tolist() == list(range(256))
+    low = np.array([5, 5 + 256, 5 + 512, 300], dtype=np.uint64)
+    assert block_of(low, 8, 0).tolist() == [5, 5, 5, 44]
+    assert block_of(low, 8, 6).tolist() == [5, 5 + 256, 5, 44]
+
+
+def _shard_states(index: RedisIndex) -> list[list[bytes | None]]:
+    return [
+        index.client.hmget(f"{index.prefix}:{{{n:02x}}}", "level", "split", "postings", "blocks")
+        for n in range(SHARDS)
+    ]
+
+
+def test_blocks_split_in_the_client_are_those_the_script_splits(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks are split by the client (read, divided, written back by a script if nothing
+    wrote to the shard meanwhile), or, when writes keep coming, by a script in Valkey: the
+    same blocks and shard states, splitting before a fresh add or after a checked one,
+    records moving or not."""
+    rng = random.Random(13)
+    masters = [(m, [rng.getrandbits(64) for _ in range(80)]) for m in range(1, 12_001)]
+    here, script = RedisIndex(redis_client, "ct:here"), RedisIndex(redis_client, "ct:script")
+    batches = [(0, 5000, True), (5000, 9000, False), (9000, 9010, False), (9010, 12_000, True)]
+    for index, tries in [(here, index_module._SPLIT_TRIES), (script, 0)]:
+        monkeypatch.setattr(index_module, "_SPLIT_TRIES", tries)
+        for start, stop, fresh in batches:
+            assert index.add_many(masters[start:stop], fresh=fresh) == 80 * (stop - start)
+    assert _shard_states(here) == _shard_states(script)
+    assert _blocks(here) == _blocks(script)
+    assert here.stats().keys > 2 * SHARDS * 2**MIN_LEVEL  # more than one level of splits
+    sample = [fp for _, fps in masters[::101] for fp in fps[:10]]
+    assert here.lookup(sample) == [(m,) for m, fps in masters[::101] for _ in fps[:10]]
+
+
+@pytest.mark.parametrize("writes", [1, index_module._SPLIT_TRIES * SHARDS])
+def test_a_split_meeting_another_process_write_starts_again(
+    redis_client: redis.Redis, writes: int
+) -> None:
+    """Blocks are split from what was read: when another process writes to the shard in
+    between, the split's transaction is not applied and the split starts again from what is
+    stored then (after _SPLIT_TRIES times, Valkey's script splits the shard). Nothing either
+    process added is lost."""
+    rng = random.Random(14)
+    masters = [(m, [rng.getrandbits(64) for _ in range(80)]) for m in range(1, 8001)]
+    index, other = RedisIndex(redis_client, "ct:race"), RedisIndex(redis_client, "ct:race")
+    index.add_many(masters[:4000])
+    late = [(m, [rng.getrandbits(64) for _ in range(80)]) for m in range(9000, 9000 + writes)]
+    meanwhile = iter(late)
+    divided = index._divided
+
+    def divided_while_another_writes(*args):  # type: ignore[no-untyped-def]
+        if (master := next(meanwhile, None)) is not None:
+            other.add(*master)
+        return divided(*args)
+
+    index._divided = divided_while_another_writes  # type: ignore[method-assign]
+    scripted = []
+    run = index._run
+
+    def noting_scripts(script, calls):  # type: ignore[no-untyped-def]
+        scripted.extend([script is index._split] * len(calls))
+        return run(script, calls)
+
+    index._run = noting_scripts  # type: ignore[method-assign]
+    index.add_many(masters[4000:], fresh=True)
+
+    written = [master for master in late if master[0] < next(meanwhile, (9000 + writes,))[0]]
+    everything = masters + written
+    assert index.stats().postings == 80 * len(everything)
+    sample = [fp for _, fps in everything[::37] for fp in fps[:20]]
+    assert index.lookup(sample) == [(m,) for m, fps in everything[::37] for _ in fps[:20]]
+    assert written == late  # every split met a write until the script took over
+    assert any(scripted) == (writes > 1)
 
 
 def test_redis_query_is_one_round_trip(

@@ -20,7 +20,7 @@ from tests.corpus import texts
 from tests.processes import wait_until
 from tracker.config import Settings
 from tracker.context import open_context
-from tracker.index import MemoryIndex, RedisIndex
+from tracker.index import MIN_LEVEL, SHARDS, MemoryIndex, RedisIndex
 from tracker.keys import RedisKeys
 from tracker.matcher import match_text
 from tracker.servers import free_port, valkey_binary
@@ -128,6 +128,20 @@ def test_the_index_runs_on_a_three_node_cluster(cluster: RedisCluster) -> None:
     assert index.generation() == ("g1", expected.stats().postings)
     index.clear()
     assert index.generation() == (None, 0)
+
+
+def test_the_cluster_index_splits_its_blocks_as_it_grows(cluster: RedisCluster) -> None:
+    """Past LOAD postings per block the shards split their blocks on the cluster's nodes:
+    every posting is still found, before and after more are added."""
+    index = RedisIndex(cluster, "test:grow", fingerprint_bits=54)
+    rng = random.Random(12)
+    masters = [(m, [rng.getrandbits(54) for _ in range(100)]) for m in range(1, 6001)]
+    index.add_many(masters[:4000], fresh=True)
+    index.add_many(masters[4000:])
+    assert index.stats().keys > SHARDS * 2**MIN_LEVEL  # blocks have split
+    assert index.stats().postings == 100 * len(masters)
+    sample = [fp for _, fps in masters[::29] for fp in fps[:25]]
+    assert index.lookup(sample) == [(m,) for m, fps in masters[::29] for _ in fps[:25]]
 
 
 def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
