@@ -884,15 +884,8 @@ class RedisIndex(InvertedIndex):
                            ]  # fmt: skip
                 numbers, contents = self._divided(divided, old, *target)
                 emptied = np.setdiff1d(divided[[bool(block) for block in old]], numbers)
-                written = self._names_listed(shard, numbers)
                 pipe.multi()
-                # Plain commands: a cluster's pipeline refuses its multi-key helpers.
-                pairs = [item for pair in zip(written, contents, strict=True) for item in pair]
-                for start in range(0, len(pairs), 2 * _CHUNK):
-                    pipe.execute_command("MSET", *pairs[start : start + 2 * _CHUNK])
-                gone = self._names_listed(shard, emptied)
-                for start in range(0, len(gone), _CHUNK):
-                    pipe.execute_command("DEL", *gone[start : start + _CHUNK])
+                self._write_divided(pipe, shard, numbers, contents, emptied)
                 holding = int(blocks or 0) - sum(map(bool, old)) + len(numbers)
                 pipe.hset(key, mapping={"layout": self.layout, "level": target[0],
                                         "split": target[1], "blocks": holding})  # fmt: skip
@@ -903,6 +896,25 @@ class RedisIndex(InvertedIndex):
             except WatchError:
                 return None
         return target
+
+    def _write_divided(
+        self,
+        pipe: redis.client.Pipeline,
+        shard: int,
+        numbers: np.ndarray,
+        contents: list[bytes],
+        emptied: np.ndarray,
+    ) -> None:
+        """Queue in ``pipe`` the writes of a split: the shard's blocks ``numbers`` with
+        their ``contents``, and the deletion of the blocks ``emptied``."""
+        written = self._names_listed(shard, numbers)
+        pairs = [item for pair in zip(written, contents, strict=True) for item in pair]
+        # Plain commands: a cluster's pipeline refuses its multi-key helpers (mset, delete).
+        for start in range(0, len(pairs), 2 * _CHUNK):
+            pipe.execute_command("MSET", *pairs[start : start + 2 * _CHUNK])
+        gone = self._names_listed(shard, emptied)
+        for start in range(0, len(gone), _CHUNK):
+            pipe.execute_command("DEL", *gone[start : start + _CHUNK])
 
     def _divided(
         self, blocks: np.ndarray, data: list[bytes | None], level: int, split: int
