@@ -51,7 +51,7 @@ from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import islice, repeat
+from itertools import islice, pairwise, repeat
 from typing import TypeVar
 
 import numpy as np
@@ -934,18 +934,20 @@ class RedisIndex(InvertedIndex):
         low = ((high & self._key_mask) << np.uint64(MIN_LEVEL)) | low_bits
         belongs = block_of(low, level, split)
         order = np.argsort(belongs, kind="stable")
-        numbers, counts = np.unique(belongs[order], return_counts=True)
+        belongs = belongs[order]
+        # Runs of one block in the sorted blocks (sorted already: no np.unique).
+        new = np.ones(len(belongs), dtype=bool)
+        new[1:] = belongs[1:] != belongs[:-1]
+        starts = np.flatnonzero(new)
         regrouped = np.frombuffer(joined, dtype=np.dtype((np.void, size)))[order].tobytes()
-        ends = np.cumsum(counts) * size
-        return numbers.astype(np.int64), [
-            regrouped[start:end]
-            for start, end in zip((ends - counts * size).tolist(), ends.tolist(), strict=True)
+        bounds = (np.append(starts, len(belongs)) * size).tolist()
+        return belongs[starts].astype(np.int64), [
+            regrouped[start:end] for start, end in pairwise(bounds)
         ]
 
     def _names_listed(self, shard: int, blocks: np.ndarray) -> list[bytes]:
         """`_block_names` of one shard's blocks, as a list of bytes."""
-        names = self._block_names(np.full(len(blocks), shard), blocks)
-        return names.view(f"S{names.shape[1]}").ravel().tolist()
+        return _as_list(self._block_names(np.full(len(blocks), shard), blocks))
 
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
         return self._mutate(self._remove, [(master_id, fingerprints)], [])
@@ -1063,7 +1065,7 @@ class RedisIndex(InvertedIndex):
                 payload.append(self._state_reads[n])
             count = sum(len(chunks[n]) + 1 for n in read)
             return iter(self._exchange(b"".join(payload), count))
-        listed = names.view(f"S{names.shape[1]}").ravel().tolist()
+        listed = _as_list(names)
         pipe = self.client.pipeline(transaction=False)
         for n in read:
             for start, stop in chunks[n]:
@@ -1497,6 +1499,11 @@ def _bulk_strings(rows: np.ndarray) -> np.ndarray:
     out[:, len(head) : -2] = rows
     out[:, -2:] = np.frombuffer(b"\r\n", dtype=np.uint8)
     return out
+
+
+def _as_list(names: np.ndarray) -> list[bytes]:
+    """Rows of bytes (`RedisIndex._block_names`) as a list of bytes."""
+    return names.view(f"S{names.shape[1]}").ravel().tolist()
 
 
 def _send_and_read(connection: redis.Connection, payload: bytes, count: int) -> list:
