@@ -58,6 +58,40 @@ def test_new_text_under_an_existing_id_replaces_the_old_one(ctx):
     assert found(ctx, ZH[0]) == []
 
 
+def test_batches_added_in_a_stream_give_what_adding_them_one_by_one_gives(ctx, monkeypatch):
+    """`add_batches` inserts a batch's documents while the next batch's postings are
+    written: each batch's results come once its documents are stored, and a batch naming a
+    work of the batch still being inserted (its id or its text) sees it, as if added alone."""
+    insert_many = pymongo.collection.Collection.insert_many
+
+    def slow_insert(collection, *args, **kwargs):
+        time.sleep(0.3)  # the next batch is started meanwhile
+        return insert_many(collection, *args, **kwargs)
+
+    monkeypatch.setattr(pymongo.collection.Collection, "insert_many", slow_insert)
+    batches = {
+        "first": [Work(ZH[0], "a"), Work(ZH[1], "b"), Work(ZH[2], "c")],
+        "second": [Work(ZH[3], "d"), Work(ZH[4], "e")],
+        "third": [Work(ZH[6], "d"), Work(ZH[4], "f"), Work(ZH[7], "g")],
+        "fourth": [Work(ZH[8], "h"), Work(ZH[0], "a")],
+    }
+    statuses = {}
+    stream = ((tag, library.prepare_works(ctx, works)) for tag, works in batches.items())
+    for tag, results in library.add_batches(ctx, stream):
+        statuses[tag] = [r.status for (r,) in results]
+        ids = [r.master_id for (r,) in results]
+        assert ctx.db.masters.count_documents({"_id": {"$in": ids}}) == len(set(ids)), tag
+    assert statuses == {
+        "first": ["added"] * 3,
+        "second": ["added"] * 2,
+        "third": ["updated", "duplicate", "added"],
+        "fourth": ["added", "unchanged"],
+    }
+    assert found(ctx, ZH[6]) == ["d"] and found(ctx, ZH[3]) == []
+    assert found(ctx, ZH[4]) == ["e"] and found(ctx, ZH[8]) == ["h"]
+    assert ctx.db.masters.count_documents({}) == 7
+
+
 def test_removing_a_work_removes_its_postings(ctx):
     add_work(ctx, Work(text=ZH[0], external_id="keep"))
     postings = ctx.index.stats().postings

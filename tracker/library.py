@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from pymongo.errors import BulkWriteError, DuplicateKeyError
@@ -44,6 +45,8 @@ LIBRARY_COUNTING_SECONDS = 10.0
 DUPLICATE_KEY = 11000  # MongoDB's error code
 
 METADATA_FIELDS = ("title", "author", "lang", "kind", "source")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -212,26 +215,111 @@ def add_works(
     insert: a kill in between leaves postings of ids that no document has, which no match
     can report and a reindex drops; never a document whose postings are missing.
     """
+    adding = _start_adding(ctx, works)
+    return _finish_adding(ctx, adding, _insert_documents(ctx, adding.new))
+
+
+def add_batches(
+    ctx: Context, batches: Iterable[tuple[T, PreparedWorks]]
+) -> Iterator[tuple[T, list[list[AddResult] | ValueError]]]:
+    """`add_works` for a stream of prepared batches (each with a tag of the caller's, given
+    back with its results): the documents of one batch are inserted, in a thread, while the
+    postings of the next are written, so that MongoDB and the index work at once. A batch's
+    results come once its documents are in, in the order of the batches; a batch naming a
+    work (external id or text) of the one being inserted waits for it, so that it finds it.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="documents") as documents:
+        inserting: tuple[T, _Adding, Future[set[int]]] | None = None
+        for tag, works in batches:
+            if inserting is not None and inserting[1].new.names & _names(works):
+                yield _finished(ctx, inserting)
+                inserting = None
+            adding = _start_adding(ctx, works)
+            if inserting is not None:
+                yield _finished(ctx, inserting)
+            inserting = (tag, adding, documents.submit(_insert_documents, ctx, adding.new))
+        if inserting is not None:
+            yield _finished(ctx, inserting)
+
+
+@dataclass(frozen=True)
+class _NewMasters:
+    """A batch's new masters (position of the piece, piece), with the ids, fingerprints and
+    documents they get; repeats: later pieces with the external id or text of one of them
+    (position, piece, index of that one)."""
+
+    fresh: list[tuple[int, _Piece]] = field(default_factory=list)
+    ids: range = range(0)
+    values: list[MasterFingerprints] = field(default_factory=list)
+    docs: list[dict[str, Any]] = field(default_factory=list)
+    repeats: list[tuple[int, _Piece, int]] = field(default_factory=list)
+
+    @property
+    def names(self) -> set[str]:
+        """The external ids and text hashes the batch adds."""
+        return {name for _, piece in self.fresh for name in (piece.external_id, piece.sha)}
+
+
+@dataclass(frozen=True)
+class _Adding:
+    """A batch under way: per work, its pieces or why it cannot be fingerprinted; the
+    results of the pieces settled already (by position); its new masters, indexed but not
+    yet stored."""
+
+    outcomes: list[list[_Piece] | ValueError]
+    settled: dict[int, AddResult]
+    new: _NewMasters
+
+
+def _names(works: PreparedWorks) -> set[str]:
+    return {
+        name
+        for outcome in works.outcomes
+        if isinstance(outcome, list)
+        for piece in outcome
+        for name in (piece.external_id, piece.sha)
+    }
+
+
+def _start_adding(ctx: Context, works: Sequence[Work] | PreparedWorks) -> _Adding:
+    """What `add_works` does before inserting the new masters' documents: known texts
+    settled, updates made, new masters given ids and their postings."""
     if not isinstance(works, PreparedWorks):
         works = prepare_works(ctx, works)
+    pieces = [piece for outcome in works.outcomes if isinstance(outcome, list) for piece in outcome]
+    settled, new = _settle_known(ctx, pieces)
+    return _Adding(works.outcomes, settled, _index_new(ctx, new))
+
+
+def _finished(
+    ctx: Context, inserting: tuple[T, _Adding, Future[set[int]]]
+) -> tuple[T, list[list[AddResult] | ValueError]]:
+    tag, adding, lost = inserting
+    return tag, _finish_adding(ctx, adding, lost.result())
+
+
+def _finish_adding(
+    ctx: Context, adding: _Adding, lost: set[int]
+) -> list[list[AddResult] | ValueError]:
+    """Per work, its results once the new masters' documents are inserted (lost: those
+    another process inserted first)."""
+    results = {**adding.settled, **dict(_results_of_new(ctx, adding.new, lost))}
     out: list[list[AddResult] | ValueError] = []
-    pieces: list[_Piece] = []
-    owners: list[list[AddResult]] = []  # per piece, the result list of its work
-    for outcome in works.outcomes:
+    position = 0
+    for outcome in adding.outcomes:
         if isinstance(outcome, ValueError):
             out.append(outcome)
             continue
-        out.append([])
-        pieces += outcome
-        owners += [out[-1]] * len(outcome)
-    results = dict(_add_pieces(ctx, pieces))
-    for i, owner in enumerate(owners):
-        owner.append(results[i])
+        out.append([results[i] for i in range(position, position + len(outcome))])
+        position += len(outcome)
     return out
 
 
-def _add_pieces(ctx: Context, pieces: list[_Piece]) -> Iterator[tuple[int, AddResult]]:
-    """(position of the piece, its result) for each piece."""
+def _settle_known(
+    ctx: Context, pieces: list[_Piece]
+) -> tuple[dict[int, AddResult], list[tuple[int, _Piece]]]:
+    """The results of pieces whose external id or text is stored (by position), and the
+    new pieces (position, piece)."""
     masters = ctx.db.masters
     names = [piece.external_id for piece in pieces]
     existing = {
@@ -244,6 +332,7 @@ def _add_pieces(ctx: Context, pieces: list[_Piece]) -> Iterator[tuple[int, AddRe
             {"external_id": 1, "sha256": 1},
         )
     }
+    settled: dict[int, AddResult] = {}
     new: list[tuple[int, _Piece]] = []
     unfinished: list[tuple[int, str]] = []
     for i, piece in enumerate(pieces):
@@ -251,23 +340,17 @@ def _add_pieces(ctx: Context, pieces: list[_Piece]) -> Iterator[tuple[int, AddRe
         if old is not None and old["sha256"] == piece.sha:
             if old.get("state") != "indexed":  # an earlier add died before finishing
                 unfinished.append((old["_id"], piece.text))
-            yield i, AddResult(piece.external_id, old["_id"], "unchanged")
+            settled[i] = AddResult(piece.external_id, old["_id"], "unchanged")
         elif old is not None:
-            yield i, _update(ctx, piece, old["_id"])
+            settled[i] = _update(ctx, piece, old["_id"])
         elif (twin := twins.get(piece.sha)) is not None:
-            yield (
-                i,
-                AddResult(
-                    piece.external_id,
-                    twin["_id"],
-                    "duplicate",
-                    f"same text as {twin['external_id']}",
-                ),
+            settled[i] = AddResult(
+                piece.external_id, twin["_id"], "duplicate", f"same text as {twin['external_id']}"
             )
         else:
             new.append((i, piece))
     _index_many(ctx, unfinished)
-    yield from _insert(ctx, new)
+    return settled, new
 
 
 def _document(ctx: Context, piece: _Piece) -> dict[str, Any]:
@@ -284,10 +367,10 @@ def _document(ctx: Context, piece: _Piece) -> dict[str, Any]:
     }
 
 
-def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[int, AddResult]]:
-    """Register new masters (position, piece): postings, then documents. A piece with the
-    external id or the text of an earlier piece of the batch is that piece's; one whose
-    external id another process took meanwhile gives its postings back."""
+def _index_new(ctx: Context, pieces: list[tuple[int, _Piece]]) -> _NewMasters:
+    """Ids and postings for new masters (position, piece), and their documents to insert.
+    A piece with the external id or the text of an earlier piece of the batch is that
+    piece's (a repeat)."""
     fresh: list[tuple[int, _Piece]] = []
     first_of: dict[str, int] = {}  # external id or sha → index in fresh of the piece having it
     repeats: list[tuple[int, _Piece, int]] = []
@@ -299,7 +382,7 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
         else:
             repeats.append((i, piece, first))
     if not fresh:
-        return
+        return _NewMasters(repeats=repeats)
     first_id = next_id(ctx.db, "masters", len(fresh))
     ids = range(first_id, first_id + len(fresh))
     values = [
@@ -324,31 +407,51 @@ def _insert(ctx: Context, pieces: list[tuple[int, _Piece]]) -> Iterator[tuple[in
         }
         for master_id, (_, piece), fps in zip(ids, fresh, values, strict=True)
     ]
-    lost: set[int] = set()
+    return _NewMasters(fresh, ids, values, docs, repeats)
+
+
+def _insert_documents(ctx: Context, new: _NewMasters) -> set[int]:
+    """Insert the new masters' documents; the indexes (in new.fresh) of those whose
+    external id or text another process registered at the same moment."""
+    if not new.docs:
+        return set()
     try:
-        ctx.db.masters.insert_many(docs, ordered=False)
+        ctx.db.masters.insert_many(new.docs, ordered=False)
     except BulkWriteError as err:
         if any(e.get("code") != DUPLICATE_KEY for e in err.details.get("writeErrors", [])):
             raise
-        lost = {e["index"] for e in err.details["writeErrors"]}
+        return {e["index"] for e in err.details["writeErrors"]}
     finally:
         _library_size_changed(ctx)
-    for n, (master_id, (i, piece), fps) in enumerate(zip(ids, fresh, values, strict=True)):
-        if n in lost:  # another process registered this id or this text at the same moment
+    return set()
+
+
+def _results_of_new(
+    ctx: Context, new: _NewMasters, lost: set[int]
+) -> Iterator[tuple[int, AddResult]]:
+    """(position, result) of the new masters and their repeats; the lost ones give their
+    postings back."""
+    for n, (master_id, (i, piece), fps) in enumerate(
+        zip(new.ids, new.fresh, new.values, strict=True)
+    ):
+        if n in lost:
             postings_removing(ctx, len(fps))
             ctx.index.remove(master_id, fps.values)
             yield i, _winner(ctx, piece)
         else:
             yield i, AddResult(piece.external_id, master_id, "added")
-    for i, piece, first in repeats:
-        owner = fresh[first][1]
+    for i, piece, first in new.repeats:
+        owner = new.fresh[first][1]
         if owner.external_id == piece.external_id:
-            yield i, AddResult(piece.external_id, ids[first], "unchanged")
+            yield i, AddResult(piece.external_id, new.ids[first], "unchanged")
         else:
             yield (
                 i,
                 AddResult(
-                    piece.external_id, ids[first], "duplicate", f"same text as {owner.external_id}"
+                    piece.external_id,
+                    new.ids[first],
+                    "duplicate",
+                    f"same text as {owner.external_id}",
                 ),
             )
 

@@ -18,8 +18,9 @@ from tracker.durability import wait_durable
 from tracker.generation import rebuild
 from tracker.generation import require as require_index
 from tracker.library import (
+    AddResult,
     PreparedWorks,
-    add_works,
+    add_batches,
     library_size,
     list_masters,
     prepare_works,
@@ -39,7 +40,8 @@ def library() -> None:
 #: printed once it is on disk. Large by default: in a large library most index blocks get
 #: a posting or two per batch, and each block touched is rewritten once per batch (4,000
 #: works instead of 1,000: 1.7x the works/s at 100,000 works; 8,000 instead of 4,000:
-#: 1.24x, 495 -> 615 works/s, with ~1 GB resident instead of ~560 MB).
+#: 1.24x, 495 -> 615 works/s, with ~1 GB resident instead of ~560 MB; ~1.2 GB since a
+#: batch's documents are inserted while the next one's postings are written).
 BATCH_WORKS = 8000
 BATCH_CHARS_PER_WORK = 8000
 
@@ -58,7 +60,7 @@ BATCH_CHARS_PER_WORK = 8000
     default=BATCH_WORKS,
     show_default=True,
     help="Works stored (and then printed) together: larger is faster in a large library, "
-    "smaller takes less memory (about 1 GB at 8,000 news-sized works).",
+    "smaller takes less memory (about 1.2 GB at 8,000 news-sized works).",
 )
 def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> None:
     """Register works from PATHS: .txt, .md, .html files, JSONL, or directories (recursive).
@@ -92,9 +94,18 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
         if batch:
             yield batch
 
-    def store(batch: list[Loaded], prepared: PreparedWorks) -> list[str]:
+    def prepared(ahead: ThreadPoolExecutor) -> Iterator[tuple[list[Loaded], PreparedWorks]]:
+        # The next batch is fingerprinted while this one is handed on.
+        waiting: tuple[list[Loaded], Future[PreparedWorks]] | None = None
+        for batch in chain(batches(), [None]):
+            upcoming = batch and (batch, ahead.submit(prepare_works, ctx, [i.work for i in batch]))
+            if waiting:
+                yield waiting[0], waiting[1].result()
+            waiting = upcoming
+
+    def lines_of(batch: list[Loaded], added: list[list[AddResult] | ValueError]) -> list[str]:
         lines = []
-        for item, results in zip(batch, add_works(ctx, prepared), strict=True):
+        for item, results in zip(batch, added, strict=True):
             if isinstance(results, ValueError):
                 counts["failed"] += 1
                 tqdm.write(f"error: {item.where}: {results}", file=sys.stderr)
@@ -113,20 +124,16 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
             require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
             click.echo("\n".join(lines))
 
-    # Three batches at once, each stage on its own: the next batch is fingerprinted while
-    # the servers store this one, and the one before waits for the disk and is printed.
+    # Four batches at once, each stage on its own: one is fingerprinted, the next has its
+    # postings written while the one before has its documents inserted, and the one before
+    # that waits for the disk and is printed.
     with bar, ThreadPoolExecutor(1) as ahead, ThreadPoolExecutor(1) as reporter:
         reports: list[Future[None]] = []
-        waiting: tuple[list[Loaded], Future[PreparedWorks]] | None = None
-        for batch in chain(batches(), [None]):
-            upcoming = batch and (batch, ahead.submit(prepare_works, ctx, [i.work for i in batch]))
-            if waiting:
-                lines = store(waiting[0], waiting[1].result())
-                reports.append(reporter.submit(report, lines))
-                for done in [r for r in reports if r.done()]:
-                    done.result()  # a failed disk wait stops the command here
-                    reports.remove(done)
-            waiting = upcoming
+        for batch, added in add_batches(ctx, prepared(ahead)):
+            reports.append(reporter.submit(report, lines_of(batch, added)))
+            for done in [r for r in reports if r.done()]:
+                done.result()  # a failed disk wait stops the command here
+                reports.remove(done)
         for pending in reports:
             pending.result()
     if counts["added"]:
