@@ -4,6 +4,7 @@ a data dir, and `copytrack` run as a user runs it, with its one-line failures.""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ from bson import ObjectId
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed import attacks
+from tests.corpus import texts
 from tests.processes import clean_env, wait_until
 from tracker.celery_app import sender_app
 from tracker.config import Settings
@@ -64,6 +66,35 @@ def fill_disk(data_dir: Path) -> Path:
         except OSError as err:
             assert err.errno == errno.ENOSPC, err
     return filler
+
+
+def novel_stretches(count: int, size: int = 600) -> list[str]:
+    """``count`` different stretches of the novels: back to back in the shared corpus,
+    overlapping in the small bundled one (a clone alone has 30 chapters)."""
+    novels = texts("zh_novel", 400)
+    room = sum(max(0, len(text) - size) for text in novels)
+    step = max(1, min(size, room // count))
+    return [
+        text[start : start + size] for text in novels for start in range(0, len(text) - size, step)
+    ][:count]
+
+
+def works_file(tmp_path: Path, works: list[str]) -> Path:
+    """A JSONL file of works w0, w1, ... with these texts, for `library add`."""
+    path = tmp_path / "works.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for n, text in enumerate(works):
+            out.write(json.dumps({"id": f"w{n}", "text": text}, ensure_ascii=False) + "\n")
+    return path
+
+
+def add_statuses(stdout: str) -> dict[str, str]:
+    """work id -> status, from `library add`'s STATUS<TAB>ID<TAB>TITLE lines."""
+    return {
+        fields[1]: fields[0]
+        for fields in (line.split("\t") for line in stdout.splitlines())
+        if len(fields) == 3
+    }
 
 
 def copytrack(

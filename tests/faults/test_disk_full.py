@@ -4,49 +4,32 @@ server is left running that nobody recorded, and `status` sees the failure."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
-from tests.corpus import texts
-from tests.faults.helpers import copytrack, data_dir_env, fill_disk, one_line_failure, servers_of
+from tests.faults.helpers import (
+    add_statuses,
+    copytrack,
+    data_dir_env,
+    fill_disk,
+    novel_stretches,
+    one_line_failure,
+    servers_of,
+    works_file,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def _stretches(count: int, size: int = 600) -> list[str]:
-    """``count`` different stretches of the novels: back to back in the shared corpus,
-    overlapping in the small bundled one (a clone alone has 30 chapters)."""
-    novels = texts("zh_novel", 400)
-    room = sum(max(0, len(text) - size) for text in novels)
-    step = max(1, min(size, room // count))
-    return [
-        text[start : start + size] for text in novels for start in range(0, len(text) - size, step)
-    ][:count]
-
-
 #: Enough works for four `library add` batches of 1,000 works (`--batch 1000`).
-WORKS = _stretches(3500)
+WORKS = novel_stretches(3500)
 
 
 def _works_file(tmp_path: Path, count: int = len(WORKS)) -> Path:
-    path = tmp_path / "works.jsonl"
-    with path.open("w", encoding="utf-8") as out:
-        for n, text in enumerate(WORKS[:count]):
-            out.write(json.dumps({"id": f"w{n}", "text": text}, ensure_ascii=False) + "\n")
-    return path
-
-
-def _statuses(stdout: str) -> dict[str, str]:
-    """work id -> status, from `library add`'s STATUS<TAB>ID<TAB>TITLE lines."""
-    return {
-        fields[1]: fields[0]
-        for fields in (line.split("\t") for line in stdout.splitlines())
-        if len(fields) == 3
-    }
+    return works_file(tmp_path, WORKS[:count])
 
 
 def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
@@ -73,13 +56,13 @@ def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
     assert failed.returncode == 2, line
     assert servers_of(small_disk) == []  # the command stopped the servers it started
 
-    printed = _statuses(failed.stdout)
+    printed = add_statuses(failed.stdout)
     assert 0 < len(printed) < len(WORKS) and set(printed.values()) == {"added"}
 
     filler.unlink()  # room again: the next run restarts the servers and finishes the job
     again = copytrack(["library", "add", str(works)], env, timeout=600, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    second = _statuses(again.stdout)
+    second = add_statuses(again.stdout)
     assert len(second) == len(WORKS)
     # Everything printed as added was on disk: the second run found it there.
     assert {second[work_id] for work_id in printed} == {"unchanged"}
