@@ -9,6 +9,8 @@ import os
 import random
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,26 @@ def works_file(tmp_path: Path, works: list[str]) -> Path:
         for n, text in enumerate(works):
             out.write(json.dumps({"id": f"w{n}", "text": text}, ensure_ascii=False) + "\n")
     return path
+
+
+@contextmanager
+def adding(
+    works: Path, env: dict[str, str], batch: int, cwd: Path
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`copytrack library add --batch BATCH WORKS` running as its own process, once it has
+    printed the first line of its first batch (given with the process)."""
+    with subprocess.Popen(
+        [*COPYTRACK_COMMAND, "library", "add", "--batch", str(batch), str(works)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    ) as run:
+        assert run.stdout is not None and run.stderr is not None
+        first = run.stdout.readline()
+        assert first.startswith("added\t"), first + run.stderr.read()
+        yield run, first
 
 
 def add_statuses(stdout: str) -> dict[str, str]:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from copytrack.commands.ops import COPYTRACK_COMMAND
 from tests.faults.helpers import (
     add_statuses,
+    adding,
     copytrack,
     data_dir_env,
     fill_disk,
@@ -37,16 +37,7 @@ def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
 ) -> None:
     works = _works_file(tmp_path)
     env = data_dir_env(small_disk)
-    with subprocess.Popen(
-        [*COPYTRACK_COMMAND, "library", "add", "--batch", "1000", str(works)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    ) as run:
-        first = run.stdout.readline()
-        assert first.startswith("added\t"), first + run.stderr.read()
+    with adding(works, env, 1000, tmp_path) as (run, first):
         filler = fill_disk(small_disk)  # the disk fills up after the first batch went in
         # Read through the pipe's own buffer (communicate() would skip what readline read).
         stdout, stderr = run.stdout.read(), run.stderr.read()

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from copytrack.commands.ops import COPYTRACK_COMMAND
 from tests.faults.helpers import (
     add_statuses,
+    adding,
     copytrack,
     data_dir_env,
     novel_stretches,
@@ -30,16 +29,7 @@ def test_a_killed_library_add_keeps_what_it_printed(tmp_path: Path) -> None:
     works = works_file(tmp_path, WORKS)
     env = data_dir_env(tmp_path / "data")
     try:
-        with subprocess.Popen(
-            [*COPYTRACK_COMMAND, "library", "add", "--batch", "500", str(works)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        ) as run:
-            first = run.stdout.readline()
-            assert first.startswith("added\t"), first + run.stderr.read()
+        with adding(works, env, 500, tmp_path) as (run, first):
             os.kill(run.pid, signal.SIGKILL)
             printed = add_statuses(first + run.stdout.read())
             run.wait(timeout=60)
