@@ -142,6 +142,13 @@ class PreparedWorks:
 
     outcomes: list[list[_Piece] | ValueError]
 
+    @property
+    def pieces(self) -> list[_Piece]:
+        """Every piece of the works that can be fingerprinted, in order."""
+        return [
+            piece for outcome in self.outcomes if isinstance(outcome, list) for piece in outcome
+        ]
+
 
 def prepare_works(ctx: Context, works: Sequence[Work]) -> PreparedWorks:
     """The CPU-bound part of `add_works` (validation, chapters, hashes, fingerprints), so a
@@ -153,12 +160,11 @@ def prepare_works(ctx: Context, works: Sequence[Work]) -> PreparedWorks:
             outcomes.append(_pieces(ctx, work))
         except ValueError as err:
             outcomes.append(err)
-    pieces = [piece for outcome in outcomes if isinstance(outcome, list) for piece in outcome]
+    names = [piece.external_id for piece in PreparedWorks(outcomes).pieces]
     stored = {
         (m["external_id"], m["sha256"])
         for m in ctx.db.masters.find(
-            {"external_id": {"$in": [piece.external_id for piece in pieces]}},
-            {"external_id": 1, "sha256": 1},
+            {"external_id": {"$in": names}}, {"external_id": 1, "sha256": 1}
         )
     }
     return PreparedWorks(
@@ -231,7 +237,7 @@ def add_batches(
     with ThreadPoolExecutor(1, thread_name_prefix="documents") as documents:
         inserting: tuple[T, _Adding, Future[set[int]]] | None = None
         for tag, works in batches:
-            if inserting is not None and inserting[1].new.names & _names(works):
+            if inserting is not None and inserting[1].new.names & _names(works.pieces):
                 yield _finished(ctx, inserting)
                 inserting = None
             adding = _start_adding(ctx, works)
@@ -257,7 +263,7 @@ class _NewMasters:
     @property
     def names(self) -> set[str]:
         """The external ids and text hashes the batch adds."""
-        return {name for _, piece in self.fresh for name in (piece.external_id, piece.sha)}
+        return _names(piece for _, piece in self.fresh)
 
 
 @dataclass(frozen=True)
@@ -271,14 +277,9 @@ class _Adding:
     new: _NewMasters
 
 
-def _names(works: PreparedWorks) -> set[str]:
-    return {
-        name
-        for outcome in works.outcomes
-        if isinstance(outcome, list)
-        for piece in outcome
-        for name in (piece.external_id, piece.sha)
-    }
+def _names(pieces: Iterable[_Piece]) -> set[str]:
+    """The external ids and text hashes of pieces."""
+    return {name for piece in pieces for name in (piece.external_id, piece.sha)}
 
 
 def _start_adding(ctx: Context, works: Sequence[Work] | PreparedWorks) -> _Adding:
@@ -286,8 +287,7 @@ def _start_adding(ctx: Context, works: Sequence[Work] | PreparedWorks) -> _Addin
     settled, updates made, new masters given ids and their postings."""
     if not isinstance(works, PreparedWorks):
         works = prepare_works(ctx, works)
-    pieces = [piece for outcome in works.outcomes if isinstance(outcome, list) for piece in outcome]
-    settled, new = _settle_known(ctx, pieces)
+    settled, new = _settle_known(ctx, works.pieces)
     return _Adding(works.outcomes, settled, _index_new(ctx, new))
 
 
