@@ -417,7 +417,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "with sync-on-commit) in the same run as the peer. Ingest and end-to-end check "
             "are whole commands (`copytrack library add`, `copytrack check --jsonl`); the peer "
             "(`benchmarks/winnowing_peer.py`: winnowing k=12, w=8 over pinyin initials, "
-            "sorted numpy arrays) runs in this process. Ratios > 1: copytrack is better.",
+            "sorted numpy arrays) runs in this process. The whole checks are timed in turns, "
+            f"{CHECK_ROUNDS} rounds each, and their medians compared; the peer's latency "
+            "loop runs right after copytrack's. Ratios > 1: copytrack is better.",
             "",
         ]
         out.write_text("\n".join(header) + "\n" + "\n".join(sections))
