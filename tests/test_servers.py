@@ -269,3 +269,53 @@ def test_server_that_never_answers_times_out(
         ensure_servers(_settings(fresh_dir), timeout=1.5)
     assert time.monotonic() - t0 < 15
     assert set(servers._CHILDREN) <= children
+
+
+# A server double: it listens on PORT, counts the SIGTERMs it gets, and acts on the one
+# numbered STOP_AT (closing its port, then exiting after LINGER seconds with that count).
+_SIGNAL_COUNTING_SERVER = """
+import signal, socket, sys, time
+listener = socket.create_server(("127.0.0.1", PORT))
+signals = []
+def on_term(signum, frame):
+    signals.append(signum)
+    if len(signals) == STOP_AT:
+        listener.close()
+        raise SystemExit
+signal.signal(signal.SIGTERM, on_term)
+try:
+    print("ready", flush=True)
+    while True:
+        listener.accept()[0].close()
+except SystemExit:
+    pass
+time.sleep(LINGER)
+sys.exit(len(signals))
+"""
+
+
+def _signal_counting_server(stop_at: int, linger: float) -> tuple[subprocess.Popen, int]:
+    port = servers.free_port()
+    code = (_SIGNAL_COUNTING_SERVER.replace("PORT", str(port))
+            .replace("STOP_AT", str(stop_at)).replace("LINGER", str(linger)))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc, port
+
+
+def test_a_server_that_missed_sigterm_gets_it_again_instead_of_sigkill() -> None:
+    # SecantusDB sometimes never runs its SIGTERM handler (the signal reaches a thread that
+    # does not wake its main one): it was killed after the whole timeout.
+    proc, port = _signal_counting_server(stop_at=2, linger=0)
+    started = time.monotonic()
+    servers._terminate({proc.pid: port}, timeout=15.0)
+    assert proc.wait(timeout=5) == 2  # stopped on the second SIGTERM, not killed (-9)
+    assert time.monotonic() - started < 10
+
+
+def test_a_server_already_stopping_gets_one_sigterm() -> None:
+    # Its port closed at once: it is stopping, however long it takes (a second SIGTERM
+    # would run SecantusDB's handler again, inside the first).
+    proc, port = _signal_counting_server(stop_at=1, linger=3 * servers._RESIGNAL_AFTER)
+    servers._terminate({proc.pid: port}, timeout=15.0)
+    assert proc.wait(timeout=5) == 1

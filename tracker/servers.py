@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -48,6 +49,8 @@ VALKEY = "valkey"
 MONGO = "mongo"
 _STATE_VERSION = 1
 _POLL = 0.05
+# Seconds after which a server whose port still answers is sent SIGTERM again (_terminate).
+_RESIGNAL_AFTER = 2.0
 _PROBE = "copytrack_probe"  # collection read to tell a working SecantusDB from a broken one
 
 
@@ -296,12 +299,23 @@ def _terminate(procs: dict[int, int | None], timeout: float) -> None:
     While waiting we open a connection to each port: SecantusDB's accept thread
     stays blocked in accept() after its listening socket is closed, and its stop()
     then waits 2 s for that thread; an incoming connection wakes it at once.
+
+    A server whose port still answers _RESIGNAL_AFTER seconds later has not begun to stop
+    (both close their listening socket first) and is sent SIGTERM again, every
+    _RESIGNAL_AFTER seconds: SecantusDB runs its handler in its main thread, which sleeps
+    on an event nothing else sets, and when the kernel hands the signal to another of its
+    threads the handler waits for a wake-up that never comes (seen now and then, each
+    time killed after the whole timeout). Valkey takes a second SIGTERM as the first.
     """
+    signalled = dict.fromkeys(procs, time.monotonic())
 
     def wake(pid: int) -> None:
         port = procs[pid]
-        if port:
-            _port_open(port)
+        if port and _port_open(port) and time.monotonic() - signalled[pid] > _RESIGNAL_AFTER:
+            signalled[pid] = time.monotonic()
+            log.info("server pid %d still answers on port %d: SIGTERM again", pid, port)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
     terminate(procs, _gone, timeout, while_waiting=wake)
 
