@@ -195,7 +195,11 @@ def run_copytrack(
             if peer is not None:
                 peer.check()
         if len(outputs) > 1:
-            raise RuntimeError("copytrack check --jsonl gave other findings in another round")
+            raise SystemExit(
+                f"bench_scale: `copytrack check --jsonl {suspects_path}` found other pairs in "
+                f"one of its {len(checks)} rounds on the same library: its findings must not "
+                "depend on the run (look for an unordered set or a race in the matcher)"
+            )
         found: dict[str, list[str]] = defaultdict(list)
         for row in _findings(out):
             found[row[0]].append(row[1])
