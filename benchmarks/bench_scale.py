@@ -201,7 +201,7 @@ def run_copytrack(
                 "depend on the run (look for an unordered set or a race in the matcher)"
             )
         found: dict[str, list[str]] = defaultdict(list)
-        for row in _findings(out):
+        for row in outputs.pop():
             found[row[0]].append(row[1])
         overall, hard_fp = _overall(suspects, [found.get(s.id, []) for s in suspects])
 
