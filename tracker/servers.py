@@ -300,12 +300,13 @@ def _terminate(procs: dict[int, int | None], timeout: float) -> None:
     stays blocked in accept() after its listening socket is closed, and its stop()
     then waits 2 s for that thread; an incoming connection wakes it at once.
 
-    A server whose port still answers _RESIGNAL_AFTER seconds later has not begun to stop
-    (both close their listening socket first) and is sent SIGTERM again, every
-    _RESIGNAL_AFTER seconds: SecantusDB runs its handler in its main thread, which sleeps
-    on an event nothing else sets, and when the kernel hands the signal to another of its
-    threads the handler waits for a wake-up that never comes (seen now and then, each
-    time killed after the whole timeout). Valkey takes a second SIGTERM as the first.
+    A server whose port still answers _RESIGNAL_AFTER seconds later is sent SIGTERM again,
+    every _RESIGNAL_AFTER seconds. SecantusDB closes its listening socket first thing when
+    it stops, so an answering port means its handler never ran: it runs in the main
+    thread, which sleeps on an event nothing else sets, and when the kernel hands the
+    signal to another of its threads the handler waits for a wake-up that never comes
+    (seen now and then, each time killed after the whole timeout). Valkey, whose port
+    answers until it exits, takes a further SIGTERM as the first.
     """
     signalled = dict.fromkeys(procs, time.monotonic())
 
