@@ -218,6 +218,18 @@ def test_unusable_texts_are_refused_with_the_reason(ctx, text, message):
     assert ctx.db.masters.count_documents({}) == 0
 
 
+def test_letters_are_counted_in_the_whole_text_not_only_its_beginning(ctx):
+    # Thousands of digits and punctuation first (a table, a list of figures), the words
+    # after them: a text with letters enough anywhere is registered, one with too few
+    # anywhere is refused with its count.
+    figures = "12,345.67 | 89.01% | " * 200
+    (result,) = add_work(ctx, Work(text=figures + ZH[0], external_id="after-table"))
+    assert result.external_id == "after-table"
+    with pytest.raises(ValueError, match="too short to fingerprint: 3 letters"):
+        add_work(ctx, Work(text=figures + "太短了" + figures, external_id="no-words"))
+    assert [m["external_id"] for m in ctx.db.masters.find()] == ["after-table"]
+
+
 def test_an_index_built_with_other_parameters_is_refused(ctx, tracker_env):
     add_work(ctx, Work(text=ZH[0], external_id="a"))
     with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
