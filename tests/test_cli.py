@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -94,6 +95,42 @@ def test_library_add_reports_bad_files_and_loads_the_rest(run, files):
 
     again = run("library", "add", str(files))
     assert {line.split("\t")[0] for line in again.stdout.splitlines()} == {"unchanged"}
+
+
+def test_library_add_shows_its_progress_against_the_works_it_counted_first(run, tmp_path):
+    lines = [
+        json.dumps({"id": f"w{n}", "text": t}, ensure_ascii=False) for n, t in enumerate(ZH[:5])
+    ]
+    works = tmp_path / "works.jsonl"  # a blank line, and no newline after the last work
+    works.write_text(lines[0] + "\n\n" + "\n".join(lines[1:]), encoding="utf-8")
+    result = run("library", "add", "--progress", str(works))
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 5
+    assert "100%" in result.stderr and "5/5" in result.stderr
+
+
+def test_library_add_reads_gzip_jsonl_and_says_where_damaged_gzip_breaks(run, tmp_path):
+    lines = [json.dumps({"id": f"w{n}", "text": t}, ensure_ascii=False) for n, t in enumerate(ZH)]
+    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    (tmp_path / "whole.jsonl.gz").write_bytes(data)
+    whole = run("library", "add", "--progress", str(tmp_path / "whole.jsonl.gz"))
+    assert whole.exit_code == 0 and len(whole.stdout.splitlines()) == len(ZH)
+    assert f"{len(ZH)}/{len(ZH)}" in whole.stderr
+
+    more = [
+        json.dumps({"id": f"v{n}", "text": t[::-1]}, ensure_ascii=False) for n, t in enumerate(ZH)
+    ]
+    data = gzip.compress(("\n".join(more) + "\n").encode())
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[: len(data) * 2 // 3])  # a download cut short
+    cut = run("library", "add", str(tmp_path / "cut.jsonl.gz"))
+    added = cut.stdout.splitlines()
+    assert cut.exit_code == 1 and 0 < len(added) < len(ZH)
+    assert f"cut.jsonl.gz:{len(added) + 1}: not readable as gzip" in cut.stderr
+    assert "compress the file again" in cut.stderr and "Traceback" not in cut.stderr
+
+    (tmp_path / "garbled.jsonl.gz").write_bytes(data[:10] + bytes(range(256)) * 4)
+    garbled = run("library", "add", str(tmp_path / "garbled.jsonl.gz"))
+    assert garbled.exit_code == 1 and not garbled.stdout
+    assert "garbled.jsonl.gz:1: not readable as gzip" in garbled.stderr
 
 
 def test_library_list_and_rm(run, files):

@@ -510,6 +510,42 @@ def _shard_states(index: RedisIndex) -> list[list[bytes | None]]:
     ]
 
 
+def test_room_reserved_ahead_takes_the_postings_that_come(
+    redis_client: redis.Redis,
+) -> None:
+    """An import into an empty index makes room for its postings first (`reserve`): the
+    shards grow at once, writing no block, and the postings then go in with hardly a
+    split; every posting is found, in about as many blocks as an index grown as they came. A
+    shard holding records already is left to grow as postings come."""
+    rng = random.Random(17)
+    masters = [(m, [rng.getrandbits(64) for _ in range(80)]) for m in range(1, 6001)]
+    ahead, grown_as_added = RedisIndex(redis_client, "ct:ahead"), RedisIndex(redis_client, "ct:as")
+    ahead.reserve(80 * len(masters))
+    reserved = [(int(level), int(split)) for level, split, *_ in _shard_states(ahead)]
+    share = 80 * len(masters) // SHARDS
+    assert reserved == [grown(MIN_LEVEL, 0, share, LOAD, 32)] * SHARDS != [(MIN_LEVEL, 0)] * SHARDS
+    assert not list(redis_client.scan_iter("ct:ahead:{*}:*"))  # no block written
+    for index in (ahead, grown_as_added):
+        for start in range(0, len(masters), 1500):
+            batch = masters[start : start + 1500]
+            assert index.add_many(batch, fresh=True) == 80 * len(batch)
+    assert next(redis_client.scan_iter("ct:ahead:{*}:*"), None)  # the blocks, once written
+    # Shards given more than their even share of the postings split a few blocks more.
+    blocks = [2 ** int(level) + int(split) for level, split, *_ in _shard_states(ahead)]
+    assert all(
+        0 <= n - (2**level + split) < 0.05 * n
+        for n, (level, split) in zip(blocks, reserved, strict=True)
+    )
+    sample = [fp for _, fps in masters[::53] for fp in fps[:10]]
+    owners = [(m,) for m, fps in masters[::53] for _ in fps[:10]]
+    assert ahead.lookup(sample) == grown_as_added.lookup(sample) == owners
+    assert 0.95 < ahead.stats().keys / grown_as_added.stats().keys < 1.05
+
+    before = _shard_states(ahead)
+    ahead.reserve(80 * len(masters))  # every shard holds its share already
+    assert _shard_states(ahead) == before
+
+
 def test_blocks_split_in_the_client_are_those_the_script_splits(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -80,6 +80,9 @@ _CHUNK = 4000
 _LOOKED_UP_AT_ONCE = 16_384
 # Records routed in one go; more are routed a shard at a time (bounded memory).
 _ROUTED_AT_ONCE = 200_000
+# Records a shard may hold for `RedisIndex.reserve` to split its blocks ahead (~22 MB
+# read at once); a fuller shard grows as postings come.
+_RESERVE_MOVES = 2_000_000
 # Times a shard's blocks are split in the client (RedisIndex._split_here) before a script
 # splits them in Valkey: other processes wrote to the shard each time in between.
 _SPLIT_TRIES = 3
@@ -446,6 +449,10 @@ class InvertedIndex(ABC):
     def set_generation(self, generation: str) -> None:
         """Record which build of the index this is (`tracker.generation`)."""
 
+    @abstractmethod
+    def reserve(self, postings: int) -> None:
+        """Make room ahead for about ``postings`` postings to come (a large import)."""
+
     def add_many(self, masters: Sequence[IndexedMaster], fresh: bool = False) -> int:
         """`add` for several (master id, fingerprints[, places]); returns the new postings.
         fresh: the ids are new (none has a posting yet), which spares looking for ones in
@@ -728,6 +735,9 @@ class MemoryIndex(InvertedIndex):
     def set_generation(self, generation: str) -> None:
         self._generation = generation
 
+    def reserve(self, postings: int) -> None:
+        """Dicts grow as postings come at no extra cost: nothing to do."""
+
 
 class RedisIndex(InvertedIndex):
     """Sharded, self-sizing index in Redis/Valkey; see the module docstring.
@@ -826,6 +836,22 @@ class RedisIndex(InvertedIndex):
         if not fresh:
             self._grow(touched)
         return added
+
+    def reserve(self, postings: int) -> None:
+        """Split, now, the blocks of the shards that hold few records yet, as the postings
+        to come will need: a block split while empty costs only its shard's state, one split
+        as postings come moves every record it holds (30,000 works added to an empty
+        library: 44-46 -> 38-39 s). Shards holding more than a quarter of their
+        share of ``postings``, or more than _RESERVE_MOVES records, grow as postings come
+        (splitting them now would move as many records, all read at once)."""
+        share = max(postings, 0) // SHARDS  # the mixed fingerprints spread evenly
+        pipe = self.client.pipeline(transaction=False)
+        for key in self._shards:
+            pipe.hget(key, "postings")
+        held = [int(count or 0) for count in pipe.execute()]
+        ahead = [n for n in range(SHARDS) if held[n] <= min(share // 4, _RESERVE_MOVES)]
+        if share and ahead:
+            self._grow(ahead, np.full(SHARDS, share, dtype=np.int64))
 
     def _grow(self, shards: list[int], coming: np.ndarray | None = None) -> None:
         """Split blocks of shards until each holds at most LOAD postings per block,

@@ -235,17 +235,22 @@ def add_works(
 
 
 def add_batches(
-    ctx: Context, batches: Iterable[tuple[T, PreparedWorks]]
+    ctx: Context, batches: Iterable[tuple[T, PreparedWorks]], expected_works: int | None = None
 ) -> Iterator[tuple[T, list[list[AddResult] | ValueError]]]:
     """`add_works` for a stream of prepared batches (each with a tag of the caller's, given
     back with its results): the documents of one batch are inserted, in a thread, while the
     postings of the next are written, so that MongoDB and the index work at once. A batch's
     results come once its documents are in, in the order of the batches; a batch naming a
     work (external id or text) of the one being inserted waits for it, so that it finds it.
+
+    ``expected_works``: about how many works the batches hold in all; the index makes room
+    for their postings ahead (`InvertedIndex.reserve`), judged by the first batch's.
     """
     with ThreadPoolExecutor(1, thread_name_prefix="documents") as documents:
         inserting: tuple[T, _Adding, Future[set[int]]] | None = None
-        for tag, works in batches:
+        for number, (tag, works) in enumerate(batches):
+            if number == 0 and expected_works:
+                ctx.index.reserve(_postings_expected(works, expected_works))
             if inserting is not None and inserting[1].new.names & _names(works.pieces):
                 yield _finished(ctx, inserting)
                 inserting = None
@@ -255,6 +260,13 @@ def add_batches(
             inserting = (tag, adding, documents.submit(_insert_documents, ctx, adding.new))
         if inserting is not None:
             yield _finished(ctx, inserting)
+
+
+def _postings_expected(first: PreparedWorks, works: int) -> int:
+    """The new postings ``works`` works will bring, at the rate of a first batch of them
+    (pieces stored already bring none)."""
+    new = sum(len(piece.fingerprints) for piece in first.pieces if piece.fingerprints is not None)
+    return new * works // max(len(first.outcomes), 1)
 
 
 @dataclass(frozen=True)

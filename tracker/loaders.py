@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jsonl import BadLine, read_jsonl
+from .jsonl import BadLine, count_lines, read_jsonl
 from .library import METADATA_FIELDS, Work
 
 TEXT_SUFFIXES = (".txt", ".md")
@@ -146,6 +146,18 @@ def load_works(paths: Iterable[Path]) -> Iterator[Loaded | LoadError]:
                     yield item if isinstance(item, LoadError) else _first_of_its_id(item, seen)
             except OSError as err:
                 yield LoadError(str(file), f"cannot read: {err.strerror or err}")
+
+
+def count_works(paths: Iterable[Path]) -> int:
+    """About how many works `load_works` reads from ``paths`` (a JSONL file's lines, one
+    work per other file), counted quickly: a progress bar's total, and what the index
+    makes room for (`tracker.library.add_batches`)."""
+    files = (file for path in paths for file in _files(Path(path)))
+    return sum(
+        count_lines(file) if _suffix(file) in JSONL_SUFFIXES else 1
+        for file in files
+        if not isinstance(file, LoadError)
+    )
 
 
 def _first_of_its_id(item: Loaded, seen: dict[str, tuple[bytes, str]]) -> Loaded | LoadError:
