@@ -173,17 +173,24 @@ def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_en
     assert counted == ["masters"]
 
 
-def test_reindex_after_losing_redis_gives_identical_results(ctx):
+def test_reindex_after_losing_redis_gives_identical_results(ctx, monkeypatch):
+    monkeypatch.setattr(library, "REINDEX_BATCH", 4)  # 15 works: four batches
     for i, text in enumerate(ZH[:15]):
         add_work(ctx, Work(text=text, external_id=f"n{i}"))
     queries = [ZH[2][50:400], ZH[7], ZH[20], ZH[11][:200] + ZH[12][200:500]]
     before = [match_text(ctx, q) for q in queries]
     stats = ctx.index.stats()
+    counts = {m["_id"]: m["fingerprints"] for m in ctx.db.masters.find()}
     ctx.redis.flushdb()
+    # As an upgrade (other parameters) or an update killed half-way leaves them.
+    ctx.db.masters.update_many({}, {"$set": {"state": library.INDEXING, "params_version": "v0"}})
     assert [match_text(ctx, q) for q in queries] != before
     assert reindex(ctx) == 15
     assert [match_text(ctx, q) for q in queries] == before
     assert ctx.index.stats().postings == stats.postings
+    marks = {m["_id"]: (m["fingerprints"], m["state"], m["params_version"])
+             for m in ctx.db.masters.find()}  # fmt: skip
+    assert marks == {i: (n, "indexed", ctx.params.version) for i, n in counts.items()}
 
 
 def test_long_works_are_split_into_linked_chapters(ctx, monkeypatch):

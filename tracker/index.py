@@ -51,14 +51,14 @@ from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import islice, pairwise, repeat
-from typing import TypeVar
+from itertools import pairwise, repeat
 
 import numpy as np
 import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError, WatchError
 
+from .batches import batched
 from .linear_hashing import block_of, grown, split_blocks
 
 MAX_MASTER_ID = 2**32 - 1  # records hold ids as uint32
@@ -86,8 +86,6 @@ _RESERVE_MOVES = 2_000_000
 # Times a shard's blocks are split in the client (RedisIndex._split_here) before a script
 # splits them in Valkey: other processes wrote to the shard each time in between.
 _SPLIT_TRIES = 3
-
-T = TypeVar("T")
 
 # A posting keeps where its granule lies in the work, coarsely: the granule's first letter
 # // PLACE_LETTERS, modulo PLACES, plus 1 (0: not given). Two hits of a copied stretch
@@ -1353,7 +1351,7 @@ class RedisIndex(InvertedIndex):
         postings = sum(int(p or 0) for p, _ in counters)
         keys = sum(int(b or 0) for _, b in counters)
         memory = 0
-        for batch in _batched(self._scan()):
+        for batch in batched(self._scan(), 1000):
             pipe = self.client.pipeline(transaction=False)
             for key in batch:
                 pipe.memory_usage(key, samples=0)
@@ -1361,7 +1359,7 @@ class RedisIndex(InvertedIndex):
         return IndexStats(postings, keys, memory, memory / postings if postings else 0.0)
 
     def clear(self) -> None:
-        for batch in _batched(self._scan()):
+        for batch in batched(self._scan(), 1000):
             self.client.unlink(*batch)
         self._layout_checked = False
         self._shard_state.clear()
@@ -1556,8 +1554,3 @@ def _digits(numbers: np.ndarray) -> bytes:
     """Block numbers as one string of 10-digit decimals (the names' fixed-width suffixes)."""
     digits = numbers.astype(np.uint64)[:, None] // _POWERS % np.uint64(10) + np.uint64(48)
     return digits.astype(np.uint8).tobytes()
-
-
-def _batched(items: Iterator[T], size: int = 1000) -> Iterator[list[T]]:
-    while batch := list(islice(items, size)):
-        yield batch

@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from itertools import chain
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from fingerprinter import index_array, to_letters
 
+from .batches import batched, worked_ahead
 from .context import Context
 from .generation import postings_added, postings_removing
 from .index import MAX_MASTER_ID, places_of
@@ -38,7 +39,15 @@ INDEXING = "indexing"
 ARCHIVE = "deleted_masters"
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
-REINDEX_BATCH = 200  # masters per round trip when rebuilding the index
+# Batches of an import whose postings the index makes room for ahead (`_make_room`):
+# blocks split while empty spare moving records (10,000-30,000 works into an empty library:
+# 44-46 -> 38-39 s at 30,000), but every batch rewrites each block it touches, and blocks
+# made long before their postings come multiply those rewrites (room made for all of a
+# 100,000-work import, 13 batches: Valkey's CPU 93-102 -> 121-122 s, the import no faster).
+ROOM_AHEAD_BATCHES = 4
+# Masters read, fingerprinted and indexed together when rebuilding the index: as in
+# `library add`, each index block a batch touches is rewritten once for all its postings.
+REINDEX_BATCH = 4000
 LIBRARY_COUNT_SECONDS = 60.0  # how long a process trusts its count of the masters
 # How long the others wait for the process counting the masters before counting themselves.
 LIBRARY_COUNTING_SECONDS = 10.0
@@ -244,13 +253,15 @@ def add_batches(
     work (external id or text) of the one being inserted waits for it, so that it finds it.
 
     ``expected_works``: about how many works the batches hold in all; the index makes room
-    for their postings ahead (`InvertedIndex.reserve`), judged by the first batch's.
+    ahead (`InvertedIndex.reserve`) for the postings of the first few batches, judged by
+    the first one's.
     """
     with ThreadPoolExecutor(1, thread_name_prefix="documents") as documents:
         inserting: tuple[T, _Adding, Future[set[int]]] | None = None
         for number, (tag, works) in enumerate(batches):
-            if number == 0 and expected_works:
-                ctx.index.reserve(_postings_expected(works, expected_works))
+            if number == 0 and expected_works:  # pieces stored already bring no postings
+                new = [p.fingerprints for p in works.pieces if p.fingerprints is not None]
+                _make_room(ctx, sum(map(len, new)), len(works.outcomes), expected_works)
             if inserting is not None and inserting[1].new.names & _names(works.pieces):
                 yield _finished(ctx, inserting)
                 inserting = None
@@ -262,11 +273,12 @@ def add_batches(
             yield _finished(ctx, inserting)
 
 
-def _postings_expected(first: PreparedWorks, works: int) -> int:
-    """The new postings ``works`` works will bring, at the rate of a first batch of them
-    (pieces stored already bring none)."""
-    new = sum(len(piece.fingerprints) for piece in first.pieces if piece.fingerprints is not None)
-    return new * works // max(len(first.outcomes), 1)
+def _make_room(ctx: Context, postings: int, works: int, total_works: int) -> None:
+    """Room in the index for the postings of the first ROOM_AHEAD_BATCHES batches of an
+    import of ``total_works`` works, at the rate of its first batch (``postings`` new
+    postings for ``works`` works)."""
+    batches = min(total_works / max(works, 1), ROOM_AHEAD_BATCHES)
+    ctx.index.reserve(int(postings * batches))
 
 
 @dataclass(frozen=True)
@@ -528,9 +540,11 @@ def _index_many(
     ctx: Context,
     masters: Sequence[tuple[int, str]],
     known: Sequence[MasterFingerprints | None] = (),
+    fresh: bool = False,
 ) -> None:
-    """Index masters (id, text) and mark them indexed; known: fingerprints already
-    computed, in the same order (None where not)."""
+    """Index masters (id, text) and mark them indexed, in one write to each server; known:
+    fingerprints already computed, in the same order (None where not); fresh: none of the
+    masters has a posting (`InvertedIndex.add_many`)."""
     if not masters:
         return
     known = list(known) + [None] * (len(masters) - len(known))
@@ -538,16 +552,16 @@ def _index_many(
         fingerprint_values(ctx, text) if fps is None else fps
         for (_, text), fps in zip(masters, known, strict=True)
     ]
-    postings_added(
-        ctx,
-        ctx.index.add_many(
-            [(i, fps.values, fps.places) for (i, _), fps in zip(masters, values, strict=True)]
-        ),
+    indexed = [(i, fps.values, fps.places) for (i, _), fps in zip(masters, values, strict=True)]
+    postings_added(ctx, ctx.index.add_many(indexed, fresh=fresh))
+    marks = {"state": "indexed", "params_version": ctx.params.version}
+    ctx.db.masters.bulk_write(
+        [
+            UpdateOne({"_id": master_id}, {"$set": {**marks, "fingerprints": len(fps)}})
+            for (master_id, _), fps in zip(masters, values, strict=True)
+        ],
+        ordered=False,
     )
-    for (master_id, _), fps in zip(masters, values, strict=True):
-        ctx.db.masters.update_one(
-            {"_id": master_id}, {"$set": {"state": "indexed", "fingerprints": len(fps)}}
-        )
 
 
 def _unindex(ctx: Context, master_id: int, text: str) -> None:
@@ -739,23 +753,25 @@ def _library_size_changed(ctx: Context) -> None:
 
 
 def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
-    """Rebuild the index from MongoDB (after a Redis loss or a parameter change)."""
+    """Rebuild the index from MongoDB (after a Redis loss or a parameter change), as
+    `add_batches` fills it: masters read in batches, each fingerprinted in a thread while
+    the one before is indexed, with room made ahead for the first few."""
     ctx.index.clear()
     ctx.index.ensure_version(ctx.params.version)
-    count = 0
-    batch: list[tuple[int, str]] = []
+    total = ctx.db.masters.estimated_document_count()
     cursor = ctx.db.masters.find({}, {"text": 1}).sort("_id", 1)
-    for master in chain(cursor, [None]):
-        if master is not None:
-            batch.append((master["_id"], master["text"]))
-        if batch and (master is None or len(batch) == REINDEX_BATCH):
-            _index_many(ctx, batch)
-            ctx.db.masters.update_many(
-                {"_id": {"$in": [i for i, _ in batch]}},
-                {"$set": {"params_version": ctx.params.version}},
-            )
+    batches = batched(((m["_id"], m["text"]) for m in cursor), REINDEX_BATCH)
+
+    def fingerprinted(batch: list[tuple[int, str]]) -> list[MasterFingerprints]:
+        return [fingerprint_values(ctx, text) for _, text in batch]
+
+    count = 0
+    with ThreadPoolExecutor(1, thread_name_prefix="fingerprints") as ahead:
+        for batch, values in worked_ahead(batches, fingerprinted, ahead):
+            if not count:
+                _make_room(ctx, sum(map(len, values)), len(batch), total)
+            _index_many(ctx, batch, values, fresh=True)
             count += len(batch)
             if progress:
                 progress(len(batch))
-            batch = []
     return count

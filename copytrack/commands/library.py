@@ -7,12 +7,12 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import chain
 from pathlib import Path
 
 import click
 from tqdm import tqdm
 
+from tracker.batches import worked_ahead
 from tracker.context import open_context
 from tracker.durability import wait_durable
 from tracker.generation import rebuild
@@ -99,14 +99,8 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
         if batch:
             yield batch
 
-    def prepared(ahead: ThreadPoolExecutor) -> Iterator[tuple[list[Loaded], PreparedWorks]]:
-        # The next batch is fingerprinted while this one is handed on.
-        waiting: tuple[list[Loaded], Future[PreparedWorks]] | None = None
-        for batch in chain(batches(), [None]):
-            upcoming = batch and (batch, ahead.submit(prepare_works, ctx, [i.work for i in batch]))
-            if waiting:
-                yield waiting[0], waiting[1].result()
-            waiting = upcoming
+    def prepared(batch: list[Loaded]) -> PreparedWorks:
+        return prepare_works(ctx, [item.work for item in batch])
 
     def lines_of(batch: list[Loaded], added: list[list[AddResult] | ValueError]) -> list[str]:
         lines = []
@@ -134,7 +128,8 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
     # that waits for the disk and is printed.
     with bar, ThreadPoolExecutor(1) as ahead, ThreadPoolExecutor(1) as reporter:
         reports: list[Future[None]] = []
-        for batch, added in add_batches(ctx, prepared(ahead), expected_works=expected):
+        ready = worked_ahead(batches(), prepared, ahead)
+        for batch, added in add_batches(ctx, ready, expected_works=expected):
             reports.append(reporter.submit(report, lines_of(batch, added)))
             for done in [r for r in reports if r.done()]:
                 done.result()  # a failed disk wait stops the command here
