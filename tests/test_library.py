@@ -10,11 +10,11 @@ import pytest
 
 from fingerprinter import FingerprintParams
 from tests.corpus import texts
-from tracker import library
+from tracker import library, store
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.index import IndexVersionMismatch
-from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, reindex
+from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, add_works, reindex
 from tracker.library_edits import delete_works
 from tracker.matcher import match_text
 
@@ -48,6 +48,18 @@ def test_adding_the_same_text_again_changes_nothing(ctx):
     assert twin.status == "duplicate" and "a" in twin.detail
     assert ctx.index.stats().postings == postings
     assert ctx.db.masters.count_documents({}) == 1
+
+
+def test_a_batch_readded_finds_every_work_stored_however_its_lookups_are_cut(ctx, monkeypatch):
+    # The stored works of a batch are looked up IN_VALUES ids or hashes at a time.
+    monkeypatch.setattr(store, "IN_VALUES", 4)
+    works = [Work(text, f"n{i}") for i, text in enumerate(ZH[:15])]
+    first = add_works(ctx, works)
+    again = add_works(ctx, [*works, Work(ZH[14], "twin"), Work(ZH[20], "n7")])
+    assert [r.status for (r,) in first] == ["added"] * 15
+    assert [r.status for (r,) in again] == ["unchanged"] * 15 + ["duplicate", "updated"]
+    assert [r.master_id for (r,) in again][:15] == [r.master_id for (r,) in first]
+    assert ctx.db.masters.count_documents({}) == 15
 
 
 def test_new_text_under_an_existing_id_replaces_the_old_one(ctx):
