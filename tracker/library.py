@@ -40,8 +40,8 @@ ARCHIVE = "deleted_masters"
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
 # Batches of an import whose postings the index makes room for ahead (`_make_room`):
-# blocks split while empty spare moving records (10,000-30,000 works into an empty library:
-# 44-46 -> 38-39 s at 30,000), but every batch rewrites each block it touches, and blocks
+# blocks split while empty spare moving records (30,000 works into an empty library: 51-60
+# -> 42-51 s, alternating), but every batch rewrites each block it touches, and blocks
 # made long before their postings come multiply those rewrites (room made for all of a
 # 100,000-work import, 13 batches: Valkey's CPU 93-102 -> 121-122 s, the import no faster).
 ROOM_AHEAD_BATCHES = 4
