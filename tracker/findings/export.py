@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from itertools import islice
 from typing import Any
 
+from ..batches import batched
 from ..context import Context
+from ..store import find_in
 from ..times import iso
 from .queries import FindingFilter, finding_query, sort_spec
 
@@ -58,12 +59,11 @@ def findings_csv(ctx: Context, flt: FindingFilter, batch: int = 500) -> Iterator
     cursor = ctx.db.findings.find(finding_query(ctx, flt), {"history": 0, "spans": 0}).sort(
         sort_spec(flt.sort)
     )
-    while chunk := list(islice(cursor, batch)):
+    for chunk in batched(cursor, batch):
+        page_ids = [f["page_id"] for f in chunk]
         captures = {
             page["_id"]: page.get("raw_sha256")
-            for page in ctx.db.pages.find(
-                {"_id": {"$in": [f["page_id"] for f in chunk]}}, {"raw_sha256": 1}
-            )
+            for page in find_in(ctx.db.pages, "_id", page_ids, {"raw_sha256": 1})
         }
         for finding in chunk:
             finding["capture_sha256"] = captures.get(finding["page_id"])
