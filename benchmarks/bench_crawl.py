@@ -47,6 +47,7 @@ from benchmarks.bench_extraction import (  # noqa: E402
     read_page,
 )
 from benchmarks.bench_scale import COMMAND  # noqa: E402
+from benchmarks.bytecode import compile_project  # noqa: E402
 from benchmarks.shared_corpus import (  # noqa: E402
     CORPUS_DIR,
     FILES,
@@ -209,6 +210,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
         return 0
+    compile_project()
     if args.real_pages:
         return real_pages_main(args)
 

@@ -47,6 +47,7 @@ from typing import Any
 
 import redis
 
+from benchmarks.bytecode import compile_project
 from benchmarks.shared_corpus import iter_documents, require_shared
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed import attacks
@@ -450,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help=f"markdown results (default runs: {RESULTS})")
     args = parser.parse_args(argv)
     require_shared()
+    compile_project()
     default_run = all(getattr(args, k) == v for k, v in DEFAULTS.items())
 
     data_dir = Path(tempfile.mkdtemp(prefix="copytrack-load-"))

@@ -50,6 +50,7 @@ from pathlib import Path
 import redis
 
 from benchmarks import library_reads
+from benchmarks.bytecode import compile_project
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
 from testbed.distractors import distractors
@@ -376,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help=f"markdown results (default run: {RESULTS})")
     args = parser.parse_args(argv)
     require_shared()
+    compile_project()
     if args.quick:
         args.sizes, args.real, args.suspects = "2000,5000", 300, 300
     sizes = [int(s) for s in args.sizes.split(",")]
