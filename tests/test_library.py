@@ -51,15 +51,20 @@ def test_adding_the_same_text_again_changes_nothing(ctx):
 
 
 def test_a_batch_readded_finds_every_work_stored_however_its_lookups_are_cut(ctx, monkeypatch):
-    # The stored works of a batch are looked up IN_VALUES ids or hashes at a time.
+    # The stored works of a batch are looked up IN_VALUES ids or hashes at a time, more
+    # while a lookup finds none: here the new works first, then the stored ones.
     monkeypatch.setattr(store, "IN_VALUES", 4)
+    monkeypatch.setattr(store, "IN_VALUES_NONE_FOUND", 16)
     works = [Work(text, f"n{i}") for i, text in enumerate(ZH[:15])]
+    new = [Work(text, f"new{i}") for i, text in enumerate(ZH[21:27])]
     first = add_works(ctx, works)
-    again = add_works(ctx, [*works, Work(ZH[14], "twin"), Work(ZH[20], "n7")])
+    again = add_works(ctx, [*new, *works, Work(ZH[14], "twin"), Work(ZH[20], "n7")])
     assert [r.status for (r,) in first] == ["added"] * 15
-    assert [r.status for (r,) in again] == ["unchanged"] * 15 + ["duplicate", "updated"]
-    assert [r.master_id for (r,) in again][:15] == [r.master_id for (r,) in first]
-    assert ctx.db.masters.count_documents({}) == 15
+    assert [r.status for (r,) in again] == (
+        ["added"] * 6 + ["unchanged"] * 15 + ["duplicate", "updated"]
+    )
+    assert [r.master_id for (r,) in again][6:21] == [r.master_id for (r,) in first]
+    assert ctx.db.masters.count_documents({}) == 21
 
 
 def test_new_text_under_an_existing_id_replaces_the_old_one(ctx):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -23,6 +24,11 @@ INDEX_KEY_SPECS_CONFLICT = 86
 # 4,000 values in lists of 32-64, 0.6-1.0 s); MongoDB takes long lists in its stride, and
 # the few more round trips cost it little.
 IN_VALUES = 50
+# A list that finds nothing costs SecantusDB far less a value (measured at 100,000 works:
+# 0.047 ms in lists of 50, 0.024 in lists of 400; found values 0.23 and 0.66): the names
+# and hashes of a first import, none of them stored yet, go in lists that double up to
+# this while a list finds nothing.
+IN_VALUES_NONE_FOUND = 400
 
 # Every upsert and lookup key has an index: SecantusDB (and MongoDB at scale) would scan.
 INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
@@ -168,9 +174,15 @@ def find_in(
     also: Mapping[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The documents whose ``field`` is one of ``values`` (and that match ``also``), in
-    queries of IN_VALUES values."""
-    for chunk in batched(values, IN_VALUES):
-        yield from collection.find({field: {"$in": chunk}, **(also or {})}, projection)
+    queries of IN_VALUES values, or more while they find none (IN_VALUES_NONE_FOUND)."""
+    remaining = iter(values)
+    size = IN_VALUES
+    while chunk := list(islice(remaining, size)):
+        found = False
+        for document in collection.find({field: {"$in": chunk}, **(also or {})}, projection):
+            found = True
+            yield document
+        size = IN_VALUES if found else min(2 * size, IN_VALUES_NONE_FOUND)
 
 
 def update_in(
