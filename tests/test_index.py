@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import redis
 
-from tracker import index as index_module
 from tracker.index import (
     LOAD,
     MIN_LEVEL,
@@ -25,8 +24,9 @@ from tracker.index import (
     MemoryIndex,
     RedisIndex,
     places_of,
+    redis_index,
 )
-from tracker.linear_hashing import block_of, grown, split_blocks
+from tracker.index.linear_hashing import block_of, grown, split_blocks
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -272,7 +272,7 @@ def test_redis_layouts_keep_fingerprints_apart(
 def _unmixed(x: int, bits: int) -> int:
     """The fingerprint that RedisIndex mixes into x (its mixer's steps undone in reverse)."""
     mask, shift = 2**bits - 1, bits // 2
-    for constant in reversed(index_module._MIX):
+    for constant in reversed(redis_index._MIX):
         x ^= x >> shift  # an xor-shift by half the width or more is its own inverse
         x = x * pow(int(constant), -1, 2**bits) & mask
     return x
@@ -286,7 +286,7 @@ def test_redis_keys_alike_in_their_low_bytes_stay_apart(
     block whose keys differ only above those bytes still find only their own masters."""
     index = RedisIndex(redis_client, "test:ix", fingerprint_bits=fingerprint_bits)
     mixed = random.Random(3).getrandbits(fingerprint_bits)
-    key_bit = index_module.SHARD_BITS + MIN_LEVEL + 33  # past the low 32 bits of the key
+    key_bit = redis_index.SHARD_BITS + MIN_LEVEL + 33  # past the low 32 bits of the key
     alike = [mixed, mixed ^ (1 << key_bit), mixed ^ (1 << (key_bit + 4))]
     fingerprints = [_unmixed(x, fingerprint_bits) for x in alike]
     assert index._mixed(fingerprints).tolist() == alike
@@ -478,7 +478,7 @@ def test_a_large_batch_is_routed_a_shard_at_a_time_into_the_same_blocks(
     masters = [(m, [rng.getrandbits(64) for _ in range(300)]) for m in range(1, 101)]
     whole = RedisIndex(redis_client, "ct:whole")
     assert whole.add_many(masters, fresh=True) == 100 * 300
-    monkeypatch.setattr(index_module, "_ROUTED_AT_ONCE", 1000)
+    monkeypatch.setattr(redis_index, "_ROUTED_AT_ONCE", 1000)
     by_shard = RedisIndex(redis_client, "ct:byshard")
     assert by_shard.add_many(masters, fresh=True) == 100 * 300
     assert _blocks(by_shard) == _blocks(whole)
@@ -557,8 +557,8 @@ def test_blocks_split_in_the_client_are_those_the_script_splits(
     masters = [(m, [rng.getrandbits(64) for _ in range(80)]) for m in range(1, 12_001)]
     here, script = RedisIndex(redis_client, "ct:here"), RedisIndex(redis_client, "ct:script")
     batches = [(0, 5000, True), (5000, 9000, False), (9000, 9010, False), (9010, 12_000, True)]
-    for index, tries in [(here, index_module._SPLIT_TRIES), (script, 0)]:
-        monkeypatch.setattr(index_module, "_SPLIT_TRIES", tries)
+    for index, tries in [(here, redis_index._SPLIT_TRIES), (script, 0)]:
+        monkeypatch.setattr(redis_index, "_SPLIT_TRIES", tries)
         for start, stop, fresh in batches:
             assert index.add_many(masters[start:stop], fresh=fresh) == 80 * (stop - start)
     assert _shard_states(here) == _shard_states(script)
@@ -568,7 +568,7 @@ def test_blocks_split_in_the_client_are_those_the_script_splits(
     assert here.lookup(sample) == [(m,) for m, fps in masters[::101] for _ in fps[:10]]
 
 
-@pytest.mark.parametrize("writes", [1, index_module._SPLIT_TRIES * SHARDS])
+@pytest.mark.parametrize("writes", [1, redis_index._SPLIT_TRIES * SHARDS])
 def test_a_split_meeting_another_process_write_starts_again(
     redis_client: redis.Redis, writes: int
 ) -> None:

@@ -1,4 +1,4 @@
-"""Inverted index: fingerprint (unsigned int < 2**64) → set of integer master ids.
+"""`RedisIndex`: the production index in Redis/Valkey.
 
 Two interchangeable backends behind one interface (datasketch-style storage):
 
@@ -34,7 +34,7 @@ A shard starts with 2**MIN_LEVEL blocks and splits one block in two whenever it 
 than ``LOAD`` postings per block on average, so blocks stay under a kilobyte at any
 library size: a posting costs its record (11 bytes with the default 54-bit fingerprints)
 plus its share of a block key, about 12 bytes in all, with no server setting to tune
-(`tracker.linear_hashing`). The writer splits the blocks: it reads them, divides their
+(`linear_hashing`). The writer splits the blocks: it reads them, divides their
 records and writes them back in a transaction that applies only if nothing wrote to the
 shard meanwhile, or, when writes keep coming, has a script split them in Valkey.
 Every script and transaction touches the keys of one shard only (one hash slot), so the
@@ -45,23 +45,30 @@ from __future__ import annotations
 
 import re
 import secrets
-import sys
-import threading
-from abc import ABC, abstractmethod
-from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from itertools import pairwise, repeat
+from itertools import pairwise
 
 import numpy as np
 import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError, WatchError
 
-from .batches import batched
+from ..batches import batched
+from .base import (
+    IndexedMaster,
+    IndexStats,
+    IndexVersionMismatch,
+    InvertedIndex,
+    Postings,
+    as_uint64,
+    checked_master,
+    distinct_fingerprints,
+    given_places,
+    width_error,
+)
+from .kept_blocks import KEPT_ENTRY_BYTES, KEPT_SHARE_WORTH_IT, KeptBlocks, ShardVersion
 from .linear_hashing import block_of, grown, split_blocks
-
-MAX_MASTER_ID = 2**32 - 1  # records hold ids as uint32
+from .scripts import ADD_SCRIPT, APPEND_SCRIPT, REMOVE_SCRIPT, SPLIT_SCRIPT
 
 SHARD_BITS = 4
 SHARDS = 1 << SHARD_BITS
@@ -87,654 +94,8 @@ _RESERVE_MOVES = 2_000_000
 # splits them in Valkey: other processes wrote to the shard each time in between.
 _SPLIT_TRIES = 3
 
-# A posting keeps where its granule lies in the work, coarsely: the granule's first letter
-# // PLACE_LETTERS, modulo PLACES, plus 1 (0: not given). Two hits of a copied stretch
-# lie as far apart in the work as in the page; fingerprints colliding by chance fall
-# anywhere, and the matcher drops such candidates before reading their text.
-PLACE_LETTERS = 32
-PLACES = 255
-
-
-def places_of(first_letters: np.ndarray) -> np.ndarray:
-    """The places (1..PLACES) of granules starting at letters ``first_letters``."""
-    return (np.asarray(first_letters, dtype=np.int64) // PLACE_LETTERS % PLACES + 1).astype(
-        np.uint8
-    )
-
-
 # Odd multipliers of the fingerprint mixer (MurmurHash3's fmix64 constants).
 _MIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))
-
-# Helpers of every script. KEYS[1] is the shard's hash; ARGV[1] the layout, ARGV[2] the key
-# bytes per record. Lua numbers are doubles: exact for the 32-bit values used here.
-_LUA_COMMON = r"""
-local KL = tonumber(ARGV[2])
-local ID = KL + 4  -- bytes that name a posting: its key and master id
-local R = ID + 1  -- a record: those, then the posting's place
-local MIN_LEVEL = 8
-local floor = math.floor
-
-local function state()  -- level, split; or nil and the other layout found
-  local s = redis.call('HMGET', KEYS[1], 'layout', 'level', 'split')
-  if s[1] and s[1] ~= ARGV[1] then return nil, s[1] end
-  return tonumber(s[2]) or MIN_LEVEL, tonumber(s[3]) or 0
-end
-
--- The state, when it is the one the caller routed its records with (ARGV[3], ARGV[4]);
--- else nil and the reply: the layout error, or {-1, level, split} to route them again.
-local function routed_state()
-  local level, split = state()
-  if not level then return nil, redis.error_reply('CTLAYOUT ' .. split) end
-  if level ~= tonumber(ARGV[3]) or split ~= tonumber(ARGV[4]) then
-    return nil, {-1, level, split}
-  end
-  return level, split
-end
-
--- The reply of a call that added postings and new blocks, once the shard counts them.
--- Every change of a shard's blocks counts one more write, under a stamp of the shard's
--- creation (a cleared index starts again from 0): readers keep blocks by both.
-local function wrote()
-  if redis.call('HEXISTS', KEYS[1], 'born') == 0 then
-    local t = redis.call('TIME')
-    redis.call('HSET', KEYS[1], 'born', t[1] .. '.' .. t[2])
-  end
-  redis.call('HINCRBY', KEYS[1], 'writes', 1)
-end
-
-local function added_reply(added, blocks)
-  if added > 0 then
-    redis.call('HINCRBY', KEYS[1], 'postings', added)
-    wrote()
-  end
-  if blocks > 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
-  redis.call('HSETNX', KEYS[1], 'layout', ARGV[1])
-  return {added}
-end
-
-local function block_of(low, level, split)  -- linear hashing on the low 32 bits of h
-  local b = low % 2 ^ level
-  if b < split then b = low % 2 ^ (level + 1) end
-  return b
-end
-
--- Block numbers are below 2**32: 10 digits, so callers can send names as a fixed-width blob.
-local function block_key(b) return KEYS[1] .. ':' .. string.format('%010d', b) end
-
-local function u32(s, i)
-  local a, b, c, d = string.byte(s, i, i + 3)
-  return ((a * 256 + b) * 256 + c) * 256 + d
-end
-
--- Byte offset (1-based) of the first record of block s that starts with k (a posting's
--- ID bytes), from offset init on; nil if none. A plain find runs in C; a hit not on a
--- record boundary is skipped.
-local function find(s, k, init)
-  local at = string.find(s, k, init, true)
-  while at and (at - 1) % R ~= 0 do at = string.find(s, k, at + 1, true) end
-  return at
-end
-
--- ARGV[3]: records of 4 bytes (low 32 bits of h) then ID bytes (key, id). Returns the
--- blocks in first-seen order and their postings' ID bytes.
-local function grouped(level, split)
-  local blob, A = ARGV[3], 4 + ID
-  local groups, order = {}, {}
-  for i = 1, #blob, A do
-    local b = block_of(u32(blob, i), level, split)
-    local g = groups[b]
-    if not g then
-      g = {}
-      groups[b] = g
-      order[#order + 1] = b
-    end
-    g[#g + 1] = string.sub(blob, i + 4, i + 3 + ID)
-  end
-  return order, groups
-end
-"""
-
-# ARGV: layout, key length, the shard's level and split the caller computed blocks with,
-# the blocks (10-digit numbers, one string), then the records (one string): 2 bytes (index
-# of the block), the key, the id and the place, sorted by block (then key and id: a
-# repeated posting is adjacent; a posting already in its block keeps its place). Returns
-# {postings added}, or {-1, level, split} when the shard has split since the caller read
-# them (it retries).
-# Blocks are split afterwards by _LUA_SPLIT, so the calls of one batch share a state.
-_LUA_ADD = (
-    _LUA_COMMON
-    + r"""
-local level, split = routed_state()
-if not level then return split end
-local numbers, blob, A = ARGV[5], ARGV[6], 2 + R
-local prefix = KEYS[1] .. ':'
-local added, blocks, i, n = 0, 0, 1, #ARGV[6]
-while i <= n do
-  local hi, lo = string.byte(blob, i, i + 1)
-  local b = hi * 256 + lo
-  local key = prefix .. string.sub(numbers, b * 10 + 1, b * 10 + 10)
-  local old = redis.call('GET', key) or ''
-  if #old == 0 then blocks = blocks + 1 end
-  -- New records are appended: a block is a set, and its order does not matter.
-  local new, prev = {}, nil
-  while i <= n do
-    local h2, l2 = string.byte(blob, i, i + 1)
-    if h2 * 256 + l2 ~= b then break end
-    local rec = string.sub(blob, i + 2, i + 1 + R)
-    local id = string.sub(rec, 1, ID)
-    if id ~= prev and not find(old, id, 1) then new[#new + 1] = rec end
-    prev = id
-    i = i + A
-  end
-  if #new > 0 then
-    -- SET, not APPEND: an appended string keeps spare room, ~2x the memory.
-    redis.call('SET', key, old .. table.concat(new))
-    added = added + #new
-  end
-end
-return added_reply(added, blocks)
-"""
-)
-
-# The add of masters whose ids are new (no posting of theirs can be in a block yet): ARGV
-# as _LUA_ADD's, but the records are key, id and place only, each block's in one run, and
-# ARGV[7] holds the run lengths (2 bytes each, one per block): a block costs one GET and one
-# SET, whatever its records.
-_LUA_APPEND = (
-    _LUA_COMMON
-    + r"""
-local level, split = routed_state()
-if not level then return split end
-local numbers, blob, runs = ARGV[5], ARGV[6], ARGV[7]
-local prefix = KEYS[1] .. ':'
-local blocks, at = 0, 1
-for j = 0, #runs / 2 - 1 do
-  local hi, lo = string.byte(runs, 2 * j + 1, 2 * j + 2)
-  local size = (hi * 256 + lo) * R
-  local key = prefix .. string.sub(numbers, j * 10 + 1, j * 10 + 10)
-  local old = redis.call('GET', key)
-  if not old then blocks = blocks + 1 end
-  -- SET, not APPEND: an appended string keeps spare room, ~2x the memory.
-  redis.call('SET', key, (old or '') .. string.sub(blob, at, at + size - 1))
-  at = at + size
-end
-local added = #blob / R
-return added_reply(added, blocks)
-"""
-)
-
-# ARGV: layout, key length, load, highest level, postings about to come. Splits blocks
-# while the shard holds (or is about to hold) more than `load` postings per block (linear
-# hashing: block `split` into itself and split + 2**level, by bit `level` of h); returns
-# {level, split}.
-_LUA_SPLIT = (
-    _LUA_COMMON
-    + r"""
-local level, split = state()
-if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-local postings = (tonumber(redis.call('HGET', KEYS[1], 'postings')) or 0) + tonumber(ARGV[5])
-local blocks = tonumber(redis.call('HGET', KEYS[1], 'blocks')) or 0
-local load, top = tonumber(ARGV[3]), tonumber(ARGV[4])
-local moved = false
-while postings > load * (2 ^ level + split) and level < top do
-  moved = true
-  -- Records whose bit `level` of h is set move to block split + 2**level.
-  local s = redis.call('GET', block_key(split))
-  if s then
-    -- Bit `level` of h is bit (level - MIN_LEVEL) of the key: in its byte `at` of a
-    -- record. Runs of records going the same way are copied in one piece.
-    local shift = level - MIN_LEVEL
-    local at, bit = KL - floor(shift / 8), 2 ^ (shift % 8)
-    local stay, move, count = {}, {}, #s / R
-    local first, side = 0, nil
-    for r = 0, count do
-      local goes = nil
-      if r < count then goes = floor(string.byte(s, r * R + at) / bit) % 2 == 1 end
-      if goes ~= side then
-        if side ~= nil then
-          local out = side and move or stay
-          out[#out + 1] = string.sub(s, first * R + 1, r * R)
-        end
-        first, side = r, goes
-      end
-    end
-    if #move > 0 then
-      redis.call('SET', block_key(split + 2 ^ level), table.concat(move))
-      if #stay > 0 then
-        redis.call('SET', block_key(split), table.concat(stay))
-        blocks = blocks + 1
-      else
-        redis.call('DEL', block_key(split))
-      end
-    end
-  end
-  split = split + 1
-  if split == 2 ^ level then
-    level = level + 1
-    split = 0
-  end
-end
-if moved then
-  redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'level', level, 'split', split, 'blocks', blocks)
-  wrote()
-end
-return {level, split}
-"""
-)
-
-# ARGV: layout, key length, postings as _LUA_COMMON's grouped() reads them. Returns the
-# postings removed (whatever their place).
-_LUA_REMOVE = (
-    _LUA_COMMON
-    + r"""
-local level, split = state()
-if not level then return redis.error_reply('CTLAYOUT ' .. split) end
-local order, groups = grouped(level, split)
-local removed, blocks = 0, 0
-for _, b in ipairs(order) do
-  local key = block_key(b)
-  local old = redis.call('GET', key)
-  if old then
-    local s, before = old, removed
-    for _, id in ipairs(groups[b]) do
-      local at = find(s, id, 1)
-      if at then
-        s = string.sub(s, 1, at - 1) .. string.sub(s, at + R)
-        removed = removed + 1
-      end
-    end
-    if removed > before then
-      if #s == 0 then
-        redis.call('DEL', key)
-        blocks = blocks - 1
-      else
-        redis.call('SET', key, s)
-      end
-    end
-  end
-end
-if removed > 0 then
-  redis.call('HINCRBY', KEYS[1], 'postings', -removed)
-  wrote()
-end
-if blocks ~= 0 then redis.call('HINCRBY', KEYS[1], 'blocks', blocks) end
-return removed
-"""
-)
-
-
-class IndexVersionMismatch(RuntimeError):
-    """The index was built with other fingerprint parameters or another layout."""
-
-    def __init__(self, where: str, built: str | None, current: str) -> None:
-        super().__init__(
-            f"{where} was built with version {built or '(none)'}, current parameters are "
-            f"{current}: run `copytrack reindex` to rebuild it"
-        )
-        self.built = built
-        self.current = current
-
-
-@dataclass(frozen=True)
-class IndexStats:
-    """Size figures of an index; memory_bytes is what the backend's storage uses."""
-
-    postings: int
-    keys: int
-    memory_bytes: int
-    bytes_per_posting: float
-
-
-@dataclass(frozen=True)
-class Postings:
-    """The postings a query hit, one row per (query fingerprint, master), as parallel arrays:
-    ``query`` the fingerprint's position in the query, ``master`` the id, ``df`` how many
-    masters list that fingerprint, ``exact`` whether the posting's check bits are the
-    query's (always, for an index without them), ``place`` where the fingerprint's granule
-    lies in the master (`places_of`; 0 where it was not given). Fingerprints listed by more
-    than max_df masters have none.
-    """
-
-    query: np.ndarray
-    master: np.ndarray
-    df: np.ndarray
-    exact: np.ndarray
-    place: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.master)
-
-
-class InvertedIndex(ABC):
-    """fingerprint → master ids. Mutations are idempotent; queries keep query order."""
-
-    @abstractmethod
-    def add(
-        self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
-    ) -> int:
-        """Index master_id under each fingerprint, with where its granule lies in the master
-        (`places_of`, one per fingerprint; none given: 0); returns the number of new
-        postings."""
-
-    @abstractmethod
-    def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
-        """Drop master_id from each fingerprint's list; returns the postings removed."""
-
-    @abstractmethod
-    def _read(
-        self, fingerprints: Sequence[int], max_df: int | None
-    ) -> list[tuple[int, ...] | None]:
-        """Sorted posting list per fingerprint, None where it is longer than max_df."""
-
-    @abstractmethod
-    def stats(self) -> IndexStats:
-        """Postings, keys and memory figures."""
-
-    @abstractmethod
-    def clear(self) -> None:
-        """Delete every posting and the version metadata."""
-
-    @abstractmethod
-    def ensure_version(self, version: str) -> None:
-        """Record version on an empty index; raise IndexVersionMismatch if it differs."""
-
-    @abstractmethod
-    def generation(self) -> tuple[str | None, int]:
-        """(the generation given by `set_generation`, the number of postings), both kept with
-        the postings and read in one round trip: (None, 0) once the index is cleared or lost."""
-
-    @abstractmethod
-    def set_generation(self, generation: str) -> None:
-        """Record which build of the index this is (`tracker.generation`)."""
-
-    @abstractmethod
-    def reserve(self, postings: int) -> None:
-        """Make room ahead for about ``postings`` postings to come (a large import)."""
-
-    def add_many(self, masters: Sequence[IndexedMaster], fresh: bool = False) -> int:
-        """`add` for several (master id, fingerprints[, places]); returns the new postings.
-        fresh: the ids are new (none has a posting yet), which spares looking for ones in
-        place."""
-        return sum(self.add(*master) for master in masters)
-
-    def lookup(self, fingerprints: Sequence[int]) -> list[tuple[int, ...]]:
-        """Posting list (sorted master ids) of each fingerprint, in query order."""
-        return [ids or () for ids in self._read(_as_ints(fingerprints), None)]
-
-    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
-        """The postings of the fingerprints listed by 1..max_df masters (see `Postings`)."""
-        query, master, df = [], [], []
-        for i, ids in enumerate(self._read(_as_ints(fingerprints), max_df)):
-            if ids:
-                query += [i] * len(ids)
-                master += ids
-                df += [len(ids)] * len(ids)
-        columns = (np.array(column, dtype=np.int64) for column in (query, master, df))
-        return Postings(
-            *columns, exact=np.ones(len(query), dtype=bool), place=np.zeros(len(query), np.uint8)
-        )
-
-    def count_hits(self, fingerprints: Iterable[int], max_df: int | None = None) -> dict[int, int]:
-        """master id → number of distinct query fingerprints that hit it.
-
-        Fingerprints whose posting list is longer than max_df are skipped: text that many
-        masters share (site footers, boilerplate) must not create matches on its own.
-        """
-        hits: Counter[int] = Counter(self.postings(_distinct(fingerprints), max_df).master.tolist())
-        return dict(hits)
-
-
-#: What `InvertedIndex.add_many` takes of a master: (id, fingerprints) or (id,
-#: fingerprints, places).
-IndexedMaster = tuple[int, Iterable[int]] | tuple[int, Iterable[int], Iterable[int]]
-
-
-def _as_ints(fingerprints: Iterable[int]) -> list[int]:
-    """Fingerprints as Python ints (numpy scalars included), each an unsigned 64-bit."""
-    out = [int(fp) for fp in fingerprints]
-    if any(fp < 0 or fp >> 64 for fp in out):
-        raise ValueError("fingerprints must be unsigned 64-bit integers")
-    return out
-
-
-def _as_uint64(fingerprints: Iterable[int]) -> np.ndarray:
-    if isinstance(fingerprints, np.ndarray) and fingerprints.dtype == np.uint64:
-        return fingerprints
-    return np.array(_as_ints(fingerprints), dtype=np.uint64)
-
-
-def _distinct(fingerprints: Iterable[int]) -> list[int]:
-    """Distinct fingerprints in first-seen order."""
-    return list(dict.fromkeys(_as_ints(fingerprints)))
-
-
-_Version = tuple[bytes | None, int]
-
-
-class _KeptBlocks:
-    """Blocks a process read lately, by shard and block number, each kept with the version
-    of its shard it was read under (`RedisIndex._epochs`: a block kept under another is
-    not the block stored), within ``max_bytes``, the oldest dropped first. First in, first
-    out: a page's lookup asks for hundreds of blocks, and moving each to the end of an LRU
-    cost more than the Redis reads it saved. Found through a table of slots per shard
-    (numpy): in a dict of int keys each block cost a few cache misses, the largest item of
-    a small library's check profile. Nothing kept is a container the garbage collector
-    tracks (a tuple a block made it collect every page or so, in pauses of tens of
-    milliseconds)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._budget = max_bytes
-        self._lock = threading.Lock()  # the threads of a worker look up at once
-        self._empty()
-
-    @property
-    def budget(self) -> int:
-        return self._budget
-
-    def clear(self) -> None:
-        with self._lock:
-            self._empty()
-
-    def _empty(self) -> None:
-        # Slot 0 is no block: a table's empty cell, and the epoch no shard has.
-        self._slot_of = np.zeros((SHARDS, 0), dtype=np.int64)  # [shard, block] -> slot
-        self._blocks: list[bytes | None] = [None]  # by slot
-        self._epoch = np.full(1, -1, dtype=np.int64)  # by slot
-        self._where = np.zeros((1, 2), dtype=np.int64)  # by slot: shard, block
-        self._free: list[int] = []
-        # The slots put together, oldest first, with their bytes: a large library drops
-        # hundreds of blocks a page, dropped a batch at once.
-        self._order: deque[tuple[np.ndarray, int]] = deque()
-        self._size = 0
-
-    def get(
-        self, shards: np.ndarray, blocks: np.ndarray, epochs: np.ndarray
-    ) -> tuple[list[bytes | None], np.ndarray]:
-        """The kept blocks (None where none is) of these shards and numbers, read under
-        these versions of their shards, and which are kept."""
-        with self._lock:
-            slots = self._slots(shards, blocks, epochs)
-            return list(map(self._blocks.__getitem__, slots.tolist())), slots != 0
-
-    def put(
-        self, shards: np.ndarray, blocks: np.ndarray, epochs: np.ndarray, data: list[bytes]
-    ) -> None:
-        with self._lock:
-            fresh = self._slots(shards, blocks, epochs) == 0  # else another thread read it too
-            if not fresh.all():
-                shards, blocks, epochs = shards[fresh], blocks[fresh], epochs[fresh]
-                data = [block for block, new in zip(data, fresh.tolist(), strict=True) if new]
-            slots = self._new_slots(len(data))
-            if len(blocks) and blocks.max() >= self._slot_of.shape[1]:
-                wider = np.zeros((SHARDS, 2 * int(blocks.max()) + 1), dtype=np.int64)
-                wider[:, : self._slot_of.shape[1]] = self._slot_of
-                self._slot_of = wider
-            self._slot_of[shards, blocks] = slots
-            self._epoch[slots] = epochs
-            self._where[slots] = np.stack([shards, blocks], axis=1)
-            deque(map(self._blocks.__setitem__, slots.tolist(), data), maxlen=0)  # in C
-            size = sum(map(len, data)) + _KEPT_ENTRY_BYTES * len(data)
-            self._order.append((slots, size))
-            self._size += size
-            while self._size > self._budget and self._order:
-                self._drop(*self._order.popleft())
-
-    def _slots(self, shards: np.ndarray, blocks: np.ndarray, epochs: np.ndarray) -> np.ndarray:
-        inside = blocks < self._slot_of.shape[1]
-        slots = np.zeros(len(blocks), dtype=np.int64)
-        slots[inside] = self._slot_of[shards[inside], blocks[inside]]
-        slots[self._epoch[slots] != epochs] = 0
-        return slots
-
-    def _new_slots(self, count: int) -> np.ndarray:
-        reused = self._free[len(self._free) - min(count, len(self._free)) :]
-        del self._free[len(self._free) - len(reused) :]
-        first = len(self._blocks)
-        added = count - len(reused)
-        self._blocks += [None] * added
-        if len(self._blocks) > len(self._epoch):  # room for twice as many
-            size = 2 * len(self._blocks)
-            self._epoch = np.concatenate([self._epoch, np.full(size - len(self._epoch), -1)])
-            self._where = np.concatenate([self._where, np.zeros((size - len(self._where), 2),
-                                                                dtype=np.int64)])  # fmt: skip
-        return np.array(reused + list(range(first, first + added)), dtype=np.int64)
-
-    def _drop(self, slots: np.ndarray, size: int) -> None:
-        shards, blocks = self._where[slots].T
-        still = self._slot_of[shards, blocks] == slots  # else the block was kept anew
-        self._slot_of[shards[still], blocks[still]] = 0
-        self._epoch[slots] = -1
-        listed = slots.tolist()
-        deque(map(self._blocks.__setitem__, listed, repeat(None)), maxlen=0)
-        self._free += listed
-        self._size -= size
-
-
-# What an entry of _KeptBlocks is counted besides its block: the bytes object's header,
-# its slot in the list, the tables and the order, and room for the tables' doubling.
-_KEPT_ENTRY_BYTES = 150
-# Blocks are kept while the budget holds at least 1 / this of the index (`_keeps_blocks`).
-_KEPT_SHARE_WORTH_IT = 2
-
-
-def _width_error(fingerprint_bits: int, check_bits: int) -> ValueError:
-    checks = f" and {check_bits} check bits" if check_bits else ""
-    return ValueError(f"fingerprints must fit in {fingerprint_bits} bits{checks}")
-
-
-def _places(places: Iterable[int] | None, count: int) -> np.ndarray:
-    """The places given for ``count`` fingerprints (0 for each when none are)."""
-    if places is None:
-        return np.zeros(count, dtype=np.uint8)
-    out = np.asarray(places if isinstance(places, np.ndarray) else list(places))
-    if out.shape != (count,) or (count and (out.min() < 0 or out.max() > PLACES)):
-        raise ValueError(f"places must be {count} numbers within 0..{PLACES}, one a fingerprint")
-    return out.astype(np.uint8)
-
-
-def _check_master(master_id: int) -> int:
-    master_id = int(master_id)
-    if not 0 <= master_id <= MAX_MASTER_ID:
-        raise ValueError(f"master id {master_id} is outside 0..{MAX_MASTER_ID}")
-    return master_id
-
-
-class MemoryIndex(InvertedIndex):
-    """Dict-of-dicts index in this process: unit tests and evaluation sweeps. Fingerprints
-    may carry ``check_bits`` above their ``fingerprint_bits``, as in `RedisIndex`."""
-
-    def __init__(self, fingerprint_bits: int = 64, check_bits: int = 0) -> None:
-        # fingerprint → {master id: (check, place)}
-        self._lists: dict[int, dict[int, tuple[int, int]]] = {}
-        self._bits, self._check_bits = fingerprint_bits, check_bits
-        self._mask = (1 << fingerprint_bits) - 1
-        self._postings = 0
-        self._version: str | None = None
-        self._generation: str | None = None
-
-    def add(
-        self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
-    ) -> int:
-        master_id = _check_master(master_id)
-        before = self._postings
-        fingerprints = _as_ints(fingerprints)
-        placed = _places(places, len(fingerprints)).tolist()
-        # The first place of a fingerprint given twice (a dict keeps the last it is given).
-        first_places = dict(reversed(list(zip(self._fitting(fingerprints), placed, strict=True))))
-        for fp, place in first_places.items():
-            ids = self._lists.setdefault(fp & self._mask, {})
-            if master_id not in ids:
-                ids[master_id] = (fp >> self._bits, place)
-                self._postings += 1
-        return self._postings - before
-
-    def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
-        master_id = _check_master(master_id)
-        before = self._postings
-        for fp in self._fitting(_distinct(fingerprints)):
-            ids = self._lists.get(fp & self._mask)
-            if ids and master_id in ids:
-                del ids[master_id]
-                self._postings -= 1
-                if not ids:
-                    del self._lists[fp & self._mask]
-        return before - self._postings
-
-    def _read(
-        self, fingerprints: Sequence[int], max_df: int | None
-    ) -> list[tuple[int, ...] | None]:
-        out: list[tuple[int, ...] | None] = []
-        for fp in self._fitting(fingerprints):
-            ids = self._lists.get(fp & self._mask, {})
-            out.append(None if max_df is not None and len(ids) > max_df else tuple(sorted(ids)))
-        return out
-
-    def _fitting(self, fingerprints: list[int]) -> list[int]:
-        if any(fp >> (self._bits + self._check_bits) for fp in fingerprints):
-            raise _width_error(self._bits, self._check_bits)
-        return fingerprints
-
-    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
-        found = super().postings(fingerprints, max_df)
-        asked = _as_ints(fingerprints)
-        kept = [
-            self._lists[asked[q] & self._mask][m]
-            for q, m in zip(found.query.tolist(), found.master.tolist(), strict=True)
-        ]
-        exact = [check == asked[q] >> self._bits
-                 for q, (check, _) in zip(found.query.tolist(), kept, strict=True)]  # fmt: skip
-        place = np.array([place for _, place in kept], dtype=np.uint8)
-        return replace(found, exact=np.array(exact, dtype=bool), place=place)
-
-    def stats(self) -> IndexStats:
-        memory = sys.getsizeof(self._lists) + sum(map(sys.getsizeof, self._lists.values()))
-        return IndexStats(
-            self._postings,
-            len(self._lists),
-            memory,
-            memory / self._postings if self._postings else 0.0,
-        )
-
-    def clear(self) -> None:
-        self._lists.clear()
-        self._postings = 0
-        self._version = None
-        self._generation = None
-
-    def ensure_version(self, version: str) -> None:
-        if self._postings == 0:
-            self._version = version
-        elif self._version != version:
-            raise IndexVersionMismatch("in-memory index", self._version, version)
-
-    def generation(self) -> tuple[str | None, int]:
-        return self._generation, self._postings
-
-    def set_generation(self, generation: str) -> None:
-        self._generation = generation
-
-    def reserve(self, postings: int) -> None:
-        """Dicts grow as postings come at no extra cost: nothing to do."""
 
 
 class RedisIndex(InvertedIndex):
@@ -796,9 +157,9 @@ class RedisIndex(InvertedIndex):
         self._top_level = min(h_bits, MIN_LEVEL + 24) - 1
         self._layout_checked = False
         self._shard_state: dict[int, tuple[int, int]] = {}
-        self._blocks_kept = _KeptBlocks(cache_bytes) if cache_bytes else None
+        self._blocks_kept = KeptBlocks(cache_bytes, SHARDS) if cache_bytes else None
         # The version of each shard as last read: (born, writes), and how many it has had.
-        self._versions: dict[int, _Version] = {}
+        self._versions: dict[int, ShardVersion] = {}
         self._epochs = [0] * SHARDS
         self._postings_seen: dict[int, int] = {}  # of each shard, as its last read found
         # A plain client's lookups are packed here, their hundreds of block names at once
@@ -806,10 +167,10 @@ class RedisIndex(InvertedIndex):
         # go through its pipeline, which sends each command to its node.
         self._packs_reads = isinstance(client, redis.Redis) and client.connection is None
         self._state_reads = [_hmget_packed(key.encode(), *_STATE_FIELDS) for key in self._shards]
-        self._add = client.register_script(_LUA_ADD)
-        self._append = client.register_script(_LUA_APPEND)
-        self._split = client.register_script(_LUA_SPLIT)
-        self._remove = client.register_script(_LUA_REMOVE)
+        self._add = client.register_script(ADD_SCRIPT)
+        self._append = client.register_script(APPEND_SCRIPT)
+        self._split = client.register_script(SPLIT_SCRIPT)
+        self._remove = client.register_script(REMOVE_SCRIPT)
 
     @property
     def record_bytes(self) -> int:
@@ -913,7 +274,7 @@ class RedisIndex(InvertedIndex):
                 holding = int(blocks or 0) - sum(map(bool, old)) + len(numbers)
                 pipe.hset(key, mapping={"layout": self.layout, "level": target[0],
                                         "split": target[1], "blocks": holding})  # fmt: skip
-                if not born:  # a new shard: a stamp of its creation (see _LUA_COMMON)
+                if not born:  # a new shard: a stamp of its creation (see scripts._COMMON)
                     pipe.hsetnx(key, "born", secrets.token_hex(8))
                 pipe.hincrby(key, "writes", 1)
                 pipe.execute()
@@ -1123,8 +484,8 @@ class RedisIndex(InvertedIndex):
         postings = sum(self._postings_seen.values())
         blocks = sum((1 << level) + split for level, split in self._shard_state.values())
         # Blocks that hold postings (a small index has many empty ones), each an entry.
-        whole = postings * self.record_bytes + min(blocks, postings) * _KEPT_ENTRY_BYTES
-        if whole <= self._blocks_kept.budget * _KEPT_SHARE_WORTH_IT:
+        whole = postings * self.record_bytes + min(blocks, postings) * KEPT_ENTRY_BYTES
+        if whole <= self._blocks_kept.budget * KEPT_SHARE_WORTH_IT:
             return True
         self._blocks_kept.clear()
         return False
@@ -1228,7 +589,7 @@ class RedisIndex(InvertedIndex):
     def _calls_of(
         self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool = False
     ) -> tuple[list[list], list[int]]:
-        """Script calls (see _LUA_ADD and _LUA_APPEND) for mixed fingerprints x and their
+        """Script calls (see ADD_SCRIPT and APPEND_SCRIPT) for mixed fingerprints x and their
         tags, and the shard of each call. A posting record is the block index, the key and
         the tag (master id, place), sorted by block, key and tag; a fresh posting the key
         and the tag, grouped by block, with the run length of each block after the records."""
@@ -1252,7 +613,7 @@ class RedisIndex(InvertedIndex):
             # A block's records are a set: new ones need grouping by block, not ordering
             # (one sort of a number instead of four; a batch's routing ~4x faster).
             order = np.argsort((shard.astype(np.uint64) << np.uint64(32)) | block)
-        else:  # a repeated posting is adjacent in its block's records (_LUA_ADD)
+        else:  # a repeated posting is adjacent in its block's records (ADD_SCRIPT)
             order = np.lexsort((tag, keys, block, shard))
         shard, block = shard[order], block[order]
         new = np.ones(len(order), dtype=bool)
@@ -1293,9 +654,9 @@ class RedisIndex(InvertedIndex):
         given: list[np.ndarray] = []
         tags: list[np.ndarray] = []
         for master_id, fingerprints, *places in masters:
-            values = _as_uint64(fingerprints)
-            placed = _places(places[0] if places else None, len(values)).astype(np.uint64)
-            tags.append((np.uint64(_check_master(master_id)) << np.uint64(8)) | placed)
+            values = as_uint64(fingerprints)
+            placed = given_places(places[0] if places else None, len(values)).astype(np.uint64)
+            tags.append((np.uint64(checked_master(master_id)) << np.uint64(8)) | placed)
             given.append(values)
         none = np.empty(0, dtype=np.uint64)
         values, tag = np.concatenate([none, *given]), np.concatenate([none, *tags])
@@ -1413,10 +774,10 @@ class RedisIndex(InvertedIndex):
         """The fingerprints through the mixer: two rounds of multiply-by-odd-constant and
         xor-shift, both bijections of fingerprint_bits-bit integers, so every bit of the
         shard and block numbers depends on every input bit."""
-        x = _as_uint64(fingerprints).copy()
+        x = as_uint64(fingerprints).copy()
         width = self.fingerprint_bits + self.check_bits
         if width < 64 and (x >> np.uint64(width)).any():
-            raise _width_error(self.fingerprint_bits, self.check_bits)
+            raise width_error(self.fingerprint_bits, self.check_bits)
         # The check bits stay where they are, above the mixed value (and the record's key).
         checks = x & ~self._mask
         x &= self._mask
@@ -1451,8 +812,8 @@ class RedisIndex(InvertedIndex):
     ) -> int:
         ids, values = [], []
         for master_id, fingerprints in masters:
-            distinct = np.unique(self._mixed(_distinct(fingerprints)))
-            ids.append(np.full(len(distinct), _check_master(master_id), dtype=np.uint32))
+            distinct = np.unique(self._mixed(distinct_fingerprints(fingerprints)))
+            ids.append(np.full(len(distinct), checked_master(master_id), dtype=np.uint32))
             values.append(distinct)
         if not values:
             return 0
