@@ -143,7 +143,18 @@ def direct_values(letters, params, frame, starts) -> np.ndarray:
     return np.array(out, dtype=np.uint64)
 
 
-def test_incremental_values_equal_counting_each_granule():
+def test_the_install_builds_the_compiled_sliding_loop():
+    # Optional in the build (a machine without a C compiler still installs), but this one
+    # has one: the numpy passes would give the same values ~8x slower.
+    assert sliding._compiled_window_values is not None, (
+        "fingerprinter/_sliding.pyx was not built: run `make .venv/.installed` (needs gcc)"
+    )
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled loop", "numpy passes"])
+def test_incremental_values_equal_counting_each_granule(compiled, monkeypatch):
+    if not compiled:
+        monkeypatch.setattr(sliding, "_compiled_window_values", None)
     frame = load_reference(DEFAULT_PARAMS.reference)
     mixed = EN[1][:400] + ZH[1] + EN[2][:700]
     for params in (
@@ -160,6 +171,16 @@ def test_incremental_values_equal_counting_each_granule():
             assert np.array_equal(
                 granule_fingerprints(letters, params, anchors, frame).values, expected[anchors]
             )
+
+
+def test_the_compiled_loop_gives_the_numpy_values_on_the_corpus(monkeypatch):
+    # Stored fingerprints must not depend on whether the loop was built where they were
+    # made: the whole bundled corpus, both scripts, through the public functions.
+    compiled = [(index_array(text).tagged(), query_array(text).values) for text in ZH + EN]
+    monkeypatch.setattr(sliding, "_compiled_window_values", None)
+    for text, (index_values, query_values) in zip(ZH + EN, compiled, strict=True):
+        assert np.array_equal(index_array(text).tagged(), index_values)
+        assert np.array_equal(query_array(text).values, query_values)
 
 
 def test_chunk_boundaries_do_not_change_fingerprints(monkeypatch):
