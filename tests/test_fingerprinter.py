@@ -143,12 +143,27 @@ def direct_values(letters, params, frame, starts) -> np.ndarray:
     return np.array(out, dtype=np.uint64)
 
 
-def test_the_install_builds_the_compiled_sliding_loop():
+def test_the_install_builds_the_compiled_loops():
     # Optional in the build (a machine without a C compiler still installs), but this one
-    # has one: the numpy passes would give the same values ~8x slower.
-    assert sliding._compiled_window_values is not None, (
-        "fingerprinter/_sliding.pyx was not built: run `make .venv/.installed` (needs gcc)"
-    )
+    # has one: the numpy passes would give the same values several times slower.
+    for module, loop in ((sliding, "_compiled_window_values"), (winnowing, "_compiled_anchors")):
+        assert getattr(module, loop) is not None, (
+            f"{module.__name__}'s compiled loop was not built: run `make .venv/.installed` "
+            "(needs gcc)"
+        )
+
+
+def test_compiled_anchors_are_the_numpy_winnowing_positions(monkeypatch):
+    # Ties (a three-letter alphabet), streams shorter than a window or a k-gram, and
+    # k-grams past 13 letters, whose codes wrap modulo 2**64.
+    rng = np.random.default_rng(7)
+    streams = [rng.integers(0, 26 if n % 3 else 3, n).astype(np.uint8)
+               for n in [*range(0, 30), 200, 3000]]  # fmt: skip
+    cases = [(letters, w, k) for letters in streams for w in (1, 2, 10, 16) for k in (1, 5, 14)]
+    compiled = [winnowing.anchors(*case) for case in cases]
+    monkeypatch.setattr(winnowing, "_compiled_anchors", None)
+    for case, positions in zip(cases, compiled, strict=True):
+        assert np.array_equal(winnowing.anchors(*case), positions), case[1:]
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled loop", "numpy passes"])
@@ -173,11 +188,12 @@ def test_incremental_values_equal_counting_each_granule(compiled, monkeypatch):
             )
 
 
-def test_the_compiled_loop_gives_the_numpy_values_on_the_corpus(monkeypatch):
+def test_the_compiled_loops_give_the_numpy_values_on_the_corpus(monkeypatch):
     # Stored fingerprints must not depend on whether the loop was built where they were
     # made: the whole bundled corpus, both scripts, through the public functions.
     compiled = [(index_array(text).tagged(), query_array(text).values) for text in ZH + EN]
     monkeypatch.setattr(sliding, "_compiled_window_values", None)
+    monkeypatch.setattr(winnowing, "_compiled_anchors", None)
     for text, (index_values, query_values) in zip(ZH + EN, compiled, strict=True):
         assert np.array_equal(index_array(text).tagged(), index_values)
         assert np.array_equal(query_array(text).values, query_values)
