@@ -9,7 +9,9 @@ copied granule agrees (homophones, traditional forms, punctuation and spacing as
 letters are pinyin initials), also when it is shifted by a few letters or its ends were
 edited or fall outside a short copied excerpt; a chance collision disagrees 63 times in 64.
 The index keeps it beside each posting (`FingerprintArray.tagged`), so the matcher can
-tell the two apart before reading a work.
+tell the two apart before reading a work. A compiled loop (`_granule_check.pyx`, built when
+the package is installed) makes the same checks; the numpy passes here stand in where it
+could not be built.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ import numpy as np
 
 from .align import kgram_codes
 from .winnowing import mix64
+
+try:  # the compiled loop (_granule_check.pyx), built by the package's install
+    from ._granule_check import granule_checks as _compiled_checks
+except ImportError:  # not built (no C compiler): the numpy passes below, the same checks
+    _compiled_checks = None
 
 #: Bits of a check (what fits beside a posting's key in the index's records).
 CHECK_BITS = 6
@@ -34,6 +41,10 @@ def granule_checks(letters: np.ndarray, starts: np.ndarray, granule: int) -> np.
         return np.empty(0, dtype=np.uint64)
     choices = min(_CHOICES, granule - CHECK_LETTERS + 1)
     first = starts + (granule - CHECK_LETTERS + 1 - choices) // 2
+    if _compiled_checks is not None:
+        first = np.ascontiguousarray(first, np.int64)
+        letters = np.ascontiguousarray(letters, np.uint8)
+        return _compiled_checks(letters, first, CHECK_LETTERS, choices, CHECK_BITS)
     hashes = mix64(kgram_codes(letters, CHECK_LETTERS))
     # The least of each granule's choices, one shifted gather at a time (a view of every
     # window, gathered and reduced along its short axis, took half again as long).

@@ -23,6 +23,7 @@ from fingerprinter import (
     FingerprintParams,
     fingerprint,
     fit_reference,
+    granule_check,
     index_array,
     query_array,
     query_fingerprints,
@@ -146,7 +147,12 @@ def direct_values(letters, params, frame, starts) -> np.ndarray:
 def test_the_install_builds_the_compiled_loops():
     # Optional in the build (a machine without a C compiler still installs), but this one
     # has one: the numpy passes would give the same values several times slower.
-    for module, loop in ((sliding, "_compiled_window_values"), (winnowing, "_compiled_anchors")):
+    loops = (
+        (sliding, "_compiled_window_values"),
+        (winnowing, "_compiled_anchors"),
+        (granule_check, "_compiled_checks"),
+    )
+    for module, loop in loops:
         assert getattr(module, loop) is not None, (
             f"{module.__name__}'s compiled loop was not built: run `make .venv/.installed` "
             "(needs gcc)"
@@ -164,6 +170,19 @@ def test_compiled_anchors_are_the_numpy_winnowing_positions(monkeypatch):
     monkeypatch.setattr(winnowing, "_compiled_anchors", None)
     for case, positions in zip(cases, compiled, strict=True):
         assert np.array_equal(winnowing.anchors(*case), positions), case[1:]
+
+
+def test_compiled_granule_checks_are_the_numpy_ones(monkeypatch):
+    rng = np.random.default_rng(11)
+    cases = []
+    for granule in (8, 9, 20, 64):
+        for n in (granule, granule + 1, 300):
+            letters = rng.integers(0, 26 if n % 2 else 3, n).astype(np.uint8)
+            cases.append((letters, np.arange(n - granule + 1), granule))
+    compiled = [granule_checks(*case) for case in cases]
+    monkeypatch.setattr(granule_check, "_compiled_checks", None)
+    for case, checks in zip(cases, compiled, strict=True):
+        assert np.array_equal(granule_checks(*case), checks), case[2]
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled loop", "numpy passes"])
@@ -194,6 +213,7 @@ def test_the_compiled_loops_give_the_numpy_values_on_the_corpus(monkeypatch):
     compiled = [(index_array(text).tagged(), query_array(text).values) for text in ZH + EN]
     monkeypatch.setattr(sliding, "_compiled_window_values", None)
     monkeypatch.setattr(winnowing, "_compiled_anchors", None)
+    monkeypatch.setattr(granule_check, "_compiled_checks", None)
     for text, (index_values, query_values) in zip(ZH + EN, compiled, strict=True):
         assert np.array_equal(index_array(text).tagged(), index_values)
         assert np.array_equal(query_array(text).values, query_values)
