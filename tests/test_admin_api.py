@@ -11,13 +11,17 @@ from typing import get_args
 import pytest
 from bson import ObjectId
 
+from admin.routes import works as works_routes
 from admin.routes.api import ReviewStatus
+from admin.routes.works import register
 from tests.admin_seed import PASSWORD, ZH, client, login, seed
 from tests.processes import wait_until
 from tracker.celery_app import QUEUES
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.findings import TRANSITIONS
+from tracker.library import MAX_MASTER_CHARS, Work
+from tracker.loaders import Loaded, LoadError
 from tracker.servers import VALKEY, server_status
 from tracker.users import add_user, create_token, revoke_token
 
@@ -107,6 +111,31 @@ def test_works_are_added_by_reviewers_and_too_short_texts_refused(api, ctx):
     assert http.post("/api/v1/works", json=letters, headers=auth["admin"]).status_code == 201
     for bad in ({"works": []}, {"works": [{"title": "no text"}]}, {"work": []}):
         assert http.post("/api/v1/works", json=bad, headers=auth["admin"]).status_code == 422
+
+
+def test_works_are_registered_in_batches_with_each_problem_named(ctx, monkeypatch):
+    # Batches of two, so a work and its twin, and a bad item, fall in different batches.
+    monkeypatch.setattr(works_routes, "REGISTER_BATCH", 2)
+    copies = MAX_MASTER_CHARS // sum(map(len, ZH)) + 2  # numbered: no two chapters alike
+    long_text = "\n\n".join(f"{n}. {text}" for n in range(copies) for text in ZH)
+    assert len(long_text) > MAX_MASTER_CHARS
+    items = [
+        Loaded("a.txt", Work(text=ZH[11], external_id="reg-1", title="甲")),
+        LoadError("b.bin", "not text"),
+        Loaded("c.txt", Work(text="太短了", external_id="reg-3")),
+        Loaded("d.txt", Work(text=ZH[11], external_id="reg-4")),
+        Loaded("e.txt", Work(text=long_text, external_id="reg-5")),
+    ]
+    intake = register(ctx, items)
+    statuses = [(result.external_id, result.status) for result, _ in intake.results]
+    assert statuses[:2] == [("reg-1", "added"), ("reg-4", "duplicate")]
+    assert {status for _, status in statuses[2:]} == {"added"} and len(statuses) > 3
+    assert intake.results[0][1] == "甲"
+    assert intake.errors[0] == "b.bin: not text"
+    assert intake.errors[1].startswith("c.txt: ") and "too short to fingerprint" in intake.errors[1]
+    assert len(intake.errors) == 2
+    assert intake.notes[0].startswith(f"e.txt: {len(long_text):,} characters")
+    assert ctx.db.masters.count_documents({"external_id": {"$in": ["reg-1", "reg-3"]}}) == 1
 
 
 def test_findings_are_listed_filtered_and_paginated(api, ctx):

@@ -16,6 +16,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from tracker.batches import batched
 from tracker.context import Context
 from tracker.index import MAX_MASTER_ID
 from tracker.library import (
@@ -24,7 +25,7 @@ from tracker.library import (
     MAX_MASTER_CHARS,
     AddResult,
     Work,
-    add_work,
+    add_works,
     library_page,
 )
 from tracker.library_edits import EditResult, delete_work, edit_work, findings_fate
@@ -47,6 +48,7 @@ PER_PAGE = 50
 PREVIEW_CHARS = 3000
 UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES)
 _CHUNK = 1 << 20
+REGISTER_BATCH = 1000  # works added together (`register`)
 
 
 @dataclass
@@ -61,26 +63,33 @@ class Intake:
 def register(
     ctx: Context, items: Iterable[Loaded | LoadError], intake: Intake | None = None
 ) -> Intake:
-    """Add works to the library; problems are collected, the other works still go in."""
+    """Add works to the library; problems are collected, the other works still go in.
+
+    Works go in batches of REGISTER_BATCH (`add_works`: a few round trips a batch; one work
+    at a time took ~10 ms each, 150 works through the API 1.4 s against 0.17)."""
     intake = intake or Intake()
-    for item in items:
-        if isinstance(item, LoadError):
-            intake.errors.append(str(item))
-            continue
-        try:
-            results = add_work(ctx, item.work)
-        except ValueError as err:
-            intake.errors.append(f"{item.where}: {err}")
-            continue
-        intake.results += [(result, item.work.title or "") for result in results]
-        if len(results) > 1:
-            intake.notes.append(
-                f"{item.where}: {len(item.work.text):,} characters, registered as one work cut "
-                f"into {len(results)} chapters ({results[0].external_id} … "
-                f"{results[-1].external_id}). If it holds several works, delete it and upload "
-                "them as JSONL, one work per line."
-            )
+    for batch in batched(items, REGISTER_BATCH):
+        loaded = [item for item in batch if not isinstance(item, LoadError)]
+        intake.errors += [str(item) for item in batch if isinstance(item, LoadError)]
+        added = add_works(ctx, [item.work for item in loaded]) if loaded else []
+        for item, results in zip(loaded, added, strict=True):
+            _note_added(intake, item, results)
     return intake
+
+
+def _note_added(intake: Intake, item: Loaded, results: list[AddResult] | ValueError) -> None:
+    """What became of one work: its results, or why it could not go in."""
+    if isinstance(results, ValueError):
+        intake.errors.append(f"{item.where}: {results}")
+        return
+    intake.results += [(result, item.work.title or "") for result in results]
+    if len(results) > 1:
+        intake.notes.append(
+            f"{item.where}: {len(item.work.text):,} characters, registered as one work cut "
+            f"into {len(results)} chapters ({results[0].external_id} … "
+            f"{results[-1].external_id}). If it holds several works, delete it and upload "
+            "them as JSONL, one work per line."
+        )
 
 
 def _safe_name(filename: str) -> str:
