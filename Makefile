@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.system-test
 
 .PHONY: demo test test-fast test-security lint bench messages clean
 
-$(STAMP): pyproject.toml $(wildcard fingerprinter/*.pyx)
+$(STAMP): pyproject.toml $(wildcard fingerprinter/*.pyx fingerprinter/*.pxd)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "copytrack needs Python >= 3.11 (found $$($(PYTHON) --version)); set PYTHON=python3.11" >&2; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

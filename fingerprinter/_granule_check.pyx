@@ -6,16 +6,7 @@ import numpy as np
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
-cdef enum:
-    ALPHABET = 26  # params.ALPHABET_SIZE
-
-
-cdef inline uint64_t _mix64(uint64_t z) noexcept nogil:
-    # SplitMix64's finalizer, as winnowing.mix64 (arithmetic modulo 2**64).
-    z = z + <uint64_t>0x9E3779B97F4A7C15
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
+from ._mix cimport ALPHABET, mix64
 
 
 def granule_checks(const uint8_t[::1] letters, const int64_t[::1] first, int k, int choices,
@@ -35,7 +26,7 @@ def granule_checks(const uint8_t[::1] letters, const int64_t[::1] first, int k, 
         top *= ALPHABET
     for j in range(grams):
         code = code * ALPHABET + letters[j + k - 1]
-        hashes[j] = _mix64(code)
+        hashes[j] = mix64(code)
         code -= letters[j] * top
     for i in range(count):
         least = hashes[first[i]]

@@ -7,16 +7,7 @@ import numpy as np
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
-cdef enum:
-    ALPHABET = 26  # params.ALPHABET_SIZE
-
-
-cdef inline uint64_t _mix64(uint64_t z) noexcept nogil:
-    # SplitMix64's finalizer, as winnowing.mix64 (arithmetic modulo 2**64).
-    z = z + <uint64_t>0x9E3779B97F4A7C15
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
+from ._mix cimport ALPHABET, mix64
 
 
 def anchors(const uint8_t[::1] letters, int w, int k, int hash_shift):
@@ -41,7 +32,7 @@ def anchors(const uint8_t[::1] letters, int w, int k, int hash_shift):
         top *= ALPHABET
     for i in range(grams):
         code = code * ALPHABET + letters[i + k - 1]  # the k-gram at i
-        hashes[i] = _mix64(code) >> hash_shift
+        hashes[i] = mix64(code) >> hash_shift
         code -= letters[i] * top  # its first letter out
         # An equal or greater hash before this one is never a window's rightmost least.
         while tail > head and hashes[queue[tail - 1]] >= hashes[i]:
