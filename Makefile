@@ -1,6 +1,6 @@
 # The README's two commands: `make demo` and `make test`. Each creates or refreshes
 # .venv by itself; the install step re-runs only when pyproject.toml or a compiled
-# fingerprinter loop (fingerprinter/*.pyx) changed.
+# fingerprinter loop (fingerprinter/*.pyx, *.pxd) changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

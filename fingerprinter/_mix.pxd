@@ -1,4 +1,4 @@
-# Shared by the fingerprinter's compiled loops (cimported, no module of its own).
+# What the fingerprinter's compiled loops share (cimported; no module of its own).
 
 from libc.stdint cimport uint64_t
 

@@ -10,8 +10,7 @@ import numpy as np
 
 from libc.stdint cimport uint8_t, uint64_t
 
-cdef enum:
-    LETTERS = 26  # params.ALPHABET_SIZE
+from ._mix cimport ALPHABET
 
 
 def window_values(const uint8_t[::1] codes, const uint8_t[::1] cjk, int n,
@@ -24,16 +23,16 @@ def window_values(const uint8_t[::1] codes, const uint8_t[::1] cjk, int n,
     if windows <= 0:
         return out
     cdef uint64_t[::1] values = out
-    cdef int counts[LETTERS]
+    cdef int counts[ALPHABET]
     cdef int leaving, entering, count, in_cjk = 0
-    cdef Py_ssize_t row = n + 1, cjk_frame = LETTERS * (n + 1)
+    cdef Py_ssize_t row = n + 1, cjk_frame = ALPHABET * (n + 1)
     cdef uint64_t latin = 0, chinese = 0
-    for leaving in range(LETTERS):
+    for leaving in range(ALPHABET):
         counts[leaving] = 0
     for i in range(n):
         counts[codes[i]] += 1
         in_cjk += cjk[i]
-    for leaving in range(LETTERS):
+    for leaving in range(ALPHABET):
         latin += levels[leaving * row + counts[leaving]]
         chinese += levels[cjk_frame + leaving * row + counts[leaving]]
     values[0] = chinese if 2 * in_cjk >= n else latin

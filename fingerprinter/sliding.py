@@ -72,10 +72,10 @@ def _chunk_values(
     if _compiled_window_values is not None:
         table = level_table(params, frame)
         return _compiled_window_values(codes, cjk.view(np.uint8), params.granule, table)
-    return numpy_chunk_values(codes, cjk, params, frame)
+    return _numpy_chunk_values(codes, cjk, params, frame)
 
 
-def numpy_chunk_values(
+def _numpy_chunk_values(
     codes: np.ndarray, cjk: np.ndarray, params: FingerprintParams, frame: ReferenceFrame
 ) -> np.ndarray:
     """The values of every granule of a chunk by numpy passes (where the compiled loop was
