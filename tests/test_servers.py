@@ -170,6 +170,25 @@ def test_sigkill_leaves_stale_state_and_fresh_servers_start(fresh_dir: Path) -> 
         assert client.ct.things.find_one({"_id": 1}) == {"_id": 1}
 
 
+def test_a_killed_child_caught_exiting_is_reaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under load a SIGKILLed server can be seen between losing its memory (procfs shows
+    # no command line) and becoming a zombie, its port still open: it must count as gone
+    # and be reaped, or ensure_servers moves to another port and the zombie stays ours.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    servers._CHILDREN[child.pid] = child
+    try:
+        child.kill()
+        monkeypatch.setattr(servers, "proc_info", lambda pid: ("R", ""))
+        monkeypatch.setattr(child, "poll", lambda: None)  # seen before the kill lands
+        assert servers._gone(child.pid)
+        assert child.pid not in servers._CHILDREN
+        assert child.returncode == -signal.SIGKILL
+    finally:
+        servers._CHILDREN.pop(child.pid, None)
+        child.kill()
+        child.wait()
+
+
 def test_foreign_pid_in_state_is_neither_trusted_nor_killed(fresh_dir: Path) -> None:
     # After a reboot the recorded pids may belong to unrelated processes.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

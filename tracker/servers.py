@@ -268,10 +268,12 @@ def _live_info(pid: int) -> tuple[str, str] | None:
         del _CHILDREN[pid]
         return None
     info = proc_info(pid)
-    if info is not None and info[0] != "Z":
+    if info is not None and info[0] != "Z" and (child is None or info[1]):
         return info
     if child is not None:
-        # Exited between poll() and the look-up: reap it now, it is certain to be quick.
+        # Exited between poll() and the look-up, or exiting (a killed process has no
+        # command line once its memory is gone, while it may still hold its port for a
+        # moment under load): reap it now, it is certain to be quick.
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=5)
             del _CHILDREN[pid]
