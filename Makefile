@@ -1,6 +1,6 @@
 # The README's two commands: `make demo` and `make test`. Each creates or refreshes
 # .venv by itself; the install step re-runs only when pyproject.toml or a compiled
-# fingerprinter loop (fingerprinter/*.pyx, *.pxd) changed.
+# loop (fingerprinter/*.pyx, *.pxd, tracker/index/*.pyx) changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.system-test
 
 .PHONY: demo test test-fast test-security lint bench messages clean
 
-$(STAMP): pyproject.toml $(wildcard fingerprinter/*.pyx fingerprinter/*.pxd)
+$(STAMP): pyproject.toml $(wildcard fingerprinter/*.pyx fingerprinter/*.pxd tracker/index/*.pyx)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "copytrack needs Python >= 3.11 (found $$($(PYTHON) --version)); set PYTHON=python3.11" >&2; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -24,6 +24,7 @@ from tracker.index import (
     MemoryIndex,
     RedisIndex,
     places_of,
+    record_search,
     redis_index,
 )
 from tracker.index.linear_hashing import block_of, grown, split_blocks
@@ -34,6 +35,50 @@ def index(request: pytest.FixtureRequest) -> InvertedIndex:
     if request.param == "memory":
         return MemoryIndex()
     return RedisIndex(request.getfixturevalue("redis_client"), "test:ix")
+
+
+@pytest.fixture(params=["compiled loop", "numpy passes"])
+def search(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a Redis lookup finds its records in the blocks it read: both ways must agree."""
+    if request.param == "numpy passes":
+        monkeypatch.setattr(record_search, "_compiled_matching_records", None)
+    return request.param
+
+
+def test_the_install_builds_the_compiled_record_search() -> None:
+    assert record_search._compiled_matching_records is not None, (
+        "tracker/index/_record_search.pyx was not built: run `make .venv/.installed` "
+        "(it needs a C compiler and Python's headers)"
+    )
+
+
+@pytest.mark.parametrize("record_bytes", [9, 11, 12, 13])
+def test_the_compiled_record_search_finds_the_numpy_records(record_bytes: int) -> None:
+    # Random blocks of few distinct bytes (many near-equal keys), keys of 4-8 bytes with
+    # check bits masked off, queries that share blocks, empty blocks.
+    rng = np.random.default_rng(record_bytes)
+    records = rng.integers(0, 40, 60)
+    records[::7] = 0
+    alphabet = np.array([0, 1, 0x80, 0xC1], dtype=np.uint8)  # masked bits set, and not
+    data = rng.choice(alphabet, int(records.sum()) * record_bytes + 16).tobytes()
+    of_block = np.sort(np.concatenate((np.arange(60), rng.integers(0, 60, 200))))
+    heads = np.ndarray((int(records.sum()),), "<u8", buffer=data, strides=(record_bytes,))
+    key_bytes = record_bytes - 5
+    head_mask = np.uint64(min(2 ** (8 * key_bytes), 2**64) - 1 - 0xC0)
+    wanted = rng.choice(alphabet, len(of_block)).astype(np.uint64) & head_mask
+    first = np.cumsum(records) - records
+    planted = []
+    for q in range(0, len(of_block), 3):  # a third ask for a record their block has
+        if records[of_block[q]]:
+            at = int(first[of_block[q]] + rng.integers(records[of_block[q]]))
+            wanted[q] = heads[at] & head_mask
+            planted.append((q, at))
+    args = (data, record_bytes, records, of_block, wanted, head_mask)
+    compiled = record_search.matching_records(*args)
+    reference = record_search._numpy_matching_records(data, record_bytes, first, *args[2:])
+    pairs = sorted(zip(*(column.tolist() for column in compiled), strict=True))
+    assert set(planted) <= set(pairs)
+    assert pairs == sorted(zip(*(column.tolist() for column in reference), strict=True))
 
 
 def test_add_lookup_and_count_hits(index: InvertedIndex) -> None:
@@ -168,7 +213,7 @@ def test_postings_carry_positions_and_document_frequencies(index: InvertedIndex)
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])
 def test_a_posting_keeps_its_check_and_a_lookup_compares_it(
-    request: pytest.FixtureRequest, backend: str
+    request: pytest.FixtureRequest, backend: str, search: str
 ) -> None:
     bits, check_bits = 54, 6
     index: InvertedIndex = (
@@ -257,7 +302,7 @@ def test_redis_layout_is_checked(redis_client: redis.Redis) -> None:
 
 @pytest.mark.parametrize("fingerprint_bits", [64, 54, 32])
 def test_redis_layouts_keep_fingerprints_apart(
-    redis_client: redis.Redis, fingerprint_bits: int
+    redis_client: redis.Redis, fingerprint_bits: int, search: str
 ) -> None:
     index = RedisIndex(redis_client, "test:ix", fingerprint_bits=fingerprint_bits)
     top = 2**fingerprint_bits - 1
@@ -280,7 +325,7 @@ def _unmixed(x: int, bits: int) -> int:
 
 @pytest.mark.parametrize("fingerprint_bits", [64, 54])
 def test_redis_keys_alike_in_their_low_bytes_stay_apart(
-    redis_client: redis.Redis, fingerprint_bits: int
+    redis_client: redis.Redis, fingerprint_bits: int, search: str
 ) -> None:
     """A lookup compares a few bytes of each record's key first: two fingerprints of one
     block whose keys differ only above those bytes still find only their own masters."""

@@ -1,0 +1,80 @@
+"""Finding a lookup's postings in the blocks it read: the records of each fingerprint's
+block whose key is the fingerprint's.
+
+A block is a run of fixed-size records in no order (`redis_index`'s layout), so a lookup
+compares every record of its block with the key asked: ~100 records a fingerprint, ~50,000
+for a page. A compiled loop (`_record_search.pyx`, built when the package is installed)
+does it in one pass over the blocks; the numpy passes here stand in where it could not be
+built, and are the reference the tests compare it with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # the compiled loop (_record_search.pyx), built by the package's install
+    from ._record_search import matching_records as _compiled_matching_records
+except ImportError:  # not built (no C compiler): the numpy passes below, the same records
+    _compiled_matching_records = None
+
+
+def matching_records(
+    data: bytes,
+    size: int,
+    records: np.ndarray,
+    of_block: np.ndarray,
+    wanted: np.ndarray,
+    head_mask: np.uint64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query, record) of every record, in blocks of ``size``-byte records laid end to end
+    in ``data`` (``records[b]`` in block b, then at least 8 bytes of padding), whose first
+    8 bytes, read little-endian and masked by ``head_mask``, are ``wanted[q]``, for each
+    query q, whose block is ``of_block[q]`` (sorted, naming every block)."""
+    first = np.cumsum(records) - records
+    if _compiled_matching_records is not None:
+        return _compiled_matching_records(
+            data, size, np.ascontiguousarray(first, np.int64),
+            np.ascontiguousarray(records, np.int64), np.ascontiguousarray(of_block, np.int64),
+            np.ascontiguousarray(wanted, np.uint64), int(head_mask),
+        )  # fmt: skip
+    return _numpy_matching_records(data, size, first, records, of_block, wanted, head_mask)
+
+
+def _numpy_matching_records(
+    data: bytes,
+    size: int,
+    first: np.ndarray,
+    records: np.ndarray,
+    of_block: np.ndarray,
+    wanted: np.ndarray,
+    head_mask: np.uint64,
+) -> tuple[np.ndarray, np.ndarray]:
+    count = int(records.sum())
+    heads = np.ndarray((count,), dtype="<u8", buffer=data, strides=(size,))
+    # The first query of each block is compared with the records where they lie; the
+    # few others (a page's queries rarely share a block) with copies of theirs.
+    leads = np.ones(len(of_block), dtype=bool)
+    leads[1:] = of_block[1:] != of_block[:-1]
+    lead = np.flatnonzero(leads)
+    # By the 4 bytes that end the key first (half the memory of the whole heads), then
+    # the few equal whole.
+    key_bytes = (int(head_mask).bit_length() + 7) // 8  # its last byte holds key bits
+    word_at = max(key_bytes - 4, 0)
+    word_shift = np.uint64(8 * word_at)
+    word_mask = np.uint32(int(head_mask >> word_shift) & 0xFFFFFFFF)
+    words = np.ndarray((count,), dtype="<u4", buffer=data, offset=word_at, strides=(size,))
+    wanted_words = (wanted[lead] >> word_shift).astype(np.uint32) & word_mask
+    record = np.flatnonzero((words & word_mask) == np.repeat(wanted_words, records))
+    query = lead[np.searchsorted(first, record, side="right") - 1]
+    whole = (heads[record] & head_mask) == wanted[query]
+    record, query = record[whole], query[whole]
+    others = np.flatnonzero(~leads)
+    if len(others):
+        span = records[of_block[others]]
+        at = np.repeat(first[of_block[others]] - (np.cumsum(span) - span), span)
+        at += np.arange(len(at))
+        asked = np.repeat(others, span)
+        hit = (heads[at] & head_mask) == wanted[asked]
+        record = np.concatenate((record, at[hit]))
+        query = np.concatenate((query, asked[hit]))
+    return query, record
