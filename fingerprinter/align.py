@@ -7,7 +7,10 @@ form runs, and runs are chained across small gaps, so a passage with scattered e
 (inserted or deleted characters, an ad line) stays one span. Spans shorter than
 ``params.align_min_span`` letters are dropped as chance; Latin letters count at
 ``params.latin_weight`` there, since a run of English letters says less than a run of
-pinyin initials (common phrases repeat across unrelated English texts).
+pinyin initials (common phrases repeat across unrelated English texts). Compiled loops
+(`_align.pyx`, built when the package is installed) find the pairs and the runs; the numpy
+passes here stand in where they could not be built, and are the reference they are tested
+against.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ import numpy as np
 
 from .initials import Letters, to_letters
 from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
+
+try:  # the compiled loops (_align.pyx), built by the package's install
+    from ._align import diagonal_runs as _compiled_diagonal_runs
+    from ._align import matching_pairs as _compiled_matching_pairs
+except ImportError:  # not built (no C compiler): the numpy passes below, the same pairs and runs
+    _compiled_diagonal_runs = _compiled_matching_pairs = None
 
 _MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
 
@@ -152,6 +161,12 @@ def _matching_pairs(
     order, sorted_codes = master.order, master.codes
     if not len(sorted_codes):
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if _compiled_matching_pairs is not None:
+        return _compiled_matching_pairs(
+            np.ascontiguousarray(sorted_codes, np.uint64), np.ascontiguousarray(order, np.int32),
+            np.ascontiguousarray(s_codes, np.uint64), np.ascontiguousarray(s_order, np.int64),
+            _MAX_OCCURRENCES,
+        )  # fmt: skip
     left = np.searchsorted(sorted_codes, s_codes, side="left")
     # Most codes occur once or not at all: the end of a run is searched for only where
     # the code after the first is the same (a second search of every code cost a third
@@ -182,6 +197,9 @@ def _diagonal_runs(master_pos: np.ndarray, suspect_pos: np.ndarray, k: int) -> n
     span = np.int64(suspect_pos.max() + 1)
     diagonal = master_pos - suspect_pos + span  # positive
     d, s = np.divmod(np.sort(diagonal * span + suspect_pos), span)
+    if _compiled_diagonal_runs is not None:
+        runs = _compiled_diagonal_runs(d - span, s, k)
+        return runs[np.argsort(runs[:, 2], kind="stable")]
     breaks = np.flatnonzero((np.diff(d) != 0) | (np.diff(s) != 1)) + 1
     starts = np.concatenate(([0], breaks))
     ends = np.concatenate((breaks, [len(s)])) - 1

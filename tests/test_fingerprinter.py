@@ -36,6 +36,8 @@ from fingerprinter.align import (
     _chain,
     _diagonal_runs,
     _linked_or_long,
+    _matching_pairs,
+    align_letters,
     kgram_codes,
 )
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
@@ -46,6 +48,9 @@ from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
 from fingerprinter.winnowing import winnow
 from tests.corpus import texts
+
+# The module, which `fingerprinter.align` (the function the package exports) hides.
+align_module = sys.modules["fingerprinter.align"]
 
 ZH = texts("zh_news", 60)
 EN = texts("en_news", 60)
@@ -151,6 +156,8 @@ def test_the_install_builds_the_compiled_loops():
         (sliding, "_compiled_window_values"),
         (winnowing, "_compiled_anchors"),
         (granule_check, "_compiled_checks"),
+        (align_module, "_compiled_matching_pairs"),
+        (align_module, "_compiled_diagonal_runs"),
     )
     for module, loop in loops:
         assert getattr(module, loop) is not None, (
@@ -170,6 +177,48 @@ def test_compiled_anchors_are_the_numpy_winnowing_positions(monkeypatch):
     monkeypatch.setattr(winnowing, "_compiled_anchors", None)
     for case, positions in zip(cases, compiled, strict=True):
         assert np.array_equal(winnowing.anchors(*case), positions), case[1:]
+
+
+def _without_compiled_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(align_module, "_compiled_matching_pairs", None)
+    monkeypatch.setattr(align_module, "_compiled_diagonal_runs", None)
+
+
+def test_compiled_alignment_loops_give_the_numpy_pairs_and_runs(monkeypatch):
+    # Streams of few letters (k-grams repeated, some past the occurrences that count),
+    # empty and one-letter streams, a suspect copying parts of the master.
+    rng = np.random.default_rng(5)
+    cases = []
+    for n, alphabet in ((0, 26), (1, 26), (40, 2), (300, 3), (2000, 26), (2000, 4)):
+        master = rng.integers(0, alphabet, n).astype(np.uint8)
+        suspect = np.concatenate((rng.integers(0, alphabet, n // 3).astype(np.uint8),
+                                  master[n // 4 : n // 2], master[: n // 5]))  # fmt: skip
+        for k in (3, 8):
+            cases.append((KgramIndex.of(master, k), kgram_codes(suspect, k), k))
+    compiled = [_matching_pairs(*case) for case in cases]
+    runs = [_diagonal_runs(*pairs, case[2]) for case, pairs in zip(cases, compiled, strict=True)]
+    _without_compiled_alignment(monkeypatch)
+    found_runs = 0
+    for case, pairs, case_runs in zip(cases, compiled, runs, strict=True):
+        reference = _matching_pairs(*case)
+        assert all(np.array_equal(a, b) for a, b in zip(pairs, reference, strict=True))
+        assert np.array_equal(case_runs, _diagonal_runs(*reference, case[2]))
+        found_runs += len(case_runs)
+    assert found_runs > 100
+
+
+def test_compiled_alignment_aligns_the_corpus_as_the_numpy_passes(monkeypatch):
+    # Each bundled text against a lightly edited copy of itself and against another text.
+    pairs = []
+    for texts in (ZH, EN):
+        for i, text in enumerate(texts[:6]):
+            copy = text[len(text) // 5 :].replace("的", "地")
+            for other in (copy, texts[(i + 1) % len(texts)]):
+                pairs.append((to_letters(text), to_letters(other)))
+    compiled = [align_letters(master, suspect) for master, suspect in pairs]
+    _without_compiled_alignment(monkeypatch)
+    assert [align_letters(master, suspect) for master, suspect in pairs] == compiled
+    assert sum(bool(alignment.spans) for alignment in compiled) >= 12
 
 
 def test_compiled_granule_checks_are_the_numpy_ones(monkeypatch):

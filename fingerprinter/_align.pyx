@@ -1,0 +1,57 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+"""The alignment's pair-finding and diagonal runs (`align._matching_pairs`,
+`align._diagonal_runs`) as compiled loops: the same pairs and runs as the numpy passes of
+`fingerprinter.align` (tested), without their dozen array passes a candidate."""
+
+import numpy as np
+
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+
+def matching_pairs(const uint64_t[::1] master_codes, const int32_t[::1] master_order,
+                   const uint64_t[::1] suspect_codes, const int64_t[::1] suspect_order,
+                   int max_occurrences):
+    """(master position, suspect position) of every k-gram both have, by one walk of the
+    two sorted code arrays; a code the master has more than ``max_occurrences`` times
+    pairs with nothing. Each suspect k-gram (in code order) with its master positions in
+    their order."""
+    cdef Py_ssize_t masters = master_codes.shape[0], suspects = suspect_codes.shape[0]
+    cdef Py_ssize_t j, lo = 0, hi = 0, m, n = 0
+    master_out = np.empty(suspects * max_occurrences, dtype=np.int64)
+    suspect_out = np.empty(suspects * max_occurrences, dtype=np.int64)
+    cdef int64_t[::1] master_pos = master_out, suspect_pos = suspect_out
+    cdef uint64_t code
+    for j in range(suspects):
+        code = suspect_codes[j]
+        if j == 0 or code != suspect_codes[j - 1]:  # else the run found for the last one
+            lo = hi
+            while lo < masters and master_codes[lo] < code:
+                lo += 1
+            hi = lo
+            while hi < masters and master_codes[hi] == code:
+                hi += 1
+        if hi > lo and hi - lo <= max_occurrences:
+            for m in range(lo, hi):
+                master_pos[n] = master_order[m]
+                suspect_pos[n] = suspect_order[j]
+                n += 1
+    return master_out[:n], suspect_out[:n]
+
+
+def diagonal_runs(const int64_t[::1] diagonal, const int64_t[::1] suspect_pos, int k):
+    """Rows (m0, m1, s0, s1), end-exclusive, of the maximal runs of matches at consecutive
+    suspect positions on one diagonal (master position - suspect position), the matches
+    given sorted by diagonal then suspect position; in that order."""
+    cdef Py_ssize_t pairs = diagonal.shape[0], i, start = 0, n = 0
+    out = np.empty((pairs, 4), dtype=np.int64)
+    cdef int64_t[:, ::1] runs = out
+    for i in range(1, pairs + 1):
+        if (i == pairs or diagonal[i] != diagonal[i - 1]
+                or suspect_pos[i] != suspect_pos[i - 1] + 1):
+            runs[n, 0] = suspect_pos[start] + diagonal[start]
+            runs[n, 1] = suspect_pos[i - 1] + k + diagonal[start]
+            runs[n, 2] = suspect_pos[start]
+            runs[n, 3] = suspect_pos[i - 1] + k
+            n += 1
+            start = i
+    return out[:n]
