@@ -210,10 +210,10 @@ def test_compiled_alignment_loops_give_the_numpy_pairs_and_runs(monkeypatch):
 def test_compiled_alignment_aligns_the_corpus_as_the_numpy_passes(monkeypatch):
     # Each bundled text against a lightly edited copy of itself and against another text.
     pairs = []
-    for texts in (ZH, EN):
-        for i, text in enumerate(texts[:6]):
+    for script in (ZH, EN):
+        for i, text in enumerate(script[:6]):
             copy = text[len(text) // 5 :].replace("的", "地")
-            for other in (copy, texts[(i + 1) % len(texts)]):
+            for other in (copy, script[(i + 1) % len(script)]):
                 pairs.append((to_letters(text), to_letters(other)))
     compiled = [align_letters(master, suspect) for master, suspect in pairs]
     _without_compiled_alignment(monkeypatch)
