@@ -1,10 +1,36 @@
 # cython: boundscheck=False, wraparound=False, language_level=3
-"""`record_search.matching_records` as one compiled pass over the blocks: the same records
-as its numpy passes (tested), in a fraction of their time."""
+"""`record_search.matching_records` as one compiled pass over the blocks where they lie:
+the same records as its numpy passes (tested). A page's blocks are seldom in the CPU's
+cache (kept ones least of all), and reading them is most of the search: the loop asks for
+the blocks a few queries ahead while it compares the records of one (a 10,000-work check's
+record search 1.9-2.0 -> 1.1-1.2 s, with the join it no longer needs)."""
 
 import numpy as np
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define copytrack_prefetch(p) __builtin_prefetch((p), 0, 0)
+    #else
+    #define copytrack_prefetch(p) ((void)(p))
+    #endif
+    """
+    void copytrack_prefetch(const void* p) noexcept nogil
+
+cdef enum:
+    _AHEAD = 4  # queries ahead whose blocks are asked for (2-8 measured alike)
+
+
+cdef inline void _prefetch(const uint8_t* p, Py_ssize_t length) noexcept nogil:
+    cdef Py_ssize_t at
+    for at in range(0, length, 64):
+        copytrack_prefetch(p + at)
 
 
 cdef inline uint64_t _head(const uint8_t* p) noexcept nogil:
@@ -14,33 +40,53 @@ cdef inline uint64_t _head(const uint8_t* p) noexcept nogil:
             | <uint64_t>p[6] << 48 | <uint64_t>p[7] << 56)
 
 
-def matching_records(const uint8_t[::1] data, Py_ssize_t size, const int64_t[::1] first,
-                     const int64_t[::1] records, const int64_t[::1] of_block,
+def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
                      const uint64_t[::1] wanted, uint64_t head_mask):
-    """(query, record) of every record of block of_block[q] whose head, masked, is
-    wanted[q]: queries in order, each one's records in order."""
-    cdef Py_ssize_t queries = of_block.shape[0], q, r, end, hits = 0, n = 0
-    cdef const uint8_t* base = &data[0]
+    """(query, records): for each query q, every record of blocks[of_block[q]] whose head,
+    masked, is wanted[q], its bytes a row of ``records``; queries in order, each one's
+    records in order. Records are at least 8 bytes."""
+    cdef Py_ssize_t count = len(blocks), queries = of_block.shape[0], b, q, r, hits = 0
+    cdef const uint8_t** starts = <const uint8_t**>malloc(max(count, 1) * sizeof(uint8_t*))
+    cdef Py_ssize_t* lengths = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
+    cdef bytes block
     cdef uint64_t key
-    # Two passes, counting then filling: a page's blocks stay in the CPU's cache between
-    # them, and the output is allocated once at its size.
-    for q in range(queries):
-        key = wanted[q]
-        end = first[of_block[q]] + records[of_block[q]]
-        for r in range(first[of_block[q]], end):
-            if _head(base + r * size) & head_mask == key:
-                hits += 1
-    query_array = np.empty(hits, dtype=np.int64)
-    record_array = np.empty(hits, dtype=np.int64)
-    if hits == 0:
-        return query_array, record_array
-    cdef int64_t[::1] query = query_array, record = record_array
-    for q in range(queries):
-        key = wanted[q]
-        end = first[of_block[q]] + records[of_block[q]]
-        for r in range(first[of_block[q]], end):
-            if _head(base + r * size) & head_mask == key:
+    if starts == NULL or lengths == NULL:
+        free(starts)
+        free(lengths)
+        raise MemoryError()
+    try:
+        for b in range(count):
+            block = blocks[b]
+            starts[b] = <const uint8_t*>PyBytes_AS_STRING(block)
+            lengths[b] = PyBytes_GET_SIZE(block) // size
+        # Two passes, counting then copying: the output is allocated once at its size.
+        for q in range(queries):
+            key, b = wanted[q], of_block[q]
+            if q + _AHEAD < queries:
+                _prefetch(starts[of_block[q + _AHEAD]], lengths[of_block[q + _AHEAD]] * size)
+            for r in range(lengths[b]):
+                if _head(starts[b] + r * size) & head_mask == key:
+                    hits += 1
+        query_array = np.empty(hits, dtype=np.int64)
+        records_array = np.empty((hits, size), dtype=np.uint8)
+        if hits:
+            fill(starts, lengths, size, of_block, wanted, head_mask, query_array, records_array)
+        return query_array, records_array
+    finally:
+        free(starts)
+        free(lengths)
+
+
+cdef void fill(const uint8_t** starts, Py_ssize_t* lengths, Py_ssize_t size,
+               const int64_t[::1] of_block, const uint64_t[::1] wanted, uint64_t head_mask,
+               int64_t[::1] query, uint8_t[:, ::1] records):
+    cdef Py_ssize_t q, r, b, n = 0
+    cdef const uint8_t* record
+    for q in range(of_block.shape[0]):
+        b = of_block[q]
+        for r in range(lengths[b]):
+            record = starts[b] + r * size
+            if _head(record) & head_mask == wanted[q]:
                 query[n] = q
-                record[n] = r
+                memcpy(&records[n, 0], record, size)
                 n += 1
-    return query_array, record_array

@@ -4,8 +4,8 @@ block whose key is the fingerprint's.
 A block is a run of fixed-size records in no order (`redis_index`'s layout), so a lookup
 compares every record of its block with the key asked: ~100 records a fingerprint, ~50,000
 for a page. A compiled loop (`_record_search.pyx`, built when the package is installed)
-does it in one pass over the blocks; the numpy passes here stand in where it could not be
-built, and are the reference the tests compare it with.
+does it in one pass over the blocks where they lie; the numpy passes here stand in where it
+could not be built, and are the reference the tests compare it with.
 """
 
 from __future__ import annotations
@@ -19,37 +19,36 @@ except ImportError:  # not built (no C compiler): the numpy passes below, the sa
 
 
 def matching_records(
-    data: bytes,
-    size: int,
-    records: np.ndarray,
-    of_block: np.ndarray,
-    wanted: np.ndarray,
-    head_mask: np.uint64,
+    blocks: list[bytes], size: int, of_block: np.ndarray, wanted: np.ndarray, head_mask: np.uint64
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(query, record) of every record, in blocks of ``size``-byte records laid end to end
-    in ``data`` (``records[b]`` in block b, then at least 8 bytes of padding), whose first
-    8 bytes, read little-endian and masked by ``head_mask``, are ``wanted[q]``, for each
-    query q, whose block is ``of_block[q]`` (sorted, naming every block)."""
-    first = np.cumsum(records) - records
+    """(query, records): for each query q, every record of ``blocks[of_block[q]]`` (runs of
+    ``size``-byte records, at least 8 bytes each; ``of_block`` sorted, naming every block)
+    whose first 8 bytes, read little-endian and masked by ``head_mask``, are ``wanted[q]``;
+    a (hits, size) uint8 array of their bytes."""
     if _compiled_matching_records is not None:
         return _compiled_matching_records(
-            data, size, np.ascontiguousarray(first, np.int64),
-            np.ascontiguousarray(records, np.int64), np.ascontiguousarray(of_block, np.int64),
+            blocks, size, np.ascontiguousarray(of_block, np.int64),
             np.ascontiguousarray(wanted, np.uint64), int(head_mask),
         )  # fmt: skip
-    return _numpy_matching_records(data, size, first, records, of_block, wanted, head_mask)
+    # Joined, and padded so that every column's view fits when there is no record.
+    data = b"".join([*blocks, bytes(8)])
+    records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
+    query, record = _numpy_matching_records(data, size, records, of_block, wanted, head_mask)
+    rows = np.frombuffer(data, dtype=np.uint8)[record[:, None] * size + np.arange(size)]
+    return query, rows.reshape(len(record), size)
 
 
 def _numpy_matching_records(
     data: bytes,
     size: int,
-    first: np.ndarray,
     records: np.ndarray,
     of_block: np.ndarray,
     wanted: np.ndarray,
     head_mask: np.uint64,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """(query, record number in data) of the matching records."""
     count = int(records.sum())
+    first = np.cumsum(records) - records
     heads = np.ndarray((count,), dtype="<u8", buffer=data, strides=(size,))
     # The first query of each block is compared with the records where they lie; the
     # few others (a page's queries rarely share a block) with copies of theirs.

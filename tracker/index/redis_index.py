@@ -492,22 +492,15 @@ class RedisIndex(InvertedIndex):
         """(query, master id, exact, place) of the records of blocks[of_block[q]] whose key
         is keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
         every block."""
-        size = self.record_bytes
-        # Padded so that 8 bytes can be read at every record (the key is their high bytes),
-        # and so that every column's view fits when there is no record.
-        # Joined first: the join reads each block's header too, and a kept block is seldom
-        # in the CPU's cache (its length read first cost ~0.1 ms a page in cache misses).
-        data = b"".join([*blocks, bytes(16)])
-        records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
-        count = int(records.sum())
-        wanted = self._as_record_head(keys) & self._head_mask
-        query, record = matching_records(data, size, records, of_block, wanted, self._head_mask)
-        ids = np.ndarray((count,), dtype=">u4", buffer=data, offset=self._key_len, strides=(size,))
-        places = np.ndarray((count,), dtype=np.uint8, buffer=data, offset=self._key_len + 4,
-                            strides=(size,))  # fmt: skip
-        stored = np.ndarray((count,), dtype=">u8", buffer=data, strides=(size,))[record]
+        query, rows = matching_records(
+            blocks, self.record_bytes, of_block, self._as_record_head(keys) & self._head_mask,
+            self._head_mask,
+        )  # fmt: skip
+        key_len = self._key_len
+        ids = np.ascontiguousarray(rows[:, key_len : key_len + 4]).view(">u4").ravel()
+        stored = np.ascontiguousarray(rows[:, :8]).view(">u8").ravel()
         exact = stored >> self._key_shift == keys[query]
-        return query, ids[record].astype(np.int64), exact, places[record]
+        return query, ids.astype(np.int64), exact, rows[:, key_len + 4].copy()
 
     def _as_record_head(self, keys: np.ndarray) -> np.ndarray:
         """Keys as the first 8 bytes of their records read little-endian (any host)."""
