@@ -55,3 +55,38 @@ def diagonal_runs(const int64_t[::1] diagonal, const int64_t[::1] suspect_pos, i
             n += 1
             start = i
     return out[:n]
+
+
+def shared_within(const uint64_t[::1] codes, const uint64_t[::1] text_kgrams,
+                  const int64_t[::1] first, const int64_t[::1] last, int k):
+    """How many k-grams of a text (``text_kgrams``) lying wholly inside the union of the
+    letter ranges ``[first[i], last[i])`` (clipped to the text) occur in ``codes`` (a
+    master's, sorted): `align.KgramIndex.shared_within` in one pass, no sort."""
+    cdef Py_ssize_t grams = text_kgrams.shape[0], letters, i, j, opens, closes
+    cdef Py_ssize_t lo, hi, mid, run = 0, depth = 0, found = 0, size = codes.shape[0]
+    cdef uint64_t code
+    if grams == 0 or size == 0:
+        return 0
+    letters = grams + k - 1
+    edges_array = np.zeros(letters + 1, dtype=np.int64)
+    cdef int64_t[::1] edges = edges_array
+    for i in range(first.shape[0]):
+        opens = min(max(first[i], 0), letters)
+        closes = max(min(max(last[i], 0), letters), opens)  # empty if reversed
+        edges[opens] += 1
+        edges[closes] -= 1
+    for j in range(letters):
+        depth += edges[j]
+        run = run + 1 if depth > 0 else 0
+        if run >= k:  # the k-gram ending at letter j is covered
+            code = text_kgrams[j - k + 1]
+            lo, hi = 0, size
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if codes[mid] < code:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < size and codes[lo] == code:
+                found += 1
+    return found

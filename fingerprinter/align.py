@@ -8,7 +8,8 @@ form runs, and runs are chained across small gaps, so a passage with scattered e
 ``params.align_min_span`` letters are dropped as chance; Latin letters count at
 ``params.latin_weight`` there, since a run of English letters says less than a run of
 pinyin initials (common phrases repeat across unrelated English texts). Compiled loops
-(`_align.pyx`, built when the package is installed) find the pairs and the runs; the numpy
+(`_align.pyx`, built when the package is installed) find the pairs, the runs and the
+k-grams a text shares with a master near its hits; the numpy
 passes here stand in where they could not be built, and are the reference they are tested
 against.
 """
@@ -28,8 +29,9 @@ from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
 try:  # the compiled loops (_align.pyx), built by the package's install
     from ._align import diagonal_runs as _compiled_diagonal_runs
     from ._align import matching_pairs as _compiled_matching_pairs
-except ImportError:  # not built (no C compiler): the numpy passes below, the same pairs and runs
-    _compiled_diagonal_runs = _compiled_matching_pairs = None
+    from ._align import shared_within as _compiled_shared_within
+except ImportError:  # not built (no C compiler): the numpy passes below, the same results
+    _compiled_diagonal_runs = _compiled_matching_pairs = _compiled_shared_within = None
 
 _MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
 
@@ -111,6 +113,12 @@ class KgramIndex:
         """How many k-grams of a text (``text_kgrams``: its `kgram_codes`) that lie wholly
         inside one of the ranges ``[first[i], last[i])`` (letter indices, clipped to the
         text) occur here."""
+        if _compiled_shared_within is not None:
+            return _compiled_shared_within(
+                self.codes, np.ascontiguousarray(text_kgrams, np.uint64),
+                np.ascontiguousarray(first, np.int64), np.ascontiguousarray(last, np.int64),
+                self.k,
+            )  # fmt: skip
         return self.count_present(kgrams_within(text_kgrams, first, last, self.k))
 
     def count_present(self, codes: np.ndarray) -> int:

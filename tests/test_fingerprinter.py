@@ -158,6 +158,7 @@ def test_the_install_builds_the_compiled_loops():
         (granule_check, "_compiled_checks"),
         (align_module, "_compiled_matching_pairs"),
         (align_module, "_compiled_diagonal_runs"),
+        (align_module, "_compiled_shared_within"),
     )
     for module, loop in loops:
         assert getattr(module, loop) is not None, (
@@ -598,6 +599,9 @@ def test_kgrams_shared_within_ranges_count_those_wholly_inside(master, text, ran
     )
     codes = kgram_codes(np.array(text, dtype=np.uint8), k)
     assert index.shared_within(codes, first, last) == expected
+    with pytest.MonkeyPatch.context() as patch:  # and the numpy passes, without the loop
+        patch.setattr(align_module, "_compiled_shared_within", None)
+        assert index.shared_within(codes, first, last) == expected
 
 
 def test_winnowing_selects_the_seed_example():
