@@ -9,9 +9,8 @@ form runs, and runs are chained across small gaps, so a passage with scattered e
 ``params.latin_weight`` there, since a run of English letters says less than a run of
 pinyin initials (common phrases repeat across unrelated English texts). Compiled loops
 (`_align.pyx`, built when the package is installed) find the pairs, the runs and the
-k-grams a text shares with a master near its hits; the numpy
-passes here stand in where they could not be built, and are the reference they are tested
-against.
+k-grams a text shares with a master near its hits; the numpy passes here stand in where
+they could not be built, and are the reference they are tested against.
 """
 
 from __future__ import annotations
