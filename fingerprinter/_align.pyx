@@ -21,20 +21,21 @@ def matching_pairs(const uint64_t[::1] master_codes, const int32_t[::1] master_o
     suspect_out = np.empty(suspects * max_occurrences, dtype=np.int64)
     cdef int64_t[::1] master_pos = master_out, suspect_pos = suspect_out
     cdef uint64_t code
-    for j in range(suspects):
-        code = suspect_codes[j]
-        if j == 0 or code != suspect_codes[j - 1]:  # else the run found for the last one
-            lo = hi
-            while lo < masters and master_codes[lo] < code:
-                lo += 1
-            hi = lo
-            while hi < masters and master_codes[hi] == code:
-                hi += 1
-        if hi > lo and hi - lo <= max_occurrences:
-            for m in range(lo, hi):
-                master_pos[n] = master_order[m]
-                suspect_pos[n] = suspect_order[j]
-                n += 1
+    with nogil:
+        for j in range(suspects):
+            code = suspect_codes[j]
+            if j == 0 or code != suspect_codes[j - 1]:  # else the run found for the last one
+                lo = hi
+                while lo < masters and master_codes[lo] < code:
+                    lo += 1
+                hi = lo
+                while hi < masters and master_codes[hi] == code:
+                    hi += 1
+            if hi > lo and hi - lo <= max_occurrences:
+                for m in range(lo, hi):
+                    master_pos[n] = master_order[m]
+                    suspect_pos[n] = suspect_order[j]
+                    n += 1
     return master_out[:n], suspect_out[:n]
 
 
@@ -45,15 +46,16 @@ def diagonal_runs(const int64_t[::1] diagonal, const int64_t[::1] suspect_pos, i
     cdef Py_ssize_t pairs = diagonal.shape[0], i, start = 0, n = 0
     out = np.empty((pairs, 4), dtype=np.int64)
     cdef int64_t[:, ::1] runs = out
-    for i in range(1, pairs + 1):
-        if (i == pairs or diagonal[i] != diagonal[i - 1]
-                or suspect_pos[i] != suspect_pos[i - 1] + 1):
-            runs[n, 0] = suspect_pos[start] + diagonal[start]
-            runs[n, 1] = suspect_pos[i - 1] + k + diagonal[start]
-            runs[n, 2] = suspect_pos[start]
-            runs[n, 3] = suspect_pos[i - 1] + k
-            n += 1
-            start = i
+    with nogil:
+        for i in range(1, pairs + 1):
+            if (i == pairs or diagonal[i] != diagonal[i - 1]
+                    or suspect_pos[i] != suspect_pos[i - 1] + 1):
+                runs[n, 0] = suspect_pos[start] + diagonal[start]
+                runs[n, 1] = suspect_pos[i - 1] + k + diagonal[start]
+                runs[n, 2] = suspect_pos[start]
+                runs[n, 3] = suspect_pos[i - 1] + k
+                n += 1
+                start = i
     return out[:n]
 
 
@@ -70,23 +72,24 @@ def shared_within(const uint64_t[::1] codes, const uint64_t[::1] text_kgrams,
     letters = grams + k - 1
     edges_array = np.zeros(letters + 1, dtype=np.int64)
     cdef int64_t[::1] edges = edges_array
-    for i in range(first.shape[0]):
-        opens = min(max(first[i], 0), letters)
-        closes = max(min(max(last[i], 0), letters), opens)  # empty if reversed
-        edges[opens] += 1
-        edges[closes] -= 1
-    for j in range(letters):
-        depth += edges[j]
-        run = run + 1 if depth > 0 else 0
-        if run >= k:  # the k-gram ending at letter j is covered
-            code = text_kgrams[j - k + 1]
-            lo, hi = 0, size
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if codes[mid] < code:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < size and codes[lo] == code:
-                found += 1
+    with nogil:
+        for i in range(first.shape[0]):
+            opens = min(max(first[i], 0), letters)
+            closes = max(min(max(last[i], 0), letters), opens)  # empty if reversed
+            edges[opens] += 1
+            edges[closes] -= 1
+        for j in range(letters):
+            depth += edges[j]
+            run = run + 1 if depth > 0 else 0
+            if run >= k:  # the k-gram ending at letter j is covered
+                code = text_kgrams[j - k + 1]
+                lo, hi = 0, size
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if codes[mid] < code:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < size and codes[lo] == code:
+                    found += 1
     return found

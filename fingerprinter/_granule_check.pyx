@@ -21,17 +21,18 @@ def granule_checks(const uint8_t[::1] letters, const int64_t[::1] first, int k, 
     hashes_array = np.empty(max(grams, 0), dtype=np.uint64)
     cdef uint64_t[::1] hashes = hashes_array
     cdef uint64_t code = 0, top = 1, least, mask = (<uint64_t>1 << bits) - 1
-    for j in range(k - 1):
-        code = code * ALPHABET + letters[j]
-        top *= ALPHABET
-    for j in range(grams):
-        code = code * ALPHABET + letters[j + k - 1]
-        hashes[j] = mix64(code)
-        code -= letters[j] * top
-    for i in range(count):
-        least = hashes[first[i]]
-        for j in range(first[i] + 1, first[i] + choices):
-            if hashes[j] < least:
-                least = hashes[j]
-        checks[i] = least & mask
+    with nogil:
+        for j in range(k - 1):
+            code = code * ALPHABET + letters[j]
+            top *= ALPHABET
+        for j in range(grams):
+            code = code * ALPHABET + letters[j + k - 1]
+            hashes[j] = mix64(code)
+            code -= letters[j] * top
+        for i in range(count):
+            least = hashes[first[i]]
+            for j in range(first[i] + 1, first[i] + choices):
+                if hashes[j] < least:
+                    least = hashes[j]
+            checks[i] = least & mask
     return out

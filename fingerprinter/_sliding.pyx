@@ -27,28 +27,29 @@ def window_values(const uint8_t[::1] codes, const uint8_t[::1] cjk, int n,
     cdef int leaving, entering, count, in_cjk = 0
     cdef Py_ssize_t row = n + 1, cjk_frame = ALPHABET * (n + 1)
     cdef uint64_t latin = 0, chinese = 0
-    for leaving in range(ALPHABET):
-        counts[leaving] = 0
-    for i in range(n):
-        counts[codes[i]] += 1
-        in_cjk += cjk[i]
-    for leaving in range(ALPHABET):
-        latin += levels[leaving * row + counts[leaving]]
-        chinese += levels[cjk_frame + leaving * row + counts[leaving]]
-    values[0] = chinese if 2 * in_cjk >= n else latin
-    for w in range(1, windows):
-        leaving, entering = codes[w - 1], codes[w + n - 1]
-        if leaving != entering:
-            count = counts[leaving]
-            latin += levels[leaving * row + count - 1] - levels[leaving * row + count]
-            chinese += (levels[cjk_frame + leaving * row + count - 1]
-                        - levels[cjk_frame + leaving * row + count])
-            counts[leaving] = count - 1
-            count = counts[entering]
-            latin += levels[entering * row + count + 1] - levels[entering * row + count]
-            chinese += (levels[cjk_frame + entering * row + count + 1]
-                        - levels[cjk_frame + entering * row + count])
-            counts[entering] = count + 1
-        in_cjk += cjk[w + n - 1] - cjk[w - 1]
-        values[w] = chinese if 2 * in_cjk >= n else latin
+    with nogil:  # the other threads run meanwhile (a library add fingerprints in one)
+        for leaving in range(ALPHABET):
+            counts[leaving] = 0
+        for i in range(n):
+            counts[codes[i]] += 1
+            in_cjk += cjk[i]
+        for leaving in range(ALPHABET):
+            latin += levels[leaving * row + counts[leaving]]
+            chinese += levels[cjk_frame + leaving * row + counts[leaving]]
+        values[0] = chinese if 2 * in_cjk >= n else latin
+        for w in range(1, windows):
+            leaving, entering = codes[w - 1], codes[w + n - 1]
+            if leaving != entering:
+                count = counts[leaving]
+                latin += levels[leaving * row + count - 1] - levels[leaving * row + count]
+                chinese += (levels[cjk_frame + leaving * row + count - 1]
+                            - levels[cjk_frame + leaving * row + count])
+                counts[leaving] = count - 1
+                count = counts[entering]
+                latin += levels[entering * row + count + 1] - levels[entering * row + count]
+                chinese += (levels[cjk_frame + entering * row + count + 1]
+                            - levels[cjk_frame + entering * row + count])
+                counts[entering] = count + 1
+            in_cjk += cjk[w + n - 1] - cjk[w - 1]
+            values[w] = chinese if 2 * in_cjk >= n else latin
     return out

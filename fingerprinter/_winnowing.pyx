@@ -27,21 +27,22 @@ def anchors(const uint8_t[::1] letters, int w, int k, int hash_shift):
     cdef int64_t[::1] queue = queue_array  # positions, their hashes rising from head
     cdef int64_t[::1] selected = out
     cdef uint64_t code = 0, top = 1  # top: 26 ** (k - 1), modulo 2**64 as the codes
-    for j in range(k - 1):
-        code = code * ALPHABET + letters[j]
-        top *= ALPHABET
-    for i in range(grams):
-        code = code * ALPHABET + letters[i + k - 1]  # the k-gram at i
-        hashes[i] = mix64(code) >> hash_shift
-        code -= letters[i] * top  # its first letter out
-        # An equal or greater hash before this one is never a window's rightmost least.
-        while tail > head and hashes[queue[tail - 1]] >= hashes[i]:
-            tail -= 1
-        queue[tail] = i
-        tail += 1
-        if queue[head] <= i - w:
-            head += 1
-        if i >= w - 1 and (count == 0 or selected[count - 1] != queue[head]):
-            selected[count] = queue[head]
-            count += 1
+    with nogil:
+        for j in range(k - 1):
+            code = code * ALPHABET + letters[j]
+            top *= ALPHABET
+        for i in range(grams):
+            code = code * ALPHABET + letters[i + k - 1]  # the k-gram at i
+            hashes[i] = mix64(code) >> hash_shift
+            code -= letters[i] * top  # its first letter out
+            # An equal or greater hash before this one is never a window's rightmost least.
+            while tail > head and hashes[queue[tail - 1]] >= hashes[i]:
+                tail -= 1
+            queue[tail] = i
+            tail += 1
+            if queue[head] <= i - w:
+                head += 1
+            if i >= w - 1 and (count == 0 or selected[count - 1] != queue[head]):
+                selected[count] = queue[head]
+                count += 1
     return out[:count].copy()

@@ -50,6 +50,8 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
     cdef Py_ssize_t* lengths = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
     cdef bytes block
     cdef uint64_t key
+    cdef int64_t[::1] query
+    cdef uint8_t[:, ::1] rows
     if starts == NULL or lengths == NULL:
         free(starts)
         free(lengths)
@@ -60,17 +62,20 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
             starts[b] = <const uint8_t*>PyBytes_AS_STRING(block)
             lengths[b] = PyBytes_GET_SIZE(block) // size
         # Two passes, counting then copying: the output is allocated once at its size.
-        for q in range(queries):
-            key, b = wanted[q], of_block[q]
-            if q + _AHEAD < queries:
-                _prefetch(starts[of_block[q + _AHEAD]], lengths[of_block[q + _AHEAD]] * size)
-            for r in range(lengths[b]):
-                if _head(starts[b] + r * size) & head_mask == key:
-                    hits += 1
+        with nogil:
+            for q in range(queries):
+                key, b = wanted[q], of_block[q]
+                if q + _AHEAD < queries:
+                    _prefetch(starts[of_block[q + _AHEAD]], lengths[of_block[q + _AHEAD]] * size)
+                for r in range(lengths[b]):
+                    if _head(starts[b] + r * size) & head_mask == key:
+                        hits += 1
         query_array = np.empty(hits, dtype=np.int64)
         records_array = np.empty((hits, size), dtype=np.uint8)
         if hits:
-            fill(starts, lengths, size, of_block, wanted, head_mask, query_array, records_array)
+            query, rows = query_array, records_array
+            with nogil:
+                fill(starts, lengths, size, of_block, wanted, head_mask, query, rows)
         return query_array, records_array
     finally:
         free(starts)
@@ -79,7 +84,7 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
 
 cdef void fill(const uint8_t** starts, Py_ssize_t* lengths, Py_ssize_t size,
                const int64_t[::1] of_block, const uint64_t[::1] wanted, uint64_t head_mask,
-               int64_t[::1] query, uint8_t[:, ::1] records):
+               int64_t[::1] query, uint8_t[:, ::1] records) noexcept nogil:
     cdef Py_ssize_t q, r, b, n = 0
     cdef const uint8_t* record
     for q in range(of_block.shape[0]):
