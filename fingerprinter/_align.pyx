@@ -1,7 +1,8 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
-"""The alignment's pair-finding and diagonal runs (`align._matching_pairs`,
-`align._diagonal_runs`) as compiled loops: the same pairs and runs as the numpy passes of
-`fingerprinter.align` (tested), without their dozen array passes a candidate."""
+"""The alignment's pair-finding, diagonal runs and shared k-grams near the hits
+(`align._matching_pairs`, `align._diagonal_runs`, `align.KgramIndex.shared_within`) as
+compiled loops: the same results as the numpy passes of `fingerprinter.align` (tested),
+without their dozen array passes a candidate."""
 
 import numpy as np
 

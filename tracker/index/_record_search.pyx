@@ -45,11 +45,10 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
     """(query, records): for each query q, every record of blocks[of_block[q]] whose head,
     masked, is wanted[q], its bytes a row of ``records``; queries in order, each one's
     records in order. Records are at least 8 bytes."""
-    cdef Py_ssize_t count = len(blocks), queries = of_block.shape[0], b, q, r, hits = 0
+    cdef Py_ssize_t count = len(blocks), b, hits
     cdef const uint8_t** starts = <const uint8_t**>malloc(max(count, 1) * sizeof(uint8_t*))
     cdef Py_ssize_t* lengths = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
     cdef bytes block
-    cdef uint64_t key
     cdef int64_t[::1] query
     cdef uint8_t[:, ::1] rows
     if starts == NULL or lengths == NULL:
@@ -63,35 +62,34 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
             lengths[b] = PyBytes_GET_SIZE(block) // size
         # Two passes, counting then copying: the output is allocated once at its size.
         with nogil:
-            for q in range(queries):
-                key, b = wanted[q], of_block[q]
-                if q + _AHEAD < queries:
-                    _prefetch(starts[of_block[q + _AHEAD]], lengths[of_block[q + _AHEAD]] * size)
-                for r in range(lengths[b]):
-                    if _head(starts[b] + r * size) & head_mask == key:
-                        hits += 1
+            hits = _scan(starts, lengths, size, of_block, wanted, head_mask, NULL, NULL)
         query_array = np.empty(hits, dtype=np.int64)
         records_array = np.empty((hits, size), dtype=np.uint8)
         if hits:
             query, rows = query_array, records_array
             with nogil:
-                fill(starts, lengths, size, of_block, wanted, head_mask, query, rows)
+                _scan(starts, lengths, size, of_block, wanted, head_mask, &query[0], &rows[0, 0])
         return query_array, records_array
     finally:
         free(starts)
         free(lengths)
 
 
-cdef void fill(const uint8_t** starts, Py_ssize_t* lengths, Py_ssize_t size,
-               const int64_t[::1] of_block, const uint64_t[::1] wanted, uint64_t head_mask,
-               int64_t[::1] query, uint8_t[:, ::1] records) noexcept nogil:
-    cdef Py_ssize_t q, r, b, n = 0
+cdef Py_ssize_t _scan(const uint8_t** starts, Py_ssize_t* lengths, Py_ssize_t size,
+                      const int64_t[::1] of_block, const uint64_t[::1] wanted,
+                      uint64_t head_mask, int64_t* query, uint8_t* records) noexcept nogil:
+    """How many records match; each one's query and bytes written out unless NULL."""
+    cdef Py_ssize_t queries = of_block.shape[0], q, r, b, n = 0
     cdef const uint8_t* record
-    for q in range(of_block.shape[0]):
+    for q in range(queries):
         b = of_block[q]
+        if q + _AHEAD < queries:
+            _prefetch(starts[of_block[q + _AHEAD]], lengths[of_block[q + _AHEAD]] * size)
         for r in range(lengths[b]):
             record = starts[b] + r * size
             if _head(record) & head_mask == wanted[q]:
-                query[n] = q
-                memcpy(&records[n, 0], record, size)
+                if query != NULL:
+                    query[n] = q
+                    memcpy(records + n * size, record, size)
                 n += 1
+    return n
