@@ -46,10 +46,17 @@ def _send_head(port: int, path: str, length: int | None, headers: str = "") -> s
 
 
 def _status(sock: socket.socket) -> tuple[int, str]:
-    """The response's status and text: the server closes the connection after a refusal."""
+    """The response's status and text: the server closes the connection after a refusal.
+
+    Closing with the client's body unread makes the kernel reset the connection: the answer
+    is read first, the reset ends the stream like an end of file (a browser does the same).
+    """
     data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
     head, _, rest = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), (head + rest).decode(errors="replace")
 
