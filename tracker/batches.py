@@ -22,13 +22,18 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
 def worked_ahead(
     items: Iterable[T], work: Callable[[T], R], executor: Executor
 ) -> Iterator[tuple[T, R]]:
-    """``(item, work(item))`` in order; ``work`` on the next item runs in ``executor`` while
-    the caller handles this one."""
-    waiting: tuple[T, Future[R]] | None = None
-    for item in items:
-        upcoming = (item, executor.submit(work, item))
-        if waiting is not None:
-            yield waiting[0], waiting[1].result()
-        waiting = upcoming
-    if waiting is not None:
-        yield waiting[0], waiting[1].result()
+    """``(item, work(item))`` in order; the next item is taken from ``items`` and ``work``
+    done on it in ``executor`` while the caller handles this one. Taking it there too
+    matters when items are read from a file or a server: reading the next 8,000 works of a
+    JSONL in the caller's thread held up every batch of a `library add` by ~2 s."""
+    iterator = iter(items)  # advanced by the executor's calls only, one at a time
+
+    def next_worked() -> tuple[T, R] | None:
+        for item in iterator:
+            return item, work(item)
+        return None
+
+    upcoming: Future[tuple[T, R] | None] = executor.submit(next_worked)
+    while (worked := upcoming.result()) is not None:
+        upcoming = executor.submit(next_worked)
+        yield worked

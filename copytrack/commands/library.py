@@ -74,6 +74,7 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
     """
     ctx = open_context()
     counts: Counter[str] = Counter()
+    unreadable: Counter[str] = Counter()  # counted by the thread reading the works
     show = sys.stderr.isatty() if progress is None else progress
     # Counted first (0.5 s for 100,000 works of JSONL): the bar's total, and the index's
     # room made ahead for them.
@@ -88,7 +89,7 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
         for item in load_works(paths):
             bar.update(1)
             if isinstance(item, LoadError):
-                counts["failed"] += 1
+                unreadable["failed"] += 1
                 tqdm.write(f"error: {item}", file=sys.stderr)
                 continue
             batch.append(item)
@@ -123,9 +124,9 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
             require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
             click.echo("\n".join(lines))
 
-    # Four batches at once, each stage on its own: one is fingerprinted, the next has its
-    # postings written while the one before has its documents inserted, and the one before
-    # that waits for the disk and is printed.
+    # Four batches at once, each stage on its own: one is read and fingerprinted, the next
+    # has its postings written while the one before has its documents inserted, and the one
+    # before that waits for the disk and is printed.
     with bar, ThreadPoolExecutor(1) as ahead, ThreadPoolExecutor(1) as reporter:
         reports: list[Future[None]] = []
         ready = worked_ahead(batches(), prepared, ahead)
@@ -137,6 +138,7 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
         for pending in reports:
             pending.result()
         bar.total = bar.n  # blank lines were counted as works
+    counts += unreadable
     if counts["added"]:
         # Counted once here and shared: the matching processes that follow would each wait
         # for one of them to count (0.7 s at 100,000 works on the embedded MongoDB).
