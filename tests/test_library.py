@@ -76,21 +76,29 @@ def test_new_text_under_an_existing_id_replaces_the_old_one(ctx):
 
 
 def test_batches_added_in_a_stream_give_what_adding_them_one_by_one_gives(ctx, monkeypatch):
-    """`add_batches` inserts a batch's documents while the next batch's postings are
-    written: each batch's results come once its documents are stored, and a batch naming a
-    work of the batch still being inserted (its id or its text) sees it, as if added alone."""
+    """`add_batches` settles a batch while the postings of the one before are written and
+    the documents of the one before that are inserted: each batch's results come once its
+    documents are stored, and a batch naming a work of a batch under way (its id or its
+    text, one or two batches back) sees it, as if added alone."""
     insert_many = pymongo.collection.Collection.insert_many
+    add_many = type(ctx.index).add_many
 
     def slow_insert(collection, *args, **kwargs):
-        time.sleep(0.3)  # the next batch is started meanwhile
+        time.sleep(0.3)  # the next batches are started meanwhile
         return insert_many(collection, *args, **kwargs)
 
+    def slow_add(index, *args, **kwargs):
+        time.sleep(0.3)
+        return add_many(index, *args, **kwargs)
+
     monkeypatch.setattr(pymongo.collection.Collection, "insert_many", slow_insert)
+    monkeypatch.setattr(type(ctx.index), "add_many", slow_add)
     batches = {
         "first": [Work(ZH[0], "a"), Work(ZH[1], "b"), Work(ZH[2], "c")],
         "second": [Work(ZH[3], "d"), Work(ZH[4], "e")],
-        "third": [Work(ZH[6], "d"), Work(ZH[4], "f"), Work(ZH[7], "g")],
-        "fourth": [Work(ZH[8], "h"), Work(ZH[0], "a")],
+        "third": [Work(ZH[7], "g"), Work(ZH[9], "i")],
+        "fourth": [Work(ZH[6], "d"), Work(ZH[4], "f"), Work(ZH[8], "h")],  # second's
+        "fifth": [Work(ZH[8], "j"), Work(ZH[10], "i"), Work(ZH[0], "a")],  # fourth's, ...
     }
     statuses = {}
     stream = ((tag, library.prepare_works(ctx, works)) for tag, works in batches.items())
@@ -101,12 +109,17 @@ def test_batches_added_in_a_stream_give_what_adding_them_one_by_one_gives(ctx, m
     assert statuses == {
         "first": ["added"] * 3,
         "second": ["added"] * 2,
-        "third": ["updated", "duplicate", "added"],
-        "fourth": ["added", "unchanged"],
+        "third": ["added"] * 2,
+        "fourth": ["updated", "duplicate", "added"],
+        "fifth": ["duplicate", "updated", "unchanged"],
     }
     assert found(ctx, ZH[6]) == ["d"] and found(ctx, ZH[3]) == []
     assert found(ctx, ZH[4]) == ["e"] and found(ctx, ZH[8]) == ["h"]
-    assert ctx.db.masters.count_documents({}) == 7
+    assert found(ctx, ZH[10]) == ["i"] and found(ctx, ZH[9]) == []
+    assert ctx.db.masters.count_documents({}) == 8
+    # No work was indexed twice (a batch added a work of one under way as new).
+    stored = sum(m["fingerprints"] for m in ctx.db.masters.find({}, {"fingerprints": 1}))
+    assert ctx.index.stats().postings == stored
 
 
 def test_removing_a_work_removes_its_postings(ctx):

@@ -13,9 +13,9 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 from pymongo import UpdateOne
@@ -246,30 +246,89 @@ def add_batches(
     ctx: Context, batches: Iterable[tuple[T, PreparedWorks]], expected_works: int | None = None
 ) -> Iterator[tuple[T, list[list[AddResult] | ValueError]]]:
     """`add_works` for a stream of prepared batches (each with a tag of the caller's, given
-    back with its results): the documents of one batch are inserted, in a thread, while the
-    postings of the next are written, so that MongoDB and the index work at once. A batch's
-    results come once its documents are in, in the order of the batches; a batch naming a
-    work (external id or text) of the one being inserted waits for it, so that it finds it.
+    back with its results), in stages that overlap: a batch's known works are settled
+    (MongoDB) while the postings of the one before are written (the index, in a thread) and
+    the documents of the one before that inserted (in another). A batch's results come once
+    its documents are in, in the order of the batches; a batch naming a work (external id
+    or text) of one under way waits for it, so that it finds it.
 
     ``expected_works``: about how many works the batches hold in all; the index makes room
     ahead (`InvertedIndex.reserve`) for the postings of the first few batches, judged by
     the first one's.
     """
-    with ThreadPoolExecutor(1, thread_name_prefix="documents") as documents:
-        inserting: tuple[T, _Adding, Future[set[int]]] | None = None
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="postings") as postings,
+        ThreadPoolExecutor(1, thread_name_prefix="documents") as documents,
+    ):
+        stages: _Stages[T] = _Stages(ctx, postings, documents)
         for number, (tag, works) in enumerate(batches):
             if number == 0 and expected_works:  # pieces stored already bring no postings
-                new = [p.fingerprints for p in works.pieces if p.fingerprints is not None]
-                _make_room(ctx, sum(map(len, new)), len(works.outcomes), expected_works)
-            if inserting is not None and inserting[1].new.names & _names(works.pieces):
-                yield _finished(ctx, inserting)
-                inserting = None
-            adding = _start_adding(ctx, works)
-            if inserting is not None:
-                yield _finished(ctx, inserting)
-            inserting = (tag, adding, documents.submit(_insert_documents, ctx, adding.new))
-        if inserting is not None:
-            yield _finished(ctx, inserting)
+                computed = [p.fingerprints for p in works.pieces if p.fingerprints is not None]
+                _make_room(ctx, sum(map(len, computed)), len(works.outcomes), expected_works)
+            if stages.names & _names(works.pieces):
+                yield from stages.drained()
+            settled, new = _settle_known(ctx, works.pieces)
+            yield from stages.advanced(_Settled(tag, works.outcomes, settled, new))
+        yield from stages.drained()
+
+
+@dataclass(frozen=True)
+class _Settled(Generic[T]):
+    """A batch whose stored works are settled: the caller's tag, per work its pieces or why
+    it cannot be fingerprinted, the settled results (by position), the new pieces
+    (position, piece)."""
+
+    tag: T
+    outcomes: list[list[_Piece] | ValueError]
+    settled: dict[int, AddResult]
+    new: list[tuple[int, _Piece]]
+
+
+class _Stages(Generic[T]):
+    """The batches of `add_batches` under way: one whose new masters are having their
+    postings written, and the one before, its documents inserted (each in its thread)."""
+
+    def __init__(self, ctx: Context, postings: Executor, documents: Executor) -> None:
+        self.ctx, self.postings, self.documents = ctx, postings, documents
+        self.indexing: tuple[_Settled[T], Future[_NewMasters]] | None = None
+        self.inserting: tuple[T, _Adding, Future[set[int]]] | None = None
+
+    @property
+    def names(self) -> set[str]:
+        """The external ids and text hashes of the new masters under way."""
+        names = set()
+        if self.indexing is not None:
+            names |= _names(piece for _, piece in self.indexing[0].new)
+        if self.inserting is not None:
+            names |= self.inserting[1].new.names
+        return names
+
+    def advanced(
+        self, batch: _Settled[T] | None
+    ) -> list[tuple[T, list[list[AddResult] | ValueError]]]:
+        """Each batch a stage on: the one whose postings were being written has its
+        documents inserted, once they are; the one inserted before is done (its results
+        returned); ``batch``, if any, has its postings written."""
+        done = []
+        if self.indexing is not None:
+            settled, indexed = self.indexing
+            adding = _Adding(settled.outcomes, settled.settled, indexed.result())
+            if self.inserting is not None:
+                done.append(_finished(self.ctx, self.inserting))
+            inserted = self.documents.submit(_insert_documents, self.ctx, adding.new)
+            self.inserting = (settled.tag, adding, inserted)
+            self.indexing = None
+        if batch is not None:
+            self.indexing = (batch, self.postings.submit(_index_new, self.ctx, batch.new))
+        return done
+
+    def drained(self) -> list[tuple[T, list[list[AddResult] | ValueError]]]:
+        """Every batch under way, done (their results)."""
+        done = self.advanced(None)
+        if self.inserting is not None:
+            done.append(_finished(self.ctx, self.inserting))
+            self.inserting = None
+        return done
 
 
 def _make_room(ctx: Context, postings: int, works: int, total_works: int) -> None:
