@@ -514,18 +514,24 @@ def _blocks(index: RedisIndex) -> dict[bytes, set[bytes]]:
     }
 
 
-def test_a_large_batch_is_routed_a_shard_at_a_time_into_the_same_blocks(
+def test_a_large_batch_is_mixed_in_pieces_and_routed_a_shard_at_a_time_into_the_same_blocks(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past _ROUTED_AT_ONCE records (millions of postings in a batch of works), routing
-    goes shard by shard to bound its memory: the blocks are the same."""
+    """Past _MIXED_AT_ONCE fingerprints and _ROUTED_AT_ONCE records (millions of postings
+    in a batch of works), postings are made in pieces and routed shard by shard to bound
+    their memory: the blocks are the same, for masters whose fingerprints come sorted (as
+    the fingerprinter gives them) or in any order, repeated."""
     rng = random.Random(12)
     masters = [(m, [rng.getrandbits(64) for _ in range(300)]) for m in range(1, 101)]
+    masters += [(m, sorted({rng.getrandbits(64) for _ in range(300)})) for m in range(101, 151)]
+    masters.append((151, masters[0][1][:50] * 2))  # repeats: one posting each
+    count = 100 * 300 + sum(len(fps) for _, fps in masters[100:150]) + 50
     whole = RedisIndex(redis_client, "ct:whole")
-    assert whole.add_many(masters, fresh=True) == 100 * 300
+    assert whole.add_many(masters, fresh=True) == count
     monkeypatch.setattr(redis_index, "_ROUTED_AT_ONCE", 1000)
+    monkeypatch.setattr(redis_index, "_MIXED_AT_ONCE", 777)  # not on a master's bounds
     by_shard = RedisIndex(redis_client, "ct:byshard")
-    assert by_shard.add_many(masters, fresh=True) == 100 * 300
+    assert by_shard.add_many(masters, fresh=True) == count
     assert _blocks(by_shard) == _blocks(whole)
     sample = [fp for _, fps in masters[::7] for fp in fps[:30]]
     assert by_shard.lookup(sample) == whole.lookup(sample)

@@ -88,6 +88,8 @@ _CHUNK = 4000
 _LOOKED_UP_AT_ONCE = 16_384
 # Records routed in one go; more are routed a shard at a time (bounded memory).
 _ROUTED_AT_ONCE = 200_000
+# Fingerprints mixed at once when a batch's postings are made (bounded memory).
+_MIXED_AT_ONCE = 1 << 20
 # Records a shard may hold for `RedisIndex.reserve` to split its blocks ahead (~22 MB
 # read at once); a fuller shard grows as postings come.
 _RESERVE_MOVES = 2_000_000
@@ -534,43 +536,41 @@ class RedisIndex(InvertedIndex):
     ) -> Iterator[list]:
         """Run script on the mixed fingerprints x, each with its tag (a posting's master id
         and place, `_records_of`), routed to their blocks here: one call per shard and
-        _CHUNK fingerprints, all in one round trip; calls answered with a newer shard state
-        (the shard split since it was read) are routed again. Yields the other replies."""
-        pending = np.arange(len(x))
-        while len(pending):
-            calls, shards = self._calls_of(x[pending], tag[pending], extra, fresh)
-            stale = set()
-            for reply, shard in zip(self._run(script, calls), shards, strict=True):
-                if isinstance(reply[0], int) and reply[0] == -1:
-                    self._shard_state[shard] = (int(reply[-2]), int(reply[-1]))
-                    stale.add(shard)
-                else:
-                    yield reply
-            shard_of = (x[pending] & np.uint64(SHARDS - 1)).astype(np.int64)
-            pending = pending[np.isin(shard_of, list(stale))]
+        _CHUNK fingerprints, a group of them (`_groups`) in one round trip; calls answered
+        with a newer shard state (the shard split since it was read) are routed again.
+        Yields the other replies."""
+        for group in self._groups(x):
+            pending = group
+            while len(pending):
+                calls, shards = self._routed_calls(x[pending], tag[pending], extra, fresh)
+                stale = set()
+                for reply, shard in zip(self._run(script, calls), shards, strict=True):
+                    if isinstance(reply[0], int) and reply[0] == -1:
+                        self._shard_state[shard] = (int(reply[-2]), int(reply[-1]))
+                        stale.add(shard)
+                    else:
+                        yield reply
+                shard_of = (x[pending] & np.uint64(SHARDS - 1)).astype(np.int64)
+                pending = pending[np.isin(shard_of, list(stale))]
 
-    def _calls_of(
-        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool = False
+    def _groups(self, x: np.ndarray) -> Iterator[np.ndarray]:
+        """The rows of x routed and sent together: all of them when few, else a shard's at
+        a time. A batch of works brings millions of postings, and routing takes a few dozen
+        bytes of arrays per record, its calls a dozen more: sent a shard at a time, a batch
+        of 16,000 works peaks ~0.3 GB lower, for 16 round trips instead of one."""
+        if len(x) <= _ROUTED_AT_ONCE:
+            yield np.arange(len(x))
+            return
+        for _, rows in self._by_shard(x):
+            yield rows
+
+    def _routed_calls(
+        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool
     ) -> tuple[list[list], list[int]]:
         """Script calls (see ADD_SCRIPT and APPEND_SCRIPT) for mixed fingerprints x and their
         tags, and the shard of each call. A posting record is the block index, the key and
         the tag (master id, place), sorted by block, key and tag; a fresh posting the key
         and the tag, grouped by block, with the run length of each block after the records."""
-        if len(x) <= _ROUTED_AT_ONCE:
-            return self._routed_calls(x, tag, extra, fresh)
-        # A shard at a time: routing takes a few dozen bytes of arrays per record, and a
-        # batch of works brings millions of postings; the calls still go in one round trip.
-        calls: list[list] = []
-        shards: list[int] = []
-        for _, rows in self._by_shard(x):
-            more, their_shards = self._routed_calls(x[rows], tag[rows], extra, fresh)
-            calls += more
-            shards += their_shards
-        return calls, shards
-
-    def _routed_calls(
-        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool
-    ) -> tuple[list[list], list[int]]:
         shard, block, keys = self._route(x)
         if fresh:
             # A block's records are a set: new ones need grouping by block, not ordering
@@ -613,31 +613,38 @@ class RedisIndex(InvertedIndex):
     def _records_of(self, masters: Sequence[IndexedMaster]) -> tuple[np.ndarray, np.ndarray]:
         """The postings of masters: mixed fingerprints, and their tags, the master id above
         the place (the last 5 bytes of a record, as one number); a fingerprint given twice
-        keeps its first place."""
-        given: list[np.ndarray] = []
-        tags: list[np.ndarray] = []
+        keeps its first place. Built in place, _MIXED_AT_ONCE at a time: a batch of works
+        brings millions of postings, and mixing them all at once took five arrays as large."""
+        given = []
         for master_id, fingerprints, *places in masters:
             values = as_uint64(fingerprints)
-            placed = given_places(places[0] if places else None, len(values)).astype(np.uint64)
-            tags.append((np.uint64(checked_master(master_id)) << np.uint64(8)) | placed)
-            given.append(values)
-        none = np.empty(0, dtype=np.uint64)
-        values, tag = np.concatenate([none, *given]), np.concatenate([none, *tags])
-        # Mixed all at once (a batch's works each apart took a tenth of an ingest's routing).
-        mixed = self._mixed(values)
-        counts = np.array([len(v) for v in given], dtype=np.int64)
+            placed = given_places(places[0] if places else None, len(values))
+            given.append((checked_master(master_id), values, placed))
+        counts = np.array([len(values) for _, values, _ in given], dtype=np.int64)
         starts = np.cumsum(counts) - counts
-        plain = values & self._mask
-        rising = plain[1:] > plain[:-1]
-        rising[starts[starts > 0] - 1] = True  # a master's first follows none of its own
-        if rising.all():  # each master's in ascending order (`MasterFingerprints`): distinct
-            return mixed, tag
+        x = np.empty(int(counts.sum()), dtype=np.uint64)
+        tag = np.empty(len(x), dtype=np.uint64)
+        for (master_id, values, placed), start, count in zip(given, starts, counts, strict=True):
+            x[start : start + count] = values
+            tag[start : start + count] = placed
+            tag[start : start + count] |= np.uint64(master_id << 8)
+        # Each master's fingerprints come in ascending order (`MasterFingerprints`), so
+        # distinct: checked before mixing, which is no order.
+        rising = np.ones(len(x), dtype=bool)  # x[i] above x[i - 1], or a master's first
+        for at in range(1, len(x), _MIXED_AT_ONCE):
+            plain = x[at - 1 : at + _MIXED_AT_ONCE] & self._mask
+            rising[at : at + len(plain) - 1] = plain[1:] > plain[:-1]
+        rising[starts] = True
+        for at in range(0, len(x), _MIXED_AT_ONCE):
+            x[at : at + _MIXED_AT_ONCE] = self._mixed(x[at : at + _MIXED_AT_ONCE])
+        if rising.all():
+            return x, tag
         keep = [np.empty(0, dtype=np.int64)]
         for start, stop in zip(starts, starts + counts, strict=True):
-            _, first = np.unique(mixed[start:stop], return_index=True)
+            _, first = np.unique(x[start:stop], return_index=True)
             keep.append(first + start)
         kept = np.concatenate(keep)
-        return mixed[kept], tag[kept]
+        return x[kept], tag[kept]
 
     def _state(self, shard: int) -> tuple[int, int]:
         """(level, split) of a shard as last read; all shards are read when one was never
