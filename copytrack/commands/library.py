@@ -125,9 +125,10 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
             require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
             click.echo("\n".join(lines))
 
-    # Four batches at once, each stage on its own: one is read and fingerprinted, the next
-    # has its postings written while the one before has its documents inserted, and the one
-    # before that waits for the disk and is printed.
+    # Five batches at once, each stage on its own: one is read and fingerprinted, the next
+    # has its known works settled while the one before has its postings written and the
+    # one before that its documents inserted (`add_batches`), and the one before that
+    # waits for the disk and is printed.
     with bar, ThreadPoolExecutor(1) as ahead, ThreadPoolExecutor(1) as reporter:
         reports: list[Future[None]] = []
         ready = worked_ahead(batches(), prepared, ahead)
