@@ -520,11 +520,12 @@ def test_a_large_batch_is_mixed_in_pieces_and_routed_a_shard_at_a_time_into_the_
     """Past _MIXED_AT_ONCE fingerprints and _ROUTED_AT_ONCE records (millions of postings
     in a batch of works), postings are made in pieces and routed shard by shard to bound
     their memory: the blocks are the same, for masters whose fingerprints come sorted (as
-    the fingerprinter gives them) or in any order, repeated."""
+    the fingerprinter gives them) or in any order, repeated, or none at all."""
     rng = random.Random(12)
     masters = [(m, [rng.getrandbits(64) for _ in range(300)]) for m in range(1, 101)]
     masters += [(m, sorted({rng.getrandbits(64) for _ in range(300)})) for m in range(101, 151)]
     masters.append((151, masters[0][1][:50] * 2))  # repeats: one posting each
+    masters.append((152, []))  # too short a text for any fingerprint
     count = 100 * 300 + sum(len(fps) for _, fps in masters[100:150]) + 50
     whole = RedisIndex(redis_client, "ct:whole")
     assert whole.add_many(masters, fresh=True) == count

@@ -634,7 +634,7 @@ class RedisIndex(InvertedIndex):
         for at in range(1, len(x), _MIXED_AT_ONCE):
             plain = x[at - 1 : at + _MIXED_AT_ONCE] & self._mask
             rising[at : at + len(plain) - 1] = plain[1:] > plain[:-1]
-        rising[starts] = True
+        rising[starts[counts > 0]] = True  # (a master may have no fingerprint)
         for at in range(0, len(x), _MIXED_AT_ONCE):
             x[at : at + _MIXED_AT_ONCE] = self._mixed(x[at : at + _MIXED_AT_ONCE])
         if rising.all():
