@@ -24,8 +24,8 @@ def worked_ahead(
 ) -> Iterator[tuple[T, R]]:
     """``(item, work(item))`` in order; the next item is taken from ``items`` and ``work``
     done on it in ``executor`` while the caller handles this one. Taking it there too
-    matters when items are read from a file or a server: reading the next 8,000 works of a
-    JSONL in the caller's thread held up every batch of a `library add` by ~2 s."""
+    matters when items are read from a file or a server: reading the next batch of works
+    from a JSONL in the caller's thread held up every batch of a `library add` by ~2 s."""
     iterator = iter(items)  # advanced by the executor's calls only, one at a time
 
     def next_worked() -> tuple[T, R] | None:

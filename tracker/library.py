@@ -296,7 +296,7 @@ class _Stages(Generic[T]):
     @property
     def names(self) -> set[str]:
         """The external ids and text hashes of the new masters under way."""
-        names = set()
+        names: set[str] = set()
         if self.indexing is not None:
             names |= _names(piece for _, piece in self.indexing[0].new)
         if self.inserting is not None:

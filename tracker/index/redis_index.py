@@ -556,8 +556,9 @@ class RedisIndex(InvertedIndex):
     def _groups(self, x: np.ndarray) -> Iterator[np.ndarray]:
         """The rows of x routed and sent together: all of them when few, else a shard's at
         a time. A batch of works brings millions of postings, and routing takes a few dozen
-        bytes of arrays per record, its calls a dozen more: sent a shard at a time, a batch
-        of 16,000 works peaks ~0.3 GB lower, for 16 round trips instead of one."""
+        bytes of arrays per record, its calls a dozen more: 16 round trips instead of one
+        bound them (with the postings made in place, `_records_of`, a batch of 16,000 works
+        peaked at 2.2 GB instead of 2.7)."""
         if len(x) <= _ROUTED_AT_ONCE:
             yield np.arange(len(x))
             return
