@@ -216,7 +216,17 @@ def test_reindex_after_losing_redis_gives_identical_results(ctx, monkeypatch):
     ctx.db.masters.update_many({}, {"$set": {"state": library.INDEXING, "params_version": "v0"}})
     ctx.db.masters.update_many({"_id": {"$in": list(counts)[::3]}}, {"$set": {"fingerprints": 7}})
     assert [match_text(ctx, q) for q in queries] != before
-    assert reindex(ctx) == 15
+    reported = []
+
+    def progress(works: int) -> None:
+        # A batch is counted done once its works are marked indexed, not before (the marks
+        # of one batch are written while the next one's postings are).
+        reported.append(works)
+        marked = {"state": "indexed", "params_version": ctx.params.version}
+        assert ctx.db.masters.count_documents(marked) >= sum(reported)
+
+    assert reindex(ctx, progress) == 15
+    assert reported == [4, 4, 4, 3]
     assert [match_text(ctx, q) for q in queries] == before
     assert ctx.index.stats().postings == stats.postings
     marks = {m["_id"]: (m["fingerprints"], m["state"], m["params_version"])
