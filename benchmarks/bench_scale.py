@@ -16,8 +16,9 @@ For each library size N, in one run:
    commands a user runs, each timed as a whole: ``copytrack library add LIBRARY.jsonl`` and
    ``copytrack check --jsonl SUSPECTS.jsonl`` (once Valkey has finished the append-only-file
    rewrite the ingest left running, which is reported); query latency is ``match_text``
-   per suspect timed in this process against the same servers, after one match to warm it
-   up; Valkey ``used_memory`` and the index's bytes per posting; MongoDB ``dbStats``;
+   per suspect timed in a fresh process against the same servers, after one match to warm
+   it up (`benchmarks.latency_loop`); Valkey ``used_memory`` and the index's bytes per
+   posting; MongoDB ``dbStats``;
 4. peer (`benchmarks.winnowing_peer`): every work added (ingest) before copytrack starts,
    in this process. The machine's speed drifts over minutes, so the two are timed in
    turns: the whole check ``CHECK_ROUNDS`` times each, alternating (copytrack's command,
@@ -25,6 +26,10 @@ For each library size N, in one run:
    the peer's latency loop right after copytrack's;
 5. both scored with the eval's scoring: recall and precision of (suspect, work) pairs,
    F1, and the false-positive rate on hard negatives.
+
+Every size's servers run on to the end, when copytrack's latency loop runs at every size in
+turns, ``LATENCY_ROUNDS`` times: how latency grows with the library is the ratio of sizes
+measured at the same time, not across the hour the larger ingest took.
 
 A default run writes benchmarks/results/scale.md; other runs only print, unless --out.
 """
@@ -51,6 +56,7 @@ import redis
 
 from benchmarks import library_reads
 from benchmarks.bytecode import compile_project
+from benchmarks.latency_loop import LATENCY_CHARS, latency_sample
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
 from testbed.distractors import distractors
@@ -63,18 +69,17 @@ from testbed.evaluation import (
     load_documents,
     score_outcomes,
 )
-from tracker.allocator import keep_freed_memory
 from tracker.config import Settings
 from tracker.context import open_context
-from tracker.matcher import match_text
 from tracker.servers import ensure_servers, stop_servers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
 CACHE = Path(__file__).resolve().parent / ".cache"
 COMMAND = [sys.executable, "-c", "from copytrack.cli import run; run()"]
-LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
 # Whole checks timed per side, alternating with the peer's (the median is compared).
 CHECK_ROUNDS = 3
+# Latency loops per size at the end, the sizes in turns.
+LATENCY_ROUNDS = 3
 # The peer holds every work's text and postings in this process: ~4.5 GB at 200,000 works.
 PEER_MAX = 200_000
 PEER_SKIPPED = (
@@ -106,8 +111,12 @@ class Side:
         return statistics.median(self.check_rounds)
 
     def p(self, q: float) -> float:
-        ordered = sorted(self.latencies_ms) or [0.0]
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return _percentile(self.latencies_ms, q)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values) or [0.0]
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
@@ -145,11 +154,6 @@ def _library_works(
     return chain(real, ((f"distractor-{n}", text) for n, (_, text) in enumerate(pad)))
 
 
-def _latency_sample(suspects: Sequence[Suspect]) -> list[int]:
-    low, high = LATENCY_CHARS
-    return [i for i, s in enumerate(suspects) if low <= len(s.text) <= high]
-
-
 def _overall(suspects: Sequence[Suspect], found: Sequence[Sequence[str]]) -> tuple[Score, float]:
     scores = score_outcomes(suspects, [Outcome(tuple(f), 0.0) for f in found])
     overall = sum((by_label["all"] for by_label in scores.values()), Score())
@@ -157,74 +161,81 @@ def _overall(suspects: Sequence[Suspect], found: Sequence[Sequence[str]]) -> tup
     return overall, statistics.fmean(hard) if hard else 0.0
 
 
+def _embedded_env(data_dir: Path) -> dict[str, str]:
+    """The environment of copytrack's commands on the embedded servers of ``data_dir``."""
+    env = {**os.environ, "COPYTRACK_DATA_DIR": str(data_dir)}
+    for name in ("COPYTRACK_MONGO_URL", "COPYTRACK_REDIS_URL"):
+        env.pop(name, None)
+    return env
+
+
+def _latency_round(data_dir: Path, suspects_path: Path) -> list[float]:
+    """Milliseconds of each query of the latency sample, in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.latency_loop", str(suspects_path)],
+        env=_embedded_env(data_dir),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out)
+
+
 def run_copytrack(
-    workdir: Path,
+    data_dir: Path,
     library: Path,
     suspects_path: Path,
     suspects: Sequence[Suspect],
     peer: PeerRun | None = None,
 ) -> Side:
-    """copytrack's side; the peer's checks and latency loop (when given) run in turns with
-    its own."""
-    env = {**os.environ, "COPYTRACK_DATA_DIR": str(workdir / "data")}
-    for name in ("COPYTRACK_MONGO_URL", "COPYTRACK_REDIS_URL"):
-        env.pop(name, None)
+    """copytrack's side, on embedded servers in ``data_dir`` (left running); the peer's
+    checks and latency loop (when given) run in turns with its own."""
+    env = _embedded_env(data_dir)
     settings = Settings.from_env(env)
     ensure_servers(settings)
-    try:
+    started = time.perf_counter()
+    subprocess.run(
+        [*COMMAND, "library", "add", "--no-progress", str(library)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    ingest = time.perf_counter() - started
+    settled = _wait_for_valkey_rewrite(settings)
+    checks, outputs = [], set()
+    for _ in range(CHECK_ROUNDS if peer is not None else 1):
         started = time.perf_counter()
-        subprocess.run(
-            [*COMMAND, "library", "add", "--no-progress", str(library)],
+        out = subprocess.run(
+            [*COMMAND, "check", "--jsonl", str(suspects_path)],
             env=env,
             check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        ingest = time.perf_counter() - started
-        settled = _wait_for_valkey_rewrite(settings)
-        checks, outputs = [], set()
-        for _ in range(CHECK_ROUNDS if peer is not None else 1):
-            started = time.perf_counter()
-            out = subprocess.run(
-                [*COMMAND, "check", "--jsonl", str(suspects_path)],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            checks.append(time.perf_counter() - started)
-            outputs.add(_findings(out))
-            if peer is not None:
-                peer.check()
-        if len(outputs) > 1:
-            raise SystemExit(
-                f"bench_scale: `copytrack check --jsonl {suspects_path}` found other pairs in "
-                f"one of its {len(checks)} rounds on the same library: its findings must not "
-                "depend on the run (look for an unordered set or a race in the matcher)"
-            )
-        found: dict[str, list[str]] = defaultdict(list)
-        for row in outputs.pop():
-            found[row[0]].append(row[1])
-        overall, hard_fp = _overall(suspects, [found.get(s.id, []) for s in suspects])
-
-        keep_freed_memory()  # as the console script does in every worker (tracker.allocator)
-        ctx = open_context(settings)
-        # A worker process is long-lived: its first match loads the fingerprinter's tables
-        # and the index scripts (~0.3 s), which no later one pays.
-        match_text(ctx, suspects[0].text)
-        latencies = []
-        for i in _latency_sample(suspects):
-            started = time.perf_counter()
-            match_text(ctx, suspects[i].text)
-            latencies.append(1000 * (time.perf_counter() - started))
+            capture_output=True,
+            text=True,
+        ).stdout
+        checks.append(time.perf_counter() - started)
+        outputs.add(_findings(out))
         if peer is not None:
-            peer.time_latency()
-        reads = library_reads.measure(ctx)
-        stats = ctx.index.stats()
-        used = ctx.redis.info("memory")["used_memory"]
-        db = ctx.db.command("dbStats")
-        ctx.close()
-    finally:
-        stop_servers(settings.data_dir)
+            peer.check()
+    if len(outputs) > 1:
+        raise SystemExit(
+            f"bench_scale: `copytrack check --jsonl {suspects_path}` found other pairs in "
+            f"one of its {len(checks)} rounds on the same library: its findings must not "
+            "depend on the run (look for an unordered set or a race in the matcher)"
+        )
+    found: dict[str, list[str]] = defaultdict(list)
+    for row in outputs.pop():
+        found[row[0]].append(row[1])
+    overall, hard_fp = _overall(suspects, [found.get(s.id, []) for s in suspects])
+
+    latencies = _latency_round(data_dir, suspects_path)
+    if peer is not None:
+        peer.time_latency()
+    ctx = open_context(settings)
+    reads = library_reads.measure(ctx)
+    stats = ctx.index.stats()
+    used = ctx.redis.info("memory")["used_memory"]
+    db = ctx.db.command("dbStats")
+    ctx.close()
     memory = (
         f"Valkey {used / 1e6:,.0f} MB ({stats.postings:,} postings), "
         f"MongoDB {db.get('dataSize', 0) / 1e6:,.0f} MB data"
@@ -294,7 +305,7 @@ class PeerRun:
         self._found = found
 
     def time_latency(self) -> None:
-        for i in _latency_sample(self._suspects):
+        for i in latency_sample([suspect.text for suspect in self._suspects]):
             started = time.perf_counter()
             self._index.match(self._suspects[i].text)
             self._latencies.append(1000 * (time.perf_counter() - started))
@@ -362,6 +373,47 @@ def report(size: int, real: int, chars: int, ours: Side, peer: Side | None, n_su
     return "\n".join(lines) + "\n"
 
 
+def latency_in_turns(
+    data_dirs: dict[int, Path], suspects_path: Path
+) -> dict[int, list[list[float]]]:
+    """copytrack's latency loop at every size, the sizes in turns, `LATENCY_ROUNDS` times:
+    each round's milliseconds, by size."""
+    rounds: dict[int, list[list[float]]] = {size: [] for size in data_dirs}
+    for _ in range(LATENCY_ROUNDS):
+        for size, data_dir in data_dirs.items():
+            rounds[size].append(_latency_round(data_dir, suspects_path))
+    return rounds
+
+
+def latency_report(rounds: dict[int, list[list[float]]]) -> str:
+    """The section of `latency_in_turns`: p50 / p99 of each round and size, and each
+    size's median p50 against the smallest size's."""
+    sizes = sorted(rounds)
+    p50 = {size: statistics.median(_percentile(r, 0.5) for r in rounds[size]) for size in sizes}
+    lines = [
+        "### Query latency across sizes, in turns",
+        "",
+        f"copytrack's latency loop (`benchmarks/latency_loop.py`: a fresh process, "
+        f"{LATENCY_CHARS[0]:,}–{LATENCY_CHARS[1]:,}-character suspects) on every size's "
+        f"servers, the sizes in turns, {LATENCY_ROUNDS} rounds: p50 / p99 in ms.",
+        "",
+        "| round | " + " | ".join(f"{size:,} works" for size in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    for n in range(LATENCY_ROUNDS):
+        cells = (f"{_percentile(rounds[size][n], 0.5):.2f} / "
+                 f"{_percentile(rounds[size][n], 0.99):.2f}" for size in sizes)  # fmt: skip
+        lines.append(f"| {n + 1} | " + " | ".join(cells) + " |")
+    lines.append("| median p50 | " + " | ".join(f"{p50[size]:.2f}" for size in sizes) + " |")
+    smallest = sizes[0]
+    lines.append(
+        f"| p50 against {smallest:,} works | "
+        + " | ".join(f"{p50[size] / p50[smallest]:.2f}×" for size in sizes)
+        + " |"
+    )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="library sizes, comma-separated")
@@ -394,23 +446,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         workdir = Path(tmp)
         suspects_path = workdir / "suspects.jsonl"
         _write_jsonl(suspects_path, [{"id": s.id, "text": s.text} for s in bench.suspects])
-        for size in sizes:
-            works = _library_works(real, docs, padding, size)
-            # The peer holds every work anyway: the distractors are read once for both.
-            held = list(works) if size <= args.peer_max else None
-            library = workdir / f"library-{size}.jsonl"
-            _write_jsonl(library, ({"id": i, "text": t} for i, t in (held or works)))
-            print(f"{size:,} works, {len(bench.suspects):,} suspects")
-            peer = PeerRun(held, bench.suspects) if held is not None else None
-            ours = run_copytrack(
-                workdir / f"run-{size}", library, suspects_path, bench.suspects, peer
-            )
-            section = report(
-                size, len(real), chars, ours, peer and peer.side(), len(bench.suspects)
-            )
-            print(section)
-            sections.append(section)
-            library.unlink()
+        data_dirs = {size: workdir / f"run-{size}" / "data" for size in sizes}
+        try:
+            for size in sizes:
+                works = _library_works(real, docs, padding, size)
+                # The peer holds every work anyway: the distractors are read once for both.
+                held = list(works) if size <= args.peer_max else None
+                library = workdir / f"library-{size}.jsonl"
+                _write_jsonl(library, ({"id": i, "text": t} for i, t in (held or works)))
+                print(f"{size:,} works, {len(bench.suspects):,} suspects")
+                peer = PeerRun(held, bench.suspects) if held is not None else None
+                ours = run_copytrack(data_dirs[size], library, suspects_path, bench.suspects, peer)
+                section = report(
+                    size, len(real), chars, ours, peer and peer.side(), len(bench.suspects)
+                )
+                print(section)
+                sections.append(section)
+                library.unlink()
+            if len(sizes) > 1:
+                section = latency_report(latency_in_turns(data_dirs, suspects_path))
+                print(section)
+                sections.append(section)
+        finally:
+            for data_dir in data_dirs.values():
+                stop_servers(data_dir)
     if out:
         header = [
             "# Scale benchmark",
@@ -424,8 +483,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "are whole commands (`copytrack library add`, `copytrack check --jsonl`); the peer "
             "(`benchmarks/winnowing_peer.py`: winnowing k=12, w=8 over pinyin initials, "
             "sorted numpy arrays) runs in this process. The whole checks are timed in turns, "
-            f"{CHECK_ROUNDS} rounds each, and their medians compared; the peer's latency "
-            "loop runs right after copytrack's. Ratios > 1: copytrack is better.",
+            f"{CHECK_ROUNDS} rounds each, and their medians compared; copytrack's latency "
+            "loop runs in a fresh process (a worker's), the peer's right after it. Ratios "
+            "> 1: copytrack is better.",
             "",
         ]
         out.write_text("\n".join(header) + "\n" + "\n".join(sections))

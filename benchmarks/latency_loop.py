@@ -1,0 +1,60 @@
+"""One round of query latency as a worker process meets pages: a fresh process on the
+servers of COPYTRACK_DATA_DIR, ``match_text`` of every suspect of `LATENCY_CHARS`
+characters, each timed, after one match that warms the process up; prints the
+milliseconds as a JSON list.
+
+    COPYTRACK_DATA_DIR=DIR .venv/bin/python -m benchmarks.latency_loop SUSPECTS.jsonl
+
+`benchmarks.bench_scale` runs it after each size's check, and again at every size in turns
+(the machine's speed drifts over minutes: latencies of two sizes are compared when
+measured at the same time).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracker.allocator import keep_freed_memory
+from tracker.context import open_context
+from tracker.matcher import match_text
+
+LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
+
+
+def latency_sample(texts: Sequence[str]) -> list[int]:
+    """Positions of the texts of `LATENCY_CHARS` characters."""
+    low, high = LATENCY_CHARS
+    return [i for i, text in enumerate(texts) if low <= len(text) <= high]
+
+
+def latencies(texts: Sequence[str]) -> list[float]:
+    """Milliseconds of ``match_text`` of each text of the sample, in this process."""
+    keep_freed_memory()  # as the console script does in every worker (tracker.allocator)
+    ctx = open_context()
+    try:
+        # A worker process is long-lived: its first match loads the fingerprinter's tables
+        # and the index scripts (~0.3 s), which no later one pays.
+        match_text(ctx, texts[0])
+        timed = []
+        for i in latency_sample(texts):
+            started = time.perf_counter()
+            match_text(ctx, texts[i])
+            timed.append(1000 * (time.perf_counter() - started))
+        return timed
+    finally:
+        ctx.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    (suspects,) = argv if argv is not None else sys.argv[1:]
+    with Path(suspects).open(encoding="utf-8") as lines:
+        texts = [json.loads(line)["text"] for line in lines]
+    print(json.dumps([round(ms, 3) for ms in latencies(texts)]))
+
+
+if __name__ == "__main__":
+    main()
