@@ -47,8 +47,9 @@ CHAPTER_CHARS = 200_000
 ROOM_AHEAD_BATCHES = 4
 # Masters read, fingerprinted and indexed together when rebuilding the index: as in
 # `library add`, each index block a batch touches is rewritten once for all its postings
-# (100,000 works: 343 s in batches of 4,000, 291 in batches of 8,000; later, 223 s in
-# batches of 8,000 against 206 in batches of 16,000, ~1.2 GB resident).
+# (100,000 works: 343 s in batches of 4,000, 291 in batches of 8,000; later 223 s in
+# batches of 8,000, 202-206 in batches of 16,000, and 170-172 once each batch was marked
+# indexed while the next one's postings were written; ~1.2 GB resident).
 REINDEX_BATCH = 16_000
 LIBRARY_COUNT_SECONDS = 60.0  # how long a process trusts its count of the masters
 # How long the others wait for the process counting the masters before counting themselves.
@@ -829,7 +830,8 @@ def _library_size_changed(ctx: Context) -> None:
 def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
     """Rebuild the index from MongoDB (after a Redis loss or a parameter change), as
     `add_batches` fills it: masters read in batches, each fingerprinted in a thread while
-    the one before is indexed, with room made ahead for the first few."""
+    the one before is indexed, with room made ahead for the first few, and marked indexed
+    in MongoDB, in another thread, while the next one is indexed."""
     ctx.index.clear()
     ctx.index.ensure_version(ctx.params.version)
     total = library_size(ctx)  # shared in Redis: the embedded MongoDB counts by reading all
