@@ -171,14 +171,16 @@ def _embedded_env(data_dir: Path) -> dict[str, str]:
 
 def _latency_round(data_dir: Path, suspects_path: Path) -> list[float]:
     """Milliseconds of each query of the latency sample, in a fresh process."""
-    out = subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "benchmarks.latency_loop", str(suspects_path)],
         env=_embedded_env(data_dir),
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout
-    return json.loads(out)
+    )
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"bench_scale: the latency loop on {data_dir} failed: {last}")
+    return json.loads(done.stdout)
 
 
 def run_copytrack(
