@@ -218,15 +218,20 @@ def test_names_and_stock_phrases_shorter_than_the_minimum_are_not_reported(ctx):
 
 
 def test_an_english_quotation_of_twenty_words_is_found_and_one_fingerprint_costs_nothing(library):
-    """Twenty words of an English article quoted in an unrelated one are reported. A work
-    sharing one fingerprint only with an English page (five words, or chance) is not even
-    a candidate: a copied English stretch of the minimum (~15 words) holds several
-    fingerprints, so one in common is chance, and no text is loaded to check it."""
+    """Twenty words of an English article quoted in an unrelated one are reported (more when
+    twenty short words hold fewer than 100 letters: the shortest reported is
+    ``min_excerpt_latin_chars``, 80). A work sharing one fingerprint only with an English
+    page (five words, or chance) is not even a candidate: a copied English stretch of the
+    minimum (~15 words) holds several fingerprints, so one in common is chance, and no text
+    is loaded to check it."""
     for i in range(0, 30, 3):
         words = EN[i].split()
         middle = len(words) // 2
         page = UNRELATED[40 + i % 20] + "\n{}\n" + UNRELATED[41 + i % 19]
-        quoted = page.format(" ".join(words[middle : middle + 20]))
+        end = middle + 20
+        while sum(map(str.isalnum, "".join(words[middle:end]))) < 100:
+            end += 1
+        quoted = page.format(" ".join(words[middle:end]))
         assert f"m{60 + i}" in [m.master.external_id for m in match_text(library, quoted)]
         phrase = page.format(" ".join(words[middle : middle + 5]))
         assert [c.master_id for c in candidates(library, phrase) if c.hits == 1] == []

@@ -18,6 +18,7 @@ from bson import ObjectId
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed import attacks
+from testbed.distractors import distractors
 from tests.corpus import texts
 from tests.processes import clean_env, wait_until
 from tracker.celery_app import sender_app
@@ -71,14 +72,27 @@ def fill_disk(data_dir: Path) -> Path:
 
 
 def novel_stretches(count: int, size: int = 600) -> list[str]:
-    """``count`` different stretches of the novels: back to back in the shared corpus,
-    overlapping in the small bundled one (a clone alone has 30 chapters)."""
+    """``count`` different texts of ``size`` characters: stretches of the novels back to
+    back, then, when the novels hold fewer (the bundled corpus of a clone alone: ~140),
+    stretches of Markov chains over their characters (`testbed.distractors`), which copy
+    none of them. Overlapping stretches would not do: each would share its fingerprints
+    with dozens of neighbours, more works than the matcher counts a fingerprint in
+    (`MatchSettings.df_cut`), and a copy of one would match nothing."""
     novels = texts("zh_novel", 400)
-    room = sum(max(0, len(text) - size) for text in novels)
-    step = max(1, min(size, room // count))
-    return [
-        text[start : start + size] for text in novels for start in range(0, len(text) - size, step)
+    stretches = [
+        text[start : start + size] for text in novels for start in range(0, len(text) - size, size)
     ][:count]
+    missing = count - len(stretches)
+    if missing > 0:
+        chains, length = [], 0
+        for _, chain in distractors([("zh", text) for text in novels], missing):
+            chains.append(chain)
+            length += len(chain)
+            if length >= missing * size:
+                break
+        made = "".join(chains)
+        stretches += [made[start : start + size] for start in range(0, length - size + 1, size)]
+    return stretches[:count]
 
 
 def works_file(tmp_path: Path, works: list[str]) -> Path:
