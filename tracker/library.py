@@ -596,12 +596,9 @@ def _index_many(
     ctx: Context,
     masters: Sequence[tuple[int, str]],
     known: Sequence[MasterFingerprints | None] = (),
-    fresh: bool = False,
-    stored: Mapping[int, int] | None = None,
 ) -> None:
     """Index masters (id, text) and mark them indexed; known: fingerprints already
-    computed, in the same order (None where not); fresh: none of the masters has a posting
-    (`InvertedIndex.add_many`); stored: the fingerprint counts their documents hold."""
+    computed, in the same order (None where not)."""
     if not masters:
         return
     known = list(known) + [None] * (len(masters) - len(known))
@@ -609,14 +606,15 @@ def _index_many(
         fingerprint_values(ctx, text) if fps is None else fps
         for (_, text), fps in zip(masters, known, strict=True)
     ]
-    counts = _add_postings(ctx, [master_id for master_id, _ in masters], values, fresh)
-    _mark_indexed(ctx, counts, stored or {})
+    counts = _add_postings(ctx, [master_id for master_id, _ in masters], values, fresh=False)
+    _mark_indexed(ctx, counts, {})
 
 
 def _add_postings(
     ctx: Context, master_ids: Sequence[int], values: Sequence[MasterFingerprints], fresh: bool
 ) -> dict[int, int]:
-    """Add the masters' postings to the index (`_index_many`); their fingerprint counts."""
+    """Add the masters' postings to the index; their fingerprint counts. fresh: none of the
+    masters has a posting yet (`InvertedIndex.add_many`)."""
     indexed = [(i, fps.values, fps.places) for i, fps in zip(master_ids, values, strict=True)]
     postings_added(ctx, ctx.index.add_many(indexed, fresh=fresh))
     return {master_id: len(fps) for master_id, fps in zip(master_ids, values, strict=True)}
