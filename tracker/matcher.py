@@ -36,6 +36,10 @@ from typing import Any
 
 import numpy as np
 
+# np.unique imports numpy.ma on its first call (~20 ms): paid here, not on a worker's first
+# page that aligns a master hit only a few times.
+import numpy.ma
+
 from fingerprinter import (
     FingerprintArray,
     FingerprintParams,
