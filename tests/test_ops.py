@@ -263,8 +263,8 @@ def test_down_stops_a_background_stack(data_dir: Path, tmp_path: Path) -> None:
             stopped = _down(data_dir)
             assert f"stopped worker (pid {extra.pid})" in stopped
             assert f"stopped up (pid {up.pid})" in stopped
-            assert extra.wait(timeout=10) == 0, log.read_text()
-        assert up.wait(timeout=10) == 0, log.read_text()
+            assert extra.wait(timeout=60) == 0, log.read_text()
+        assert up.wait(timeout=60) == 0, log.read_text()
     _assert_all_stopped(started, data_dir)
 
     assert "nothing was running" in _down(data_dir)
