@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .context import Context
 
 
+_KEPT_FIELDS = ("_id", "external_id", "title", "text", "sha256")
+
+
 def note_library_edit(ctx: Context) -> None:
     """A work's text or title changed: every process drops the masters it keeps."""
     ctx.redis.set(ctx.keys.library_edit, secrets.token_hex(8))
@@ -68,12 +71,11 @@ class MasterCache:
         missing = [i for i in wanted if i not in found]
         if not missing:
             return found
+        # Whole documents, trimmed here: the embedded MongoDB applies a projection in
+        # Python, ~0.09 ms of a ~1 ms read, for a few hundred bytes of small fields saved.
         fetched = {
-            m["_id"]: m
-            for m in ctx.db.masters.find(
-                {"_id": {"$in": missing}},
-                {"external_id": 1, "title": 1, "text": 1, "sha256": 1},
-            )
+            m["_id"]: {field: m[field] for field in _KEPT_FIELDS if field in m}
+            for m in ctx.db.masters.find({"_id": {"$in": missing}})
         }
         with self._lock:
             if mark == self._mark:  # else read under an older mark: used once, not kept
