@@ -57,11 +57,12 @@ def test_the_compiled_record_search_finds_the_numpy_records(
     record_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Random blocks of few distinct bytes (many near-equal keys), keys of 4-8 bytes with
-    # check bits masked off, queries that share blocks, empty blocks.
+    # check bits masked off, queries that share blocks, empty blocks and blocks not stored.
     rng = np.random.default_rng(record_bytes)
     alphabet = np.array([0, 1, 0x80, 0xC1], dtype=np.uint8)  # masked bits set, and not
     blocks = [rng.choice(alphabet, n * record_bytes).tobytes() for n in rng.integers(0, 40, 60)]
     blocks[::7] = [b""] * len(blocks[::7])
+    blocks[3::7] = [None] * len(blocks[3::7])  # a lookup's MGET reply for a missing key
     of_block = np.sort(np.concatenate((np.arange(60), rng.integers(0, 60, 200))))
     head_mask = np.uint64(min(2 ** (8 * (record_bytes - 5)), 2**64) - 1 - 0xC0)
     wanted = rng.choice(alphabet, len(of_block)).astype(np.uint64) & head_mask

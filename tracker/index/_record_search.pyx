@@ -44,11 +44,11 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
                      const uint64_t[::1] wanted, uint64_t head_mask):
     """(query, records): for each query q, every record of blocks[of_block[q]] whose head,
     masked, is wanted[q], its bytes a row of ``records``; queries in order, each one's
-    records in order. Records are at least 8 bytes."""
+    records in order. Records are at least 8 bytes; a block is bytes, or None for none."""
     cdef Py_ssize_t count = len(blocks), b, hits
     cdef const uint8_t** starts = <const uint8_t**>malloc(max(count, 1) * sizeof(uint8_t*))
     cdef Py_ssize_t* lengths = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
-    cdef bytes block
+    cdef object block
     cdef int64_t[::1] query
     cdef uint8_t[:, ::1] rows
     if starts == NULL or lengths == NULL:
@@ -58,8 +58,11 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
     try:
         for b in range(count):
             block = blocks[b]
-            starts[b] = <const uint8_t*>PyBytes_AS_STRING(block)
-            lengths[b] = PyBytes_GET_SIZE(block) // size
+            if block is None:  # a block not stored
+                starts[b], lengths[b] = NULL, 0
+            else:
+                starts[b] = <const uint8_t*>PyBytes_AS_STRING(<bytes?>block)
+                lengths[b] = PyBytes_GET_SIZE(<bytes?>block) // size
         # Two passes, counting then copying: the output is allocated once at its size.
         with nogil:
             hits = _scan(starts, lengths, size, of_block, wanted, head_mask, NULL, NULL)

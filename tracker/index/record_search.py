@@ -19,18 +19,23 @@ except ImportError:  # not built (no C compiler): the numpy passes below, the sa
 
 
 def matching_records(
-    blocks: list[bytes], size: int, of_block: np.ndarray, wanted: np.ndarray, head_mask: np.uint64
+    blocks: list[bytes | None],
+    size: int,
+    of_block: np.ndarray,
+    wanted: np.ndarray,
+    head_mask: np.uint64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(query, records): for each query q, every record of ``blocks[of_block[q]]`` (runs of
-    ``size``-byte records, at least 8 bytes each; ``of_block`` sorted, naming every block)
-    whose first 8 bytes, read little-endian and masked by ``head_mask``, are ``wanted[q]``;
-    a (hits, size) uint8 array of their bytes."""
+    ``size``-byte records, at least 8 bytes each, or None for none; ``of_block`` sorted,
+    naming every block) whose first 8 bytes, read little-endian and masked by ``head_mask``,
+    are ``wanted[q]``; a (hits, size) uint8 array of their bytes."""
     if _compiled_matching_records is not None:
         return _compiled_matching_records(
             blocks, size, np.ascontiguousarray(of_block, np.int64),
             np.ascontiguousarray(wanted, np.uint64), int(head_mask),
         )  # fmt: skip
     # Joined, and padded so that every column's view fits when there is no record.
+    blocks = [block or b"" for block in blocks]
     data = b"".join([*blocks, bytes(8)])
     records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
     query, record = _numpy_matching_records(data, size, records, of_block, wanted, head_mask)

@@ -377,35 +377,37 @@ class RedisIndex(InvertedIndex):
             master.append(hit_master)
             exact.append(hit_exact)
             place.append(hit_place)
+            if not stale:
+                break
             position = position[np.isin(shard, stale)]
+        if len(query) == 1:
+            return query[0], master[0], exact[0], place[0]
         return tuple(np.concatenate(column) for column in (query, master, exact, place))
 
-    def _read_blocks(self, shards: np.ndarray, blocks: np.ndarray) -> tuple[list[bytes], list[int]]:
-        """The blocks (numbers, grouped by shard) as stored now (b"" for none), and the
-        shards whose state changed since they were routed, or whose kept blocks another
-        process changed meanwhile (their blocks read as b"")."""
+    def _read_blocks(
+        self, shards: np.ndarray, blocks: np.ndarray
+    ) -> tuple[list[bytes | None], list[int]]:
+        """The blocks (numbers, grouped by shard) as stored now (None or b"" for none), and
+        the shards whose state changed since they were routed, or whose kept blocks another
+        process changed meanwhile (their blocks read as none)."""
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
         kept_blocks = self._blocks_kept if self._keeps_blocks() else None
-        epochs = np.array(self._epochs, dtype=np.int64)[shards]
-        numbers = blocks.astype(np.int64)
-        if kept_blocks is not None:
-            kept, found = kept_blocks.get(shards, numbers, epochs)
+        if kept_blocks is None:  # every block is read
+            kept, cut = None, bounds
+            names = self._block_names(shards, blocks)
         else:
-            kept, found = [None] * len(blocks), np.zeros(len(blocks), dtype=bool)
-        asked = np.flatnonzero(~found)
-        # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
-        cut = np.searchsorted(asked, bounds)
-        replies = self._block_reads(read, cut, self._block_names(shards[asked], blocks[asked]))
-        out: list[bytes] = kept  # type: ignore[assignment]  # every None replaced below
+            epochs = np.array(self._epochs, dtype=np.int64)[shards]
+            numbers = blocks.astype(np.int64)
+            kept, found = kept_blocks.get(shards, numbers, epochs)
+            asked = np.flatnonzero(~found)
+            # The blocks not kept are read, in order: shard n's are asked[cut[n]:cut[n + 1]].
+            cut = np.searchsorted(asked, bounds)
+            names = self._block_names(shards[asked], blocks[asked])
+        got, states = self._block_reads(read, cut, names)
         stale: list[int] = []
-        keep_at: list[int] = []
-        keep_blocks: list[bytes] = []
-        for n in read:
-            got: list[bytes | None] = []
-            for _ in range(cut[n], cut[n + 1], _CHUNK):
-                got += next(replies)
-            layout, level, split, born, writes, postings = next(replies)  # _STATE_FIELDS
+        fresh: list[int] = []  # shards with no write since their blocks were kept and read
+        for n, (layout, level, split, born, writes, postings) in zip(read, states, strict=True):
             if layout is not None and layout.decode() != self.layout:
                 self._layout_error(layout.decode())
             self._postings_seen[n] = int(postings or 0)
@@ -418,43 +420,53 @@ class RedisIndex(InvertedIndex):
             if state != self._state(n) or (kept_some and version != known):
                 self._shard_state[n] = state
                 stale.append(n)
-                out[bounds[n] : bounds[n + 1]] = [b""] * (bounds[n + 1] - bounds[n])
-                continue
-            positions = asked[cut[n] : cut[n + 1]].tolist()
-            got = [block or b"" for block in got]
-            for i, block in zip(positions, got, strict=True):
-                out[i] = block
-            if version == known and kept_blocks is not None:  # no write since these reads
-                keep_at += positions
-                keep_blocks += got
-        if keep_at and kept_blocks is not None:
-            kept_blocks.put(shards[keep_at], numbers[keep_at], epochs[keep_at], keep_blocks)
-        return out, stale
+                got[cut[n] : cut[n + 1]] = [None] * (cut[n + 1] - cut[n])
+                if kept is not None:
+                    kept[bounds[n] : bounds[n + 1]] = [None] * (bounds[n + 1] - bounds[n])
+            elif version == known:
+                fresh.append(n)
+        if kept_blocks is None:
+            return got, stale
+        for i, block in zip(asked.tolist(), got, strict=True):
+            kept[i] = block
+        keep_at = np.concatenate([np.empty(0, dtype=np.int64),
+                                  *(asked[cut[n] : cut[n + 1]] for n in fresh)])  # fmt: skip
+        if len(keep_at):
+            kept_blocks.put(shards[keep_at], numbers[keep_at], epochs[keep_at],
+                            [kept[i] or b"" for i in keep_at.tolist()])  # fmt: skip
+        return kept, stale
 
-    def _block_reads(self, read: list[int], cut: np.ndarray, names: np.ndarray) -> Iterator:
-        """Replies, in one round trip, of the reads of shards ``read``: an MGET of each
-        _CHUNK of a shard's block names (shard n's are names[cut[n]:cut[n + 1]]), then the
-        shard's state (_STATE_FIELDS): read after its blocks, a split completed since the
-        routing changed it (it only grows), so the same state means the blocks were read as
-        routed."""
-        chunks = {n: [(a, min(a + _CHUNK, cut[n + 1])) for a in range(cut[n], cut[n + 1], _CHUNK)]
-                  for n in read}  # fmt: skip
+    def _block_reads(
+        self, read: list[int], cut: np.ndarray, names: np.ndarray
+    ) -> tuple[list[bytes | None], list[list]]:
+        """In one round trip, the blocks ``names`` (shard n's are names[cut[n]:cut[n + 1]],
+        the shards ``read`` in order) as stored (None for none), then the state
+        (_STATE_FIELDS) of each shard read: read after its blocks, a split completed since
+        the routing changed it (it only grows), so the same state means the blocks were
+        read as routed. A plain client reads the blocks of every shard in one MGET per
+        _CHUNK; a cluster's pipeline sends each shard's to its node."""
         if self._packs_reads:
+            chunks = [(a, min(a + _CHUNK, len(names))) for a in range(0, len(names), _CHUNK)]
             bulk = _bulk_strings(names)
-            payload = []
-            for n in read:
-                for start, stop in chunks[n]:
-                    payload += [b"*%d\r\n$4\r\nMGET\r\n" % (stop - start + 1), bulk[start:stop]]
-                payload.append(self._state_reads[n])
-            count = sum(len(chunks[n]) + 1 for n in read)
-            return iter(self._exchange(b"".join(payload), count))
-        listed = _as_list(names)
-        pipe = self.client.pipeline(transaction=False)
-        for n in read:
-            for start, stop in chunks[n]:
+            payload = [
+                part
+                for start, stop in chunks
+                for part in (b"*%d\r\n$4\r\nMGET\r\n" % (stop - start + 1), bulk[start:stop])
+            ]
+            payload += [self._state_reads[n] for n in read]
+            replies = self._exchange(b"".join(payload), len(chunks) + len(read))
+        else:
+            chunks = [(a, min(a + _CHUNK, cut[n + 1]))
+                      for n in read for a in range(cut[n], cut[n + 1], _CHUNK)]  # fmt: skip
+            listed = _as_list(names)
+            pipe = self.client.pipeline(transaction=False)
+            for start, stop in chunks:
                 pipe.execute_command("MGET", *listed[start:stop])
-            pipe.hmget(self._shards[n], *_STATE_FIELDS)
-        return iter(pipe.execute())
+            for n in read:
+                pipe.hmget(self._shards[n], *_STATE_FIELDS)
+            replies = pipe.execute()
+        blocks = [block for reply in replies[: len(chunks)] for block in reply]
+        return blocks, replies[len(chunks) :]
 
     def _exchange(self, payload: bytes, count: int) -> list:
         """The ``count`` replies of commands packed in Redis's protocol, through a
