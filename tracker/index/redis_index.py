@@ -445,8 +445,12 @@ class RedisIndex(InvertedIndex):
         the routing changed it (it only grows), so the same state means the blocks were
         read as routed. A plain client reads the blocks of every shard in one MGET per
         _CHUNK; a cluster's pipeline sends each shard's to its node."""
+        # The names read by one MGET: all shards' at once on a plain client, a shard's on a
+        # cluster; _CHUNK at most.
+        runs = [(0, len(names))] if self._packs_reads else [(cut[n], cut[n + 1]) for n in read]
+        chunks = [(a, min(a + _CHUNK, stop)) for start, stop in runs
+                  for a in range(start, stop, _CHUNK)]  # fmt: skip
         if self._packs_reads:
-            chunks = [(a, min(a + _CHUNK, len(names))) for a in range(0, len(names), _CHUNK)]
             bulk = _bulk_strings(names)
             payload = [
                 part
@@ -456,8 +460,6 @@ class RedisIndex(InvertedIndex):
             payload += [self._state_reads[n] for n in read]
             replies = self._exchange(b"".join(payload), len(chunks) + len(read))
         else:
-            chunks = [(a, min(a + _CHUNK, cut[n + 1]))
-                      for n in read for a in range(cut[n], cut[n + 1], _CHUNK)]  # fmt: skip
             listed = _as_list(names)
             pipe = self.client.pipeline(transaction=False)
             for start, stop in chunks:
