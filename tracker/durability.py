@@ -2,6 +2,8 @@
 
 A command that prints what it stored (``added``) prints it only after `wait_durable`
 returned, so nothing it reported is lost when a server is killed or its disk fills.
+`library add` also stores works only once their postings are on disk (`wait_index_durable`),
+so a Redis that loses acknowledged postings leaves no work registered without them.
 
 - Redis writes acknowledged under ``appendfsync everysec`` reach the disk up to a second
   later. ``WAITAOF 1 0`` blocks until the append-only file is fsynced past the writes of
@@ -41,6 +43,14 @@ DURABLE_WAIT_SECONDS = 60.0
 def wait_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> None:
     """Return once every write this process made is on disk in Redis and MongoDB; raise
     NotDurable (or the server's error) otherwise."""
+    mark = wait_index_durable(ctx, timeout)
+    marks = ctx.db[_MARK_COLLECTION].with_options(write_concern=WriteConcern(w=1, j=True))
+    marks.update_one({"_id": mark}, {"$inc": {"n": 1}}, upsert=True)
+
+
+def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> str:
+    """Return once every write this process made is on disk in Redis (the name of the mark
+    written for it); raise NotDurable (or the server's error) otherwise."""
     mark = ctx.keys.durability_mark(socket.gethostname(), os.getpid())
     pipe = ctx.redis.pipeline(transaction=False)
     pipe.set(mark, 1, ex=600)
@@ -60,8 +70,7 @@ def wait_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> None:
             )
     if isinstance(ctx.index, RedisIndex) and isinstance(ctx.index.client, RedisCluster):
         _wait_cluster(ctx.index.client, timeout)
-    marks = ctx.db[_MARK_COLLECTION].with_options(write_concern=WriteConcern(w=1, j=True))
-    marks.update_one({"_id": mark}, {"$inc": {"n": 1}}, upsert=True)
+    return mark
 
 
 def _wait_cluster(cluster: RedisCluster, timeout: float) -> None:

@@ -25,6 +25,7 @@ from fingerprinter import index_array, to_letters
 
 from .batches import batched, worked_ahead
 from .context import Context
+from .durability import wait_index_durable
 from .generation import postings_added, postings_removing
 from .index import MAX_MASTER_ID, places_of
 from .master_cache import note_library_edit
@@ -250,7 +251,8 @@ def add_batches(
     """`add_works` for a stream of prepared batches (each with a tag of the caller's, given
     back with its results), in stages that overlap: a batch's known works are settled
     (MongoDB) while the postings of the one before are written (the index, in a thread) and
-    the documents of the one before that inserted (in another). A batch's results come once
+    the documents of the one before that inserted (in another), once its postings are on
+    the index's disk (`_insert_documents`). A batch's results come once
     its documents are in, in the order of the batches; a batch naming a work (external id
     or text) of one under way waits for it, so that it finds it.
 
@@ -317,7 +319,7 @@ class _Stages(Generic[T]):
             adding = _Adding(settled.outcomes, settled.settled, indexed.result())
             if self.inserting is not None:
                 done.append(_finished(self.ctx, self.inserting))
-            inserted = self.documents.submit(_insert_documents, self.ctx, adding.new)
+            inserted = self.documents.submit(_insert_documents, self.ctx, adding.new, True)
             self.inserting = (settled.tag, adding, inserted)
             self.indexing = None
         if batch is not None:
@@ -345,13 +347,15 @@ def _make_room(ctx: Context, postings: int, works: int, total_works: int) -> Non
 class _NewMasters:
     """A batch's new masters (position of the piece, piece), with the ids, fingerprints and
     documents they get; repeats: later pieces with the external id or text of one of them
-    (position, piece, index of that one)."""
+    (position, piece, index of that one); postings: how many the index gained for them,
+    counted by the library when their documents go in."""
 
     fresh: list[tuple[int, _Piece]] = field(default_factory=list)
     ids: range = range(0)
     values: list[MasterFingerprints] = field(default_factory=list)
     docs: list[dict[str, Any]] = field(default_factory=list)
     repeats: list[tuple[int, _Piece, int]] = field(default_factory=list)
+    postings: int = 0
 
     @property
     def names(self) -> set[str]:
@@ -479,11 +483,8 @@ def _index_new(ctx: Context, pieces: list[tuple[int, _Piece]]) -> _NewMasters:
         for _, piece in fresh
     ]
     # Ids just taken from the counter: nothing of theirs can be in the index yet.
-    postings_added(
-        ctx,
-        ctx.index.add_many(
-            [(i, fps.values, fps.places) for i, fps in zip(ids, values, strict=True)], fresh=True
-        ),
+    postings = ctx.index.add_many(
+        [(i, fps.values, fps.places) for i, fps in zip(ids, values, strict=True)], fresh=True
     )
     created_at = now()
     docs = [
@@ -496,14 +497,24 @@ def _index_new(ctx: Context, pieces: list[tuple[int, _Piece]]) -> _NewMasters:
         }
         for master_id, (_, piece), fps in zip(ids, fresh, values, strict=True)
     ]
-    return _NewMasters(fresh, ids, values, docs, repeats)
+    return _NewMasters(fresh, ids, values, docs, repeats, postings)
 
 
-def _insert_documents(ctx: Context, new: _NewMasters) -> set[int]:
-    """Insert the new masters' documents; the indexes (in new.fresh) of those whose
-    external id or text another process registered at the same moment."""
+def _insert_documents(ctx: Context, new: _NewMasters, index_on_disk: bool = False) -> set[int]:
+    """Count the new masters' postings and insert their documents; the indexes (in
+    new.fresh) of those whose external id or text another process registered at the same
+    moment.
+
+    ``index_on_disk``: first wait until the postings are on the index's disk
+    (`wait_index_durable`). Else a disk filling up, or a kill, between Redis acknowledging
+    them and writing them, leaves works stored as indexed whose postings are gone: every
+    scan refused until a reindex. Waited for, such works are not stored, and adding them
+    again registers them."""
     if not new.docs:
         return set()
+    if index_on_disk:
+        wait_index_durable(ctx)
+    postings_added(ctx, new.postings)
     try:
         ctx.db.masters.insert_many(new.docs, ordered=False)
     except BulkWriteError as err:

@@ -1,0 +1,60 @@
+"""Postings Redis acknowledged but never wrote to disk (issue #13: nothing printed as added
+is lost): `library add` stores a batch's works only once the index has their postings on
+disk, so a disk that stops taking writes leaves those works unregistered, scans allowed,
+and the next add registers them, where before it left them stored as indexed with their
+postings gone and every scan refused until a reindex."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import pytest
+
+from tests.corpus import texts
+from tracker import durability, library
+from tracker.config import Settings
+from tracker.context import Context, open_context
+from tracker.generation import inspect
+from tracker.library import Work, add_batches, prepare_works
+from tracker.matcher import match_text
+
+FIRST, SECOND = texts("zh_news", 6)[:3], texts("zh_news", 6)[3:]
+
+
+@pytest.fixture
+def own_ctx(own: Settings) -> Iterator[Context]:
+    context = open_context(own)
+    yield context
+    context.close()
+
+
+def _add(ctx: Context, prefix: str, works: list[str]) -> list[str]:
+    batch = prepare_works(
+        ctx, [Work(text=t, external_id=f"{prefix}{n}") for n, t in enumerate(works)]
+    )
+    return [r.status for _, results in add_batches(ctx, [("batch", batch)]) for (r,) in results]
+
+
+def test_works_whose_postings_are_not_on_disk_are_not_stored_and_are_added_again(
+    own_ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _add(own_ctx, "first", FIRST) == ["added"] * 3
+    counted = inspect(own_ctx).library_postings
+    # Redis keeps taking writes but no longer writes its append-only file to disk, as with
+    # a full disk; the barrier waits half a second instead of a minute.
+    monkeypatch.setattr(
+        library, "wait_index_durable", functools.partial(durability.wait_index_durable, timeout=0.5)
+    )
+    own_ctx.redis.config_set("appendfsync", "no")
+    with pytest.raises(durability.NotDurable, match="free space and run the command again"):
+        _add(own_ctx, "second", SECOND)
+    assert own_ctx.db.masters.count_documents({"external_id": {"$regex": "^second"}}) == 0
+    state = inspect(own_ctx)
+    assert state.problem is None and state.library_postings == counted  # scans go on
+
+    own_ctx.redis.config_set("appendfsync", "everysec")  # the disk takes writes again
+    assert _add(own_ctx, "second", SECOND) == ["added"] * 3
+    assert inspect(own_ctx).problem is None
+    for n, text in enumerate(SECOND):
+        assert [m.master.external_id for m in match_text(own_ctx, text)] == [f"second{n}"]
