@@ -117,6 +117,10 @@ class MasterFingerprints(NamedTuple):
         return len(self.values)
 
 
+#: Masters to index, by id: their text, and its fingerprints when computed already.
+_Indexing = dict[int, tuple[str, MasterFingerprints | None]]
+
+
 def fingerprint_values(ctx: Context, text: str) -> MasterFingerprints:
     """The `MasterFingerprints` of a master text."""
     fingerprints = index_array(text, ctx.params)
@@ -271,7 +275,7 @@ def add_batches(
                 _make_room(ctx, sum(map(len, computed)), len(works.outcomes), expected_works)
             if stages.names & _names(works.pieces):
                 yield from stages.drained()
-            settled, new = _settle_known(ctx, works.pieces)
+            settled, new = _settle_known(ctx, works.pieces, index_on_disk=True)
             yield from stages.advanced(_Settled(tag, works.outcomes, settled, new))
         yield from stages.drained()
 
@@ -413,10 +417,11 @@ def _finish_adding(
 
 
 def _settle_known(
-    ctx: Context, pieces: list[_Piece]
+    ctx: Context, pieces: list[_Piece], index_on_disk: bool = False
 ) -> tuple[dict[int, AddResult], list[tuple[int, _Piece]]]:
     """The results of pieces whose external id or text is stored (by position), and the
-    new pieces (position, piece)."""
+    new pieces (position, piece). The stored works given a new text, or left unindexed by
+    an earlier add, are indexed last, together (`_index_many`)."""
     masters = ctx.db.masters
     names = [piece.external_id for piece in pieces]
     existing = {m["external_id"]: m for m in find_in(masters, "external_id", names, {"text": 0})}
@@ -427,22 +432,22 @@ def _settle_known(
     }  # fmt: skip
     settled: dict[int, AddResult] = {}
     new: list[tuple[int, _Piece]] = []
-    unfinished: list[tuple[int, str]] = []
+    indexing: _Indexing = {}
     for i, piece in enumerate(pieces):
         old = existing.get(piece.external_id)
         if old is not None and old["sha256"] == piece.sha:
             if old.get("state") != "indexed":  # an earlier add died before finishing
-                unfinished.append((old["_id"], piece.text))
+                indexing[old["_id"]] = (piece.text, piece.fingerprints)
             settled[i] = AddResult(piece.external_id, old["_id"], "unchanged")
         elif old is not None:
-            settled[i] = _update(ctx, piece, old["_id"])
+            settled[i] = _update(ctx, piece, old["_id"], indexing)
         elif (twin := twins.get(piece.sha)) is not None:
             settled[i] = AddResult(
                 piece.external_id, twin["_id"], "duplicate", f"same text as {twin['external_id']}"
             )
         else:
             new.append((i, piece))
-    _index_many(ctx, unfinished)
+    _index_many(ctx, indexing, index_on_disk)
     return settled, new
 
 
@@ -571,10 +576,11 @@ def _winner(ctx: Context, piece: _Piece, by_id: bool = True) -> AddResult:
     )
 
 
-def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
+def _update(ctx: Context, piece: _Piece, master_id: int, indexing: _Indexing) -> AddResult:
     """A new text under an existing external id: the old postings go first, so a kill
     midway leaves the master marked unindexed (re-adding finishes it), never matched by
-    its old text. A text another master has already is not taken (duplicate)."""
+    its old text; the text to index is left in ``indexing`` (`_index_many`). A text
+    another master has already is not taken (duplicate)."""
     twin = ctx.db.masters.find_one({"sha256": piece.sha}, {"external_id": 1})
     if twin is not None:
         return AddResult(
@@ -597,37 +603,39 @@ def _update(ctx: Context, piece: _Piece, master_id: int) -> AddResult:
         ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
         note_library_edit(ctx)  # before the new postings: none is aligned on the old text
     except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
-        _index_many(ctx, [(master_id, old["text"])])
+        indexing[master_id] = (old["text"], values)
         return _winner(ctx, piece, by_id=False)
-    _index_many(ctx, [(master_id, piece.text)], [piece.fingerprints])
+    indexing[master_id] = (piece.text, piece.fingerprints)
     return AddResult(piece.external_id, master_id, "updated")
 
 
-def _index_many(
-    ctx: Context,
-    masters: Sequence[tuple[int, str]],
-    known: Sequence[MasterFingerprints | None] = (),
-) -> None:
-    """Index masters (id, text) and mark them indexed; known: fingerprints already
-    computed, in the same order (None where not)."""
+def _index_many(ctx: Context, masters: _Indexing, index_on_disk: bool = False) -> None:
+    """Index masters and mark them indexed. index_on_disk: count their postings and mark
+    them only once the postings are on the index's disk (`_insert_documents`)."""
     if not masters:
         return
-    known = list(known) + [None] * (len(masters) - len(known))
     values = [
-        fingerprint_values(ctx, text) if fps is None else fps
-        for (_, text), fps in zip(masters, known, strict=True)
+        fingerprint_values(ctx, text) if fps is None else fps for text, fps in masters.values()
     ]
-    counts = _add_postings(ctx, [master_id for master_id, _ in masters], values, fresh=False)
+    counts = _add_postings(ctx, list(masters), values, fresh=False, index_on_disk=index_on_disk)
     _mark_indexed(ctx, counts, {})
 
 
 def _add_postings(
-    ctx: Context, master_ids: Sequence[int], values: Sequence[MasterFingerprints], fresh: bool
+    ctx: Context,
+    master_ids: Sequence[int],
+    values: Sequence[MasterFingerprints],
+    fresh: bool,
+    index_on_disk: bool = False,
 ) -> dict[int, int]:
-    """Add the masters' postings to the index; their fingerprint counts. fresh: none of the
-    masters has a posting yet (`InvertedIndex.add_many`)."""
+    """Add the masters' postings to the index and count them (once they are on its disk,
+    with ``index_on_disk``); their fingerprint counts. fresh: none of the masters has a
+    posting yet (`InvertedIndex.add_many`)."""
     indexed = [(i, fps.values, fps.places) for i, fps in zip(master_ids, values, strict=True)]
-    postings_added(ctx, ctx.index.add_many(indexed, fresh=fresh))
+    added = ctx.index.add_many(indexed, fresh=fresh)
+    if index_on_disk:
+        wait_index_durable(ctx)
+    postings_added(ctx, added)
     return {master_id: len(fps) for master_id, fps in zip(master_ids, values, strict=True)}
 
 
@@ -680,7 +688,10 @@ def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:
         return AddResult(master["external_id"], master_id, "unchanged")
     fingerprints = fingerprint_values(ctx, text)
     piece = _Piece(work, master["external_id"], text, sha, master.get("work_id"), fingerprints)
-    return _update(ctx, piece, master_id)
+    indexing: _Indexing = {}
+    result = _update(ctx, piece, master_id, indexing)
+    _index_many(ctx, indexing)
+    return result
 
 
 def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:

@@ -1,11 +1,13 @@
 """Postings Redis acknowledged but never wrote to disk (issue #13: nothing printed as added
-is lost): `library add` stores a batch's works only once the index has their postings on
-disk, so a disk that stops taking writes leaves those works unregistered, scans allowed,
-and the next add registers them, where before it left them stored as indexed with their
-postings gone and every scan refused until a reindex."""
+is lost): `library add` stores a batch's works, and marks its updated works indexed, only
+once the index has their postings on disk, so a disk that stops taking writes leaves new
+works unregistered and updated ones NOT INDEXED, scans allowed, and the next add finishes
+the job, where before it left them marked indexed with their postings gone and every scan
+refused until a reindex."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterator
 
@@ -36,25 +38,53 @@ def _add(ctx: Context, prefix: str, works: list[str]) -> list[str]:
     return [r.status for _, results in add_batches(ctx, [("batch", batch)]) for (r,) in results]
 
 
+@contextlib.contextmanager
+def _disk_not_written(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Redis keeps taking writes but no longer writes its append-only file to disk, as with
+    a full disk; the barrier waits half a second instead of a minute."""
+    monkeypatch.setattr(
+        library, "wait_index_durable", functools.partial(durability.wait_index_durable, timeout=0.5)
+    )
+    ctx.redis.config_set("appendfsync", "no")
+    try:
+        with pytest.raises(durability.NotDurable, match="free space and run the command again"):
+            yield
+    finally:
+        ctx.redis.config_set("appendfsync", "everysec")  # the disk takes writes again
+
+
 def test_works_whose_postings_are_not_on_disk_are_not_stored_and_are_added_again(
     own_ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _add(own_ctx, "first", FIRST) == ["added"] * 3
     counted = inspect(own_ctx).library_postings
-    # Redis keeps taking writes but no longer writes its append-only file to disk, as with
-    # a full disk; the barrier waits half a second instead of a minute.
-    monkeypatch.setattr(
-        library, "wait_index_durable", functools.partial(durability.wait_index_durable, timeout=0.5)
-    )
-    own_ctx.redis.config_set("appendfsync", "no")
-    with pytest.raises(durability.NotDurable, match="free space and run the command again"):
+    with _disk_not_written(own_ctx, monkeypatch):
         _add(own_ctx, "second", SECOND)
     assert own_ctx.db.masters.count_documents({"external_id": {"$regex": "^second"}}) == 0
     state = inspect(own_ctx)
     assert state.problem is None and state.library_postings == counted  # scans go on
 
-    own_ctx.redis.config_set("appendfsync", "everysec")  # the disk takes writes again
     assert _add(own_ctx, "second", SECOND) == ["added"] * 3
     assert inspect(own_ctx).problem is None
     for n, text in enumerate(SECOND):
         assert [m.master.external_id for m in match_text(own_ctx, text)] == [f"second{n}"]
+
+
+def test_an_update_whose_postings_are_not_on_disk_is_left_unindexed_and_finished_again(
+    own_ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = FIRST[0], SECOND[0]
+    assert _add(own_ctx, "story", [old]) == ["added"]
+    with _disk_not_written(own_ctx, monkeypatch):
+        _add(own_ctx, "story", [new])
+    # The new text is stored but not counted as indexed: shown NOT INDEXED, never matched
+    # by the old text, and scans go on (the old text's postings were discounted and gone).
+    assert own_ctx.db.masters.find_one({"external_id": "story0"})["state"] == "indexing"
+    state = inspect(own_ctx)
+    assert state.problem is None and state.library_postings == 0
+    assert match_text(own_ctx, old) == []
+
+    assert _add(own_ctx, "story", [new]) == ["unchanged"]  # stored already, now indexed
+    assert own_ctx.db.masters.find_one({"external_id": "story0"})["state"] == "indexed"
+    assert inspect(own_ctx).problem is None
+    assert [m.master.external_id for m in match_text(own_ctx, new)] == ["story0"]
