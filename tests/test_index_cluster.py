@@ -20,6 +20,7 @@ from tests.corpus import texts
 from tests.processes import wait_until
 from tracker.config import Settings
 from tracker.context import open_context
+from tracker.durability import NotDurable, wait_index_durable
 from tracker.index import MIN_LEVEL, SHARDS, MemoryIndex, RedisIndex
 from tracker.keys import RedisKeys
 from tracker.matcher import match_text
@@ -148,9 +149,7 @@ def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
     cluster: RedisCluster, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Settings put the index on the cluster; the queues' Redis holds no posting."""
-    monkeypatch.setenv("COPYTRACK_INDEX_CLUSTER_URL", cluster.url)
-    for key in cluster.scan_iter(f"{RedisKeys(Settings().redis_prefix).index}*"):
-        cluster.delete(key)
+    _index_on(cluster, monkeypatch)
     works = texts("zh_news", 30)
     result = CliRunner().invoke(
         main, ["library", "add", *_files(works, tracker_env)], catch_exceptions=False
@@ -169,6 +168,13 @@ def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
         ctx.close()
 
 
+def _index_on(cluster: RedisCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings that put an empty index on the cluster."""
+    monkeypatch.setenv("COPYTRACK_INDEX_CLUSTER_URL", cluster.url)
+    for key in cluster.scan_iter(f"{RedisKeys(Settings().redis_prefix).index}*"):
+        cluster.delete(key)
+
+
 def _files(works: list[str], env: dict[str, str]) -> list[str]:
     path = Path(env["COPYTRACK_DATA_DIR"]).parent / "works.jsonl"
     path.write_text(
@@ -179,3 +185,28 @@ def _files(works: list[str], env: dict[str, str]) -> list[str]:
         encoding="utf-8",
     )
     return [str(path)]
+
+
+def test_the_durability_barrier_waits_for_every_node_of_the_cluster(
+    cluster: RedisCluster, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that takes writes but does not write them to disk fails the barrier that
+    `library add` waits on before it stores and prints works, whichever of the process's
+    connections took the writes."""
+    _index_on(cluster, monkeypatch)
+    ctx = open_context(Settings.from_env())
+    primaries = [node.redis_connection for node in cluster.get_primaries()]
+    try:
+        wait_index_durable(ctx, timeout=5)  # nothing unsaved
+        for node in primaries:  # the nodes take writes but no longer write them to disk
+            node.config_set("appendfsync", "no")
+        # Written over other connections than the barrier's (as by another thread).
+        other = RedisCluster.from_url(cluster.url)
+        other.mset_nonatomic({f"unsaved:{{{tag}}}": 1 for tag in range(30)})
+        other.close()
+        with pytest.raises(NotDurable, match="index cluster node"):
+            wait_index_durable(ctx, timeout=0.5)
+    finally:
+        for node in primaries:
+            node.config_set("appendfsync", "everysec")
+        ctx.close()

@@ -17,12 +17,13 @@ so a Redis that loses acknowledged postings leaves no work registered without th
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 
 import redis
 from pymongo import WriteConcern
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 
 from .context import Context
 from .failures import free_space
@@ -69,29 +70,38 @@ def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> s
                 f"ones reported are not saved; free space and run the command again"
             )
     if isinstance(ctx.index, RedisIndex) and isinstance(ctx.index.client, RedisCluster):
-        _wait_cluster(ctx.index.client, timeout)
+        _wait_cluster(ctx.index.client, mark, timeout)
     return mark
 
 
-def _wait_cluster(cluster: RedisCluster, timeout: float) -> None:
-    """WAITAOF on every primary of the index's cluster (each answers for the writes made
-    over this process's connection to it)."""
-    try:
-        replies = cluster.execute_command(
-            "WAITAOF", 1, 0, int(timeout * 1000), target_nodes=RedisCluster.PRIMARIES
-        )
-    except redis.ResponseError as err:
-        if "appendonly is disabled" not in str(err):
-            raise
-        raise NotDurable(
-            "the index cluster (COPYTRACK_INDEX_CLUSTER_URL) runs without its append-only "
-            "file: nothing written there survives a restart; start its nodes with "
-            "`appendonly yes` and run the command again"
-        ) from None
-    for node, (fsynced, _replicas) in replies.items():
+def _wait_cluster(cluster: RedisCluster, mark: str, timeout: float) -> None:
+    """WAITAOF on every primary of the index's cluster, after a mark written on that node
+    over the same connection: a node writes its append-only file in order, so once the
+    mark is on disk so is every write the node took before it, over any connection (the
+    one a WAITAOF goes over may not be the one another thread wrote over)."""
+    for node in cluster.get_primaries():
+        pipe = cluster.get_redis_connection(node).pipeline(transaction=False)
+        pipe.set(_key_on(cluster, node, mark), 1, ex=600)
+        pipe.execute_command("WAITAOF", 1, 0, int(timeout * 1000))
+        try:
+            _, (fsynced, _replicas) = pipe.execute()
+        except redis.ResponseError as err:
+            if "appendonly is disabled" not in str(err):
+                raise
+            raise NotDurable(
+                "the index cluster (COPYTRACK_INDEX_CLUSTER_URL) runs without its append-only "
+                "file: nothing written there survives a restart; start its nodes with "
+                "`appendonly yes` and run the command again"
+            ) from None
         if fsynced < 1:
             raise NotDurable(
-                f"index cluster node {node} did not write its append-only file to disk within "
-                f"{timeout:g} s (is appendonly on?): the works since the last ones reported "
-                "are not saved; fix the node and run the command again"
+                f"index cluster node {node.name} did not write its append-only file to disk "
+                f"within {timeout:g} s (is appendonly on?): the works since the last ones "
+                "reported are not saved; fix the node and run the command again"
             )
+
+
+def _key_on(cluster: RedisCluster, node: ClusterNode, mark: str) -> str:
+    """``mark`` with a hash tag that puts it on ``node``."""
+    keys = (f"{mark}:{{{tag}}}" for tag in itertools.count())
+    return next(key for key in keys if cluster.get_node_from_key(key).name == node.name)
