@@ -16,6 +16,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Match
 
 from tracker.context import Context, process_context, reconnected
+from tracker.durability import NotDurable
 from tracker.failures import describe
 from tracker.findings import FilterError
 from tracker.generation import IndexNotReady
@@ -108,6 +109,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(request, 503, f"{message}; try again in a moment", **{"Retry-After": "5"})
 
     @app.exception_handler(IndexNotReady)
+    @app.exception_handler(NotDurable)  # works not stored: their postings are not on disk
     async def index_not_ready(request: Request, err: Exception) -> Response:
         return _error(request, 503, str(err))
 

@@ -235,7 +235,7 @@ def add_work(ctx: Context, work: Work) -> list[AddResult]:
 
 
 def add_works(
-    ctx: Context, works: Sequence[Work] | PreparedWorks
+    ctx: Context, works: Sequence[Work] | PreparedWorks, index_on_disk: bool = False
 ) -> list[list[AddResult] | ValueError]:
     """`add_work` for a batch (of works, or of works prepared by `prepare_works`), in a few
     round trips to each server: per work, its results, or the ValueError saying why it
@@ -243,10 +243,12 @@ def add_works(
 
     New masters get their postings first, then their documents (``state: indexed``) in one
     insert: a kill in between leaves postings of ids that no document has, which no match
-    can report and a reindex drops; never a document whose postings are missing.
+    can report and a reindex drops. ``index_on_disk``: works are stored as indexed only
+    once their postings are on the index's disk (`_insert_documents`; up to a second more),
+    so a Redis that loses postings it acknowledged leaves no work stored without them.
     """
-    adding = _start_adding(ctx, works)
-    return _finish_adding(ctx, adding, _insert_documents(ctx, adding.new))
+    adding = _start_adding(ctx, works, index_on_disk)
+    return _finish_adding(ctx, adding, _insert_documents(ctx, adding.new, index_on_disk))
 
 
 def add_batches(
@@ -383,12 +385,14 @@ def _names(pieces: Iterable[_Piece]) -> set[str]:
     return {name for piece in pieces for name in (piece.external_id, piece.sha)}
 
 
-def _start_adding(ctx: Context, works: Sequence[Work] | PreparedWorks) -> _Adding:
+def _start_adding(
+    ctx: Context, works: Sequence[Work] | PreparedWorks, index_on_disk: bool
+) -> _Adding:
     """What `add_works` does before inserting the new masters' documents: known texts
     settled, updates made, new masters given ids and their postings."""
     if not isinstance(works, PreparedWorks):
         works = prepare_works(ctx, works)
-    settled, new = _settle_known(ctx, works.pieces)
+    settled, new = _settle_known(ctx, works.pieces, index_on_disk)
     return _Adding(works.outcomes, settled, _index_new(ctx, new))
 
 

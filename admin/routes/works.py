@@ -71,7 +71,8 @@ def register(
     for batch in batched(items, REGISTER_BATCH):
         loaded = [item for item in batch if not isinstance(item, LoadError)]
         intake.errors += [str(item) for item in batch if isinstance(item, LoadError)]
-        added = add_works(ctx, [item.work for item in loaded]) if loaded else []
+        # Shown as added: stored only once the index has their postings on disk.
+        added = add_works(ctx, [item.work for item in loaded], index_on_disk=True) if loaded else []
         for item, results in zip(loaded, added, strict=True):
             _note_added(intake, item, results)
     return intake

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.admin_seed import client, login, seed
 from tests.corpus import texts
 from tracker import durability, library
 from tracker.config import Settings
@@ -22,6 +23,7 @@ from tracker.library import Work, add_batches, prepare_works
 from tracker.matcher import match_text
 
 FIRST, SECOND = texts("zh_news", 6)[:3], texts("zh_news", 6)[3:]
+_SAY = "free space and run the command again"
 
 
 @pytest.fixture
@@ -47,8 +49,7 @@ def _disk_not_written(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> Iterator
     )
     ctx.redis.config_set("appendfsync", "no")
     try:
-        with pytest.raises(durability.NotDurable, match="free space and run the command again"):
-            yield
+        yield
     finally:
         ctx.redis.config_set("appendfsync", "everysec")  # the disk takes writes again
 
@@ -58,7 +59,7 @@ def test_works_whose_postings_are_not_on_disk_are_not_stored_and_are_added_again
 ) -> None:
     assert _add(own_ctx, "first", FIRST) == ["added"] * 3
     counted = inspect(own_ctx).library_postings
-    with _disk_not_written(own_ctx, monkeypatch):
+    with _disk_not_written(own_ctx, monkeypatch), pytest.raises(durability.NotDurable, match=_SAY):
         _add(own_ctx, "second", SECOND)
     assert own_ctx.db.masters.count_documents({"external_id": {"$regex": "^second"}}) == 0
     state = inspect(own_ctx)
@@ -75,7 +76,7 @@ def test_an_update_whose_postings_are_not_on_disk_is_left_unindexed_and_finished
 ) -> None:
     old, new = FIRST[0], SECOND[0]
     assert _add(own_ctx, "story", [old]) == ["added"]
-    with _disk_not_written(own_ctx, monkeypatch):
+    with _disk_not_written(own_ctx, monkeypatch), pytest.raises(durability.NotDurable, match=_SAY):
         _add(own_ctx, "story", [new])
     # The new text is stored but not counted as indexed: shown NOT INDEXED, never matched
     # by the old text, and scans go on (the old text's postings were discounted and gone).
@@ -88,3 +89,20 @@ def test_an_update_whose_postings_are_not_on_disk_is_left_unindexed_and_finished
     assert own_ctx.db.masters.find_one({"external_id": "story0"})["state"] == "indexed"
     assert inspect(own_ctx).problem is None
     assert [m.master.external_id for m in match_text(own_ctx, new)] == ["story0"]
+
+
+def test_the_admin_refuses_an_upload_whose_postings_are_not_on_disk(
+    own_ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(own_ctx)
+    web = client(own_ctx)
+    token = login(web, "rui")
+    form = {"csrf_token": token, "text": SECOND[0], "title": "上传"}
+    with _disk_not_written(own_ctx, monkeypatch):
+        refused = web.post("/works/new", data=form)
+    assert refused.status_code == 503 and _SAY in refused.text
+    assert own_ctx.db.masters.count_documents({"title": "上传"}) == 0
+    assert inspect(own_ctx).problem is None
+
+    stored = web.post("/works/new", data=form)  # the disk takes writes again
+    assert stored.status_code == 200 and own_ctx.db.masters.count_documents({"title": "上传"}) == 1
