@@ -53,22 +53,13 @@ def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> s
     """Return once every write this process made is on disk in Redis (the name of the mark
     written for it); raise NotDurable (or the server's error) otherwise."""
     mark = ctx.keys.durability_mark(socket.gethostname(), os.getpid())
-    pipe = ctx.redis.pipeline(transaction=False)
-    pipe.set(mark, 1, ex=600)
-    pipe.execute_command("WAITAOF", 1, 0, int(timeout * 1000))
-    try:
-        _, (fsynced, _replicas) = pipe.execute()
-    except redis.ResponseError as err:
-        if "appendonly is disabled" not in str(err):
-            raise
-    else:
-        if fsynced < 1:
-            where = f" (data dir {ctx.settings.data_dir}, {free_space(ctx.settings.data_dir)})"
-            raise NotDurable(
-                f"Redis did not write its append-only file to disk within {timeout:g} s"
-                f"{where if ctx.settings.embedded_redis else ''}: the works since the last "
-                f"ones reported are not saved; free space and run the command again"
-            )
+    if _marked_on_disk(ctx.redis, mark, timeout) == 0:
+        where = f" (data dir {ctx.settings.data_dir}, {free_space(ctx.settings.data_dir)})"
+        raise NotDurable(
+            f"Redis did not write its append-only file to disk within {timeout:g} s"
+            f"{where if ctx.settings.embedded_redis else ''}: the works since the last "
+            f"ones reported are not saved; free space and run the command again"
+        )
     if isinstance(ctx.index, RedisIndex) and isinstance(ctx.index.client, RedisCluster):
         _wait_cluster(ctx.index.client, mark, timeout)
     return mark
@@ -80,25 +71,36 @@ def _wait_cluster(cluster: RedisCluster, mark: str, timeout: float) -> None:
     mark is on disk so is every write the node took before it, over any connection (the
     one a WAITAOF goes over may not be the one another thread wrote over)."""
     for node in cluster.get_primaries():
-        pipe = cluster.get_redis_connection(node).pipeline(transaction=False)
-        pipe.set(_key_on(cluster, node, mark), 1, ex=600)
-        pipe.execute_command("WAITAOF", 1, 0, int(timeout * 1000))
-        try:
-            _, (fsynced, _replicas) = pipe.execute()
-        except redis.ResponseError as err:
-            if "appendonly is disabled" not in str(err):
-                raise
+        fsynced = _marked_on_disk(
+            cluster.get_redis_connection(node), _key_on(cluster, node, mark), timeout
+        )
+        if fsynced is None:
             raise NotDurable(
                 "the index cluster (COPYTRACK_INDEX_CLUSTER_URL) runs without its append-only "
                 "file: nothing written there survives a restart; start its nodes with "
                 "`appendonly yes` and run the command again"
-            ) from None
+            )
         if fsynced < 1:
             raise NotDurable(
                 f"index cluster node {node.name} did not write its append-only file to disk "
                 f"within {timeout:g} s (is appendonly on?): the works since the last ones "
                 "reported are not saved; fix the node and run the command again"
             )
+
+
+def _marked_on_disk(client: redis.Redis, key: str, timeout: float) -> int | None:
+    """Write ``key``, then wait until the server's append-only file is on disk past it: 1
+    once it is, 0 if not within ``timeout``, None for a server without one."""
+    pipe = client.pipeline(transaction=False)
+    pipe.set(key, 1, ex=600)
+    pipe.execute_command("WAITAOF", 1, 0, int(timeout * 1000))
+    try:
+        _, (fsynced, _replicas) = pipe.execute()
+    except redis.ResponseError as err:
+        if "appendonly is disabled" not in str(err):
+            raise
+        return None
+    return min(int(fsynced), 1)
 
 
 def _key_on(cluster: RedisCluster, node: ClusterNode, mark: str) -> str:
