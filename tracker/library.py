@@ -223,12 +223,13 @@ def _pieces(ctx: Context, work: Work) -> list[_Piece]:
     ]
 
 
-def add_work(ctx: Context, work: Work) -> list[AddResult]:
-    """Register a work (split into chapters when long); idempotent.
+def add_work(ctx: Context, work: Work, index_on_disk: bool = False) -> list[AddResult]:
+    """Register a work (split into chapters when long); idempotent. ``index_on_disk``: as
+    `add_works`.
 
     Raises ValueError (with the reason) when the text cannot be fingerprinted.
     """
-    (result,) = add_works(ctx, [work])
+    (result,) = add_works(ctx, [work], index_on_disk)
     if isinstance(result, ValueError):
         raise result
     return result

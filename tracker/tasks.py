@@ -88,7 +88,8 @@ def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
     refused (`IndexNotReady`) while the index is not the library's."""
     ctx = process_context()
     generation.require(ctx)
-    results = library.add_work(ctx, library.Work(**work))
+    # Reported as added: stored only once the index has its postings on disk.
+    results = library.add_work(ctx, library.Work(**work), index_on_disk=True)
     return [
         {"external_id": r.external_id, "master_id": r.master_id, "status": r.status}
         for r in results

@@ -1,9 +1,9 @@
 """Postings Redis acknowledged but never wrote to disk (issue #13: nothing printed as added
-is lost): `library add` stores a batch's works, and marks its updated works indexed, only
+is lost): `library add` and the admin store new works, and mark updated works indexed, only
 once the index has their postings on disk, so a disk that stops taking writes leaves new
 works unregistered and updated ones NOT INDEXED, scans allowed, and the next add finishes
-the job, where before it left them marked indexed with their postings gone and every scan
-refused until a reindex."""
+the job, instead of works marked indexed without postings and every scan refused until
+a reindex."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from tracker.generation import inspect
 from tracker.library import Work, add_batches, prepare_works
 from tracker.matcher import match_text
 
-FIRST, SECOND = texts("zh_news", 6)[:3], texts("zh_news", 6)[3:]
+TEXTS = texts("zh_news", 6)
+FIRST, SECOND = TEXTS[:3], TEXTS[3:]
 _SAY = "free space and run the command again"
 
 
