@@ -82,6 +82,23 @@ def test_the_compiled_record_search_finds_the_numpy_records(
     assert found == sorted(zip(query.tolist(), map(bytes, rows), strict=True))
 
 
+def test_the_record_search_finds_every_posting_of_a_common_key(search: str) -> None:
+    # A fingerprint shared by many works (under the document-frequency cut) has as many
+    # records in its block: far more hits than queries, each one found, in order.
+    record_bytes, head_mask = 12, np.uint64(2**56 - 1)
+    common = bytes(range(1, 8))
+    block = b"".join(common + i.to_bytes(4, "big") + b"\x01" for i in range(300))
+    other = bytes(range(11, 23)) * 5
+    of_block = np.array([0, 0, 1, 1, 1], dtype=np.int64)
+    key = np.uint64(int.from_bytes(common + b"\x00", "little"))
+    wanted = np.array([key, 7, key, 0, key], dtype=np.uint64)
+    query, rows = record_search.matching_records([other, block], record_bytes, of_block,
+                                                 wanted, head_mask)  # fmt: skip
+    assert query.tolist() == [2] * 300 + [4] * 300
+    ids = [int.from_bytes(bytes(row[7:11]), "big") for row in rows]
+    assert ids == list(range(300)) * 2
+
+
 def test_add_lookup_and_count_hits(index: InvertedIndex) -> None:
     assert index.add(1, [10, 20, 30]) == 3
     assert index.add(2, [20, 30, 40, 2**64 - 1]) == 4

@@ -9,7 +9,7 @@ import numpy as np
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 
@@ -40,6 +40,12 @@ cdef inline uint64_t _head(const uint8_t* p) noexcept nogil:
             | <uint64_t>p[6] << 48 | <uint64_t>p[7] << 56)
 
 
+cdef struct _Found:
+    Py_ssize_t capacity
+    int64_t* query
+    uint8_t* records
+
+
 def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
                      const uint64_t[::1] wanted, uint64_t head_mask):
     """(query, records): for each query q, every record of blocks[of_block[q]] whose head,
@@ -48,12 +54,20 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
     cdef Py_ssize_t count = len(blocks), b, hits
     cdef const uint8_t** starts = <const uint8_t**>malloc(max(count, 1) * sizeof(uint8_t*))
     cdef Py_ssize_t* lengths = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
+    cdef _Found found
     cdef object block
     cdef int64_t[::1] query
     cdef uint8_t[:, ::1] rows
-    if starts == NULL or lengths == NULL:
+    # One pass, its hits gathered in buffers that grow: a pass to count them first read
+    # every block twice (8 pages' search at 10,000 works: 1.0 -> 0.6-0.75 ms).
+    found.capacity = of_block.shape[0] + 16  # a query seldom has more than one posting
+    found.query = <int64_t*>malloc(found.capacity * sizeof(int64_t))
+    found.records = <uint8_t*>malloc(found.capacity * size)
+    if starts == NULL or lengths == NULL or found.query == NULL or found.records == NULL:
         free(starts)
         free(lengths)
+        free(found.query)
+        free(found.records)
         raise MemoryError()
     try:
         for b in range(count):
@@ -63,27 +77,32 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
             else:
                 starts[b] = <const uint8_t*>PyBytes_AS_STRING(<bytes?>block)
                 lengths[b] = PyBytes_GET_SIZE(<bytes?>block) // size
-        # Two passes, counting then copying: the output is allocated once at its size.
         with nogil:
-            hits = _scan(starts, lengths, size, of_block, wanted, head_mask, NULL, NULL)
+            hits = _scan(starts, lengths, size, of_block, wanted, head_mask, &found)
+        if hits < 0:
+            raise MemoryError()
         query_array = np.empty(hits, dtype=np.int64)
         records_array = np.empty((hits, size), dtype=np.uint8)
         if hits:
             query, rows = query_array, records_array
-            with nogil:
-                _scan(starts, lengths, size, of_block, wanted, head_mask, &query[0], &rows[0, 0])
+            memcpy(&query[0], found.query, hits * sizeof(int64_t))
+            memcpy(&rows[0, 0], found.records, hits * size)
         return query_array, records_array
     finally:
         free(starts)
         free(lengths)
+        free(found.query)
+        free(found.records)
 
 
 cdef Py_ssize_t _scan(const uint8_t** starts, Py_ssize_t* lengths, Py_ssize_t size,
                       const int64_t[::1] of_block, const uint64_t[::1] wanted,
-                      uint64_t head_mask, int64_t* query, uint8_t* records) noexcept nogil:
-    """How many records match; each one's query and bytes written out unless NULL."""
+                      uint64_t head_mask, _Found* found) noexcept nogil:
+    """How many records match, each one's query and bytes written to ``found`` (grown as
+    needed); -1 when memory runs out."""
     cdef Py_ssize_t queries = of_block.shape[0], q, r, b, n = 0
     cdef const uint8_t* record
+    cdef void* grown
     for q in range(queries):
         b = of_block[q]
         if q + _AHEAD < queries:
@@ -91,8 +110,17 @@ cdef Py_ssize_t _scan(const uint8_t** starts, Py_ssize_t* lengths, Py_ssize_t si
         for r in range(lengths[b]):
             record = starts[b] + r * size
             if _head(record) & head_mask == wanted[q]:
-                if query != NULL:
-                    query[n] = q
-                    memcpy(records + n * size, record, size)
+                if n == found.capacity:
+                    found.capacity *= 2
+                    grown = realloc(found.query, found.capacity * sizeof(int64_t))
+                    if grown == NULL:
+                        return -1
+                    found.query = <int64_t*>grown
+                    grown = realloc(found.records, found.capacity * size)
+                    if grown == NULL:
+                        return -1
+                    found.records = <uint8_t*>grown
+                found.query[n] = q
+                memcpy(found.records + n * size, record, size)
                 n += 1
     return n
