@@ -3,7 +3,8 @@
 A command that prints what it stored (``added``) prints it only after `wait_durable`
 returned, so nothing it reported is lost when a server is killed or its disk fills.
 `library add` also stores works only once their postings are on disk (`wait_index_durable`),
-so a Redis that loses acknowledged postings leaves no work registered without them.
+so a Redis that loses acknowledged postings leaves no work registered without them; before
+printing a batch it then waits for MongoDB alone (`wait_documents_durable`).
 
 - Redis writes acknowledged under ``appendfsync everysec`` reach the disk up to a second
   later. ``WAITAOF 1 0`` blocks until the append-only file is fsynced past the writes of
@@ -44,15 +45,21 @@ DURABLE_WAIT_SECONDS = 60.0
 def wait_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> None:
     """Return once every write this process made is on disk in Redis and MongoDB; raise
     NotDurable (or the server's error) otherwise."""
-    mark = wait_index_durable(ctx, timeout)
+    wait_index_durable(ctx, timeout)
+    wait_documents_durable(ctx)
+
+
+def wait_documents_durable(ctx: Context) -> None:
+    """Return once every write this process made is on disk in MongoDB (one journaled
+    write after them); raise the server's error otherwise."""
     marks = ctx.db[_MARK_COLLECTION].with_options(write_concern=WriteConcern(w=1, j=True))
-    marks.update_one({"_id": mark}, {"$inc": {"n": 1}}, upsert=True)
+    marks.update_one({"_id": _mark(ctx)}, {"$inc": {"n": 1}}, upsert=True)
 
 
-def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> str:
-    """Return once every write this process made is on disk in Redis (the name of the mark
-    written for it); raise NotDurable (or the server's error) otherwise."""
-    mark = ctx.keys.durability_mark(socket.gethostname(), os.getpid())
+def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> None:
+    """Return once every write this process made is on disk in Redis; raise NotDurable (or
+    the server's error) otherwise."""
+    mark = _mark(ctx)
     if _marked_on_disk(ctx.redis, mark, timeout) == 0:
         where = f" (data dir {ctx.settings.data_dir}, {free_space(ctx.settings.data_dir)})"
         raise NotDurable(
@@ -62,7 +69,11 @@ def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> s
         )
     if isinstance(ctx.index, RedisIndex) and isinstance(ctx.index.client, RedisCluster):
         _wait_cluster(ctx.index.client, mark, timeout)
-    return mark
+
+
+def _mark(ctx: Context) -> str:
+    """The name of this process's durability mark (a key in Redis, a document in MongoDB)."""
+    return ctx.keys.durability_mark(socket.gethostname(), os.getpid())
 
 
 def _wait_cluster(cluster: RedisCluster, mark: str, timeout: float) -> None:

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from tracker.batches import worked_ahead
 from tracker.context import open_context
-from tracker.durability import wait_durable
+from tracker.durability import wait_documents_durable
 from tracker.generation import rebuild
 from tracker.generation import require as require_index
 from tracker.library import (
@@ -121,7 +121,9 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
 
     def report(lines: list[str]) -> None:
         if lines:
-            wait_durable(ctx)
+            # add_batches stored the batch once its postings were on the index's disk: the
+            # documents' journal is what is left to wait for.
+            wait_documents_durable(ctx)
             require_index(ctx)  # the index was not lost (wiped, restarted empty) meanwhile
             click.echo("\n".join(lines))
 
