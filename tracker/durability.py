@@ -1,10 +1,11 @@
 """A barrier for what a command reports: wait until this process's writes are on disk.
 
-A command that prints what it stored (``added``) prints it only after `wait_durable`
-returned, so nothing it reported is lost when a server is killed or its disk fills.
-`library add` also stores works only once their postings are on disk (`wait_index_durable`),
-so a Redis that loses acknowledged postings leaves no work registered without them; before
-printing a batch it then waits for MongoDB alone (`wait_documents_durable`).
+A command prints what it stored (``added``) only once its writes are on disk in both
+servers (`wait_durable`, or its halves), so nothing it reported is lost when a server is
+killed or its disk fills. `library add` stores works only once their postings are on disk
+(`wait_index_durable`), so a Redis that loses acknowledged postings leaves no work
+registered without them, and before printing a batch waits for MongoDB alone
+(`wait_documents_durable`).
 
 - Redis writes acknowledged under ``appendfsync everysec`` reach the disk up to a second
   later. ``WAITAOF 1 0`` blocks until the append-only file is fsynced past the writes of
