@@ -422,19 +422,19 @@ class RedisIndex(InvertedIndex):
                 stale.append(n)
                 got[cut[n] : cut[n + 1]] = [None] * (cut[n + 1] - cut[n])
                 if kept is not None:
-                    kept[bounds[n] : bounds[n + 1]] = [None] * (bounds[n + 1] - bounds[n])
+                    kept[bounds[n] : bounds[n + 1]] = None
             elif version == known:
                 fresh.append(n)
         if kept_blocks is None:
             return got, stale
-        for i, block in zip(asked.tolist(), got, strict=True):
+        for i, block in zip(asked.tolist(), got, strict=True):  # one by one: bytes stay bytes
             kept[i] = block
         keep_at = np.concatenate([np.empty(0, dtype=np.int64),
                                   *(asked[cut[n] : cut[n + 1]] for n in fresh)])  # fmt: skip
         if len(keep_at):
             kept_blocks.put(shards[keep_at], numbers[keep_at], epochs[keep_at],
                             [kept[i] or b"" for i in keep_at.tolist()])  # fmt: skip
-        return kept, stale
+        return kept.tolist(), stale
 
     def _block_reads(
         self, read: list[int], cut: np.ndarray, names: np.ndarray
