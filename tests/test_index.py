@@ -99,6 +99,24 @@ def test_the_record_search_finds_every_posting_of_a_common_key(search: str) -> N
     assert ids == list(range(300)) * 2
 
 
+def test_blocks_kept_in_an_array_of_objects_are_searched_as_a_list_is(search: str) -> None:
+    # A reader's kept blocks come as a numpy array of objects, a block not stored as None.
+    record_bytes, head_mask = 12, np.uint64(2**56 - 1)
+    records = [bytes([n] * 7) + n.to_bytes(4, "big") + b"\x01" for n in range(1, 7)]
+    blocks = [records[0] + records[1], None, records[2] + records[3] + records[4], b""]
+    kept = np.full(len(blocks), None, dtype=object)
+    for at, block in enumerate(blocks):
+        kept[at] = block
+    of_block = np.array([0, 1, 2, 2, 3], dtype=np.int64)
+    wanted = np.array([int.from_bytes(records[n][:8], "little") & int(head_mask)
+                       for n in (1, 0, 4, 2, 5)], dtype=np.uint64)  # fmt: skip
+    from_list = record_search.matching_records(blocks, record_bytes, of_block, wanted,
+                                               head_mask)  # fmt: skip
+    from_array = record_search.matching_records(kept, record_bytes, of_block, wanted, head_mask)
+    assert from_list[0].tolist() == from_array[0].tolist() == [0, 2, 3]
+    assert from_list[1].tobytes() == from_array[1].tobytes() == records[1] + records[4] + records[2]
+
+
 def test_add_lookup_and_count_hits(index: InvertedIndex) -> None:
     assert index.add(1, [10, 20, 30]) == 3
     assert index.add(2, [20, 30, 40, 2**64 - 1]) == 4

@@ -46,12 +46,15 @@ cdef struct _Found:
     uint8_t* records
 
 
-def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
+def matching_records(blocks, Py_ssize_t size, const int64_t[::1] of_block,
                      const uint64_t[::1] wanted, uint64_t head_mask):
     """(query, records): for each query q, every record of blocks[of_block[q]] whose head,
     masked, is wanted[q], its bytes a row of ``records``; queries in order, each one's
-    records in order. Records are at least 8 bytes; a block is bytes, or None for none."""
-    cdef Py_ssize_t count = len(blocks), b, hits
+    records in order. Records are at least 8 bytes; a block is bytes, or None for none;
+    the blocks a list or a numpy array of objects (the kept blocks come as one)."""
+    cdef object[::1] listed = (blocks if isinstance(blocks, np.ndarray)
+                               else np.array(blocks, dtype=object))
+    cdef Py_ssize_t count = listed.shape[0], b, hits
     cdef const uint8_t** starts = <const uint8_t**>malloc(max(count, 1) * sizeof(uint8_t*))
     cdef Py_ssize_t* lengths = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
     cdef _Found found
@@ -71,7 +74,7 @@ def matching_records(list blocks, Py_ssize_t size, const int64_t[::1] of_block,
         raise MemoryError()
     try:
         for b in range(count):
-            block = blocks[b]
+            block = listed[b]
             if block is None:  # a block not stored
                 starts[b], lengths[b] = NULL, 0
             else:

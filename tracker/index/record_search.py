@@ -19,7 +19,7 @@ except ImportError:  # not built (no C compiler): the numpy passes below, the sa
 
 
 def matching_records(
-    blocks: list[bytes | None],
+    blocks: list[bytes | None] | np.ndarray,
     size: int,
     of_block: np.ndarray,
     wanted: np.ndarray,
@@ -28,7 +28,8 @@ def matching_records(
     """(query, records): for each query q, every record of ``blocks[of_block[q]]`` (runs of
     ``size``-byte records, at least 8 bytes each, or None for none; ``of_block`` sorted,
     naming every block) whose first 8 bytes, read little-endian and masked by ``head_mask``,
-    are ``wanted[q]``; a (hits, size) uint8 array of their bytes."""
+    are ``wanted[q]``; a (hits, size) uint8 array of their bytes. ``blocks``: a list, or a
+    numpy array of objects."""
     if _compiled_matching_records is not None:
         return _compiled_matching_records(
             blocks, size, np.ascontiguousarray(of_block, np.int64),

@@ -351,7 +351,9 @@ class RedisIndex(InvertedIndex):
             kept = df <= max_df
             query, master, df, exact, place = (column[kept] for column in
                                                (query, master, df, exact, place))  # fmt: skip
-        order = np.lexsort((master, query))
+        # By query, then master: one key (positions < 2**31, ids < 2**32), ~15x faster
+        # than a lexsort of the two.
+        order = np.argsort(query << 32 | master, kind="stable")
         return Postings(query[order], master[order], df[order], exact[order], place[order])
 
     def _found_in_blocks(
@@ -364,7 +366,8 @@ class RedisIndex(InvertedIndex):
         query, master, exact, place = [], [], [], []
         while len(position):
             shard, block, keys = self._route(x[position])
-            order = np.lexsort((block, shard))
+            # By shard, then block (one key: blocks < 2**32; faster than a lexsort).
+            order = np.argsort(shard.astype(np.uint64) << np.uint64(32) | block, kind="stable")
             shard, block, keys, position = shard[order], block[order], keys[order], position[order]
             new = np.ones(len(order), dtype=bool)
             new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
@@ -386,10 +389,11 @@ class RedisIndex(InvertedIndex):
 
     def _read_blocks(
         self, shards: np.ndarray, blocks: np.ndarray
-    ) -> tuple[list[bytes | None], list[int]]:
-        """The blocks (numbers, grouped by shard) as stored now (None or b"" for none), and
-        the shards whose state changed since they were routed, or whose kept blocks another
-        process changed meanwhile (their blocks read as none)."""
+    ) -> tuple[list[bytes | None] | np.ndarray, list[int]]:
+        """The blocks (numbers, grouped by shard) as stored now (None or b"" for none; a
+        list, or an array of objects when some were kept), and the shards whose state
+        changed since they were routed, or whose kept blocks another process changed
+        meanwhile (their blocks read as none)."""
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
         kept_blocks = self._blocks_kept if self._keeps_blocks() else None
@@ -434,7 +438,7 @@ class RedisIndex(InvertedIndex):
         if len(keep_at):
             kept_blocks.put(shards[keep_at], numbers[keep_at], epochs[keep_at],
                             [kept[i] or b"" for i in keep_at.tolist()])  # fmt: skip
-        return kept.tolist(), stale
+        return kept, stale
 
     def _block_reads(
         self, read: list[int], cut: np.ndarray, names: np.ndarray
@@ -503,7 +507,7 @@ class RedisIndex(InvertedIndex):
         return False
 
     def _records_with_keys(
-        self, blocks: list[bytes], of_block: np.ndarray, keys: np.ndarray
+        self, blocks: list[bytes | None] | np.ndarray, of_block: np.ndarray, keys: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(query, master id, exact, place) of the records of blocks[of_block[q]] whose key
         is keys[q], check bits aside (exact: theirs agree too); of_block is sorted and names
