@@ -32,6 +32,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -263,7 +264,11 @@ def _ranked(
     master = found.master[rows][order]
     position = found.query[rows][order] - first_query
     shared = found.df[rows][order] > 1
-    ids, first, hits = np.unique(master, return_index=True, return_counts=True)
+    # Runs of one id in the sorted ids (np.unique would sort them again: twice as slow).
+    starts_run = np.ones(len(master), dtype=bool)
+    np.not_equal(master[1:], master[:-1], out=starts_run[1:])
+    first = np.flatnonzero(starts_run)
+    ids, hits = master[first], np.diff(first, append=len(master))
     distinctive = np.add.reduceat(~shared, first)
     exact = np.add.reduceat(found.exact[rows][order], first)
     fewest = min(settings.min_hits, settings.min_excerpt_hits)
@@ -293,14 +298,17 @@ def _ranked(
 def _hits_in_order(letters: np.ndarray, places: np.ndarray) -> bool:
     """Whether two hits, at these first letters of the text and these places in the master,
     lie as far apart in both (within ORDER_SLACK_PLACES); yes when a place is unknown."""
-    if not places.all():
+    # Two or three hits: plain Python (numpy's calls cost more than the arithmetic).
+    at, where = letters.tolist(), places.tolist()
+    if not all(where):
         return True
-    in_text = (letters[None, :] - letters[:, None]) / PLACE_LETTERS
-    in_master = places[None, :].astype(np.int64) - places[:, None]
-    # Places wrap around every PLACES: compare the difference modulo PLACES.
-    off = (in_master - in_text + PLACES / 2) % PLACES - PLACES / 2
-    first, second = np.triu_indices(len(letters), 1)
-    return bool((np.abs(off[first, second]) <= ORDER_SLACK_PLACES).any())
+    for first, second in combinations(range(len(at)), 2):
+        in_text = (at[second] - at[first]) / PLACE_LETTERS
+        in_master = where[second] - where[first]
+        # Places wrap around every PLACES: compare the difference modulo PLACES.
+        if abs((in_master - in_text + PLACES / 2) % PLACES - PLACES / 2) <= ORDER_SLACK_PLACES:
+            return True
+    return False
 
 
 def _in_latin(text: str) -> bool:
