@@ -1,8 +1,8 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
-"""The alignment's pair-finding, diagonal runs and shared k-grams near the hits
-(`align._matching_pairs`, `align._diagonal_runs`, `align.KgramIndex.shared_within`) as
-compiled loops: the same results as the numpy passes of `fingerprinter.align` (tested),
-without their dozen array passes a candidate."""
+"""The alignment's pair-finding, diagonal runs, runs worth chaining and shared k-grams near
+the hits (`align._matching_pairs`, `align._diagonal_runs`, `align._linked_or_long`,
+`align.KgramIndex.shared_within`) as compiled loops: the same results as the numpy passes
+of `fingerprinter.align` (tested), without their dozen array passes a candidate."""
 
 import numpy as np
 
@@ -94,3 +94,37 @@ def shared_within(const uint64_t[::1] codes, const uint64_t[::1] text_kgrams,
                 if lo < size and codes[lo] == code:
                     found += 1
     return found
+
+
+def linked_or_long(const int64_t[:, ::1] runs, const int64_t[::1] by_end,
+                   const double[::1] weight, int k, int gap, double min_span):
+    """`align._linked_or_long` in one pass: for each run (rows m0, m1, s0, s1), the runs
+    whose suspect ends (``by_end``: the rows by s1, stably) lie from ``gap`` letters before
+    its start to ``k`` after are checked against it, no array of candidate pairs made."""
+    cdef Py_ssize_t count = runs.shape[0], i, j, p, lo, hi, mid
+    cdef int64_t low_end, high_end, dm
+    out = np.zeros(count, dtype=bool)
+    cdef unsigned char[::1] keep = out.view(np.uint8)
+    with nogil:
+        for i in range(count):
+            if weight[runs[i, 1]] - weight[runs[i, 0]] >= min_span:
+                keep[i] = 1
+            # The runs by end from the first ending at or after s0 - gap, to the first
+            # ending at or after s0 + k.
+            low_end, high_end = runs[i, 2] - gap, runs[i, 2] + k
+            lo, hi = 0, count
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if runs[by_end[mid], 3] < low_end:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            for p in range(lo, count):
+                j = by_end[p]
+                if runs[j, 3] >= high_end:
+                    break
+                dm = runs[i, 0] - runs[j, 1]
+                if dm > -k and dm <= gap and j != i:
+                    keep[i] = 1
+                    keep[j] = 1
+    return out

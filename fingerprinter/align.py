@@ -27,10 +27,12 @@ from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
 
 try:  # the compiled loops (_align.pyx), built by the package's install
     from ._align import diagonal_runs as _compiled_diagonal_runs
+    from ._align import linked_or_long as _compiled_linked_or_long
     from ._align import matching_pairs as _compiled_matching_pairs
     from ._align import shared_within as _compiled_shared_within
 except ImportError:  # not built (no C compiler): the numpy passes below, the same results
     _compiled_diagonal_runs = _compiled_matching_pairs = _compiled_shared_within = None
+    _compiled_linked_or_long = None
 
 _MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
 
@@ -224,8 +226,13 @@ def _linked_or_long(
     more than ``k`` before, on both texts), and those long enough to be a span alone. Any
     other run would chain with none and be dropped as too short; between unrelated texts
     that is nearly every run, and chaining them one by one in Python is most of aligning."""
-    long_enough = weight[runs[:, 1]] - weight[runs[:, 0]] >= min_span
     by_end = np.argsort(runs[:, 3], kind="stable")
+    if _compiled_linked_or_long is not None:
+        return _compiled_linked_or_long(
+            np.ascontiguousarray(runs, np.int64), by_end, np.ascontiguousarray(weight, np.float64),
+            k, gap, float(min_span),
+        )  # fmt: skip
+    long_enough = weight[runs[:, 1]] - weight[runs[:, 0]] >= min_span
     ends = runs[by_end, 3]
     first = np.searchsorted(ends, runs[:, 2] - gap, side="left")
     count = np.searchsorted(ends, runs[:, 2] + k, side="left") - first

@@ -158,6 +158,7 @@ def test_the_install_builds_the_compiled_loops():
         (granule_check, "_compiled_checks"),
         (align_module, "_compiled_matching_pairs"),
         (align_module, "_compiled_diagonal_runs"),
+        (align_module, "_compiled_linked_or_long"),
         (align_module, "_compiled_shared_within"),
     )
     for module, loop in loops:
@@ -183,6 +184,7 @@ def test_compiled_anchors_are_the_numpy_winnowing_positions(monkeypatch):
 def _without_compiled_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(align_module, "_compiled_matching_pairs", None)
     monkeypatch.setattr(align_module, "_compiled_diagonal_runs", None)
+    monkeypatch.setattr(align_module, "_compiled_linked_or_long", None)
 
 
 def test_compiled_alignment_loops_give_the_numpy_pairs_and_runs(monkeypatch):
@@ -198,14 +200,22 @@ def test_compiled_alignment_loops_give_the_numpy_pairs_and_runs(monkeypatch):
             cases.append((KgramIndex.of(master, k), kgram_codes(suspect, k), k))
     compiled = [_matching_pairs(*case) for case in cases]
     runs = [_diagonal_runs(*pairs, case[2]) for case, pairs in zip(cases, compiled, strict=True)]
+    # Which runs may chain, with gaps and spans small and large against the runs found.
+    weight = np.arange(2500, dtype=np.float64) * 0.75
+    linked = [[_linked_or_long(case_runs, weight, case[2], gap, span)
+               for gap, span in ((0, 3), (24, 24), (300, 1000))]
+              for case, case_runs in zip(cases, runs, strict=True)]  # fmt: skip
     _without_compiled_alignment(monkeypatch)
     found_runs = 0
-    for case, pairs, case_runs in zip(cases, compiled, runs, strict=True):
+    for case, pairs, case_runs, case_linked in zip(cases, compiled, runs, linked, strict=True):
         reference = _matching_pairs(*case)
         assert all(np.array_equal(a, b) for a, b in zip(pairs, reference, strict=True))
         assert np.array_equal(case_runs, _diagonal_runs(*reference, case[2]))
+        for (gap, span), kept in zip(((0, 3), (24, 24), (300, 1000)), case_linked, strict=True):
+            assert np.array_equal(kept, _linked_or_long(case_runs, weight, case[2], gap, span))
         found_runs += len(case_runs)
     assert found_runs > 100
+    assert any(0 < kept.sum() < len(kept) for case_linked in linked for kept in case_linked)
 
 
 def test_compiled_alignment_aligns_the_corpus_as_the_numpy_passes(monkeypatch):
