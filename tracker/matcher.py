@@ -49,7 +49,6 @@ from fingerprinter import (
     Span,
     align_letters,
     kgram_codes,
-    kgrams_within,
     query_granule_fingerprints,
     to_letters,
 )
@@ -460,13 +459,13 @@ def _part_at_places(
     lows = np.maximum(starts - reach, 0)
     highs = np.minimum(starts + PLACE_LETTERS + reach, len(letters))
     apart = np.flatnonzero(lows[1:] > highs[:-1])
-    firsts, lasts = np.r_[0, apart + 1], np.r_[apart, len(starts) - 1]
+    firsts = np.concatenate(([0], apart + 1))
+    lasts = np.concatenate((apart, [len(starts) - 1]))
     ranges = zip(lows[firsts].tolist(), highs[lasts].tolist(), strict=True)
-    near = kgrams_within(suspect.kgrams, first, last, params.align_k)
     held = []
     for low, high in ranges:
         kgrams = KgramIndex.of(letters.letters[low:high], params.align_k)
-        if kgrams.count_present(near) >= min_kgrams:
+        if kgrams.shared_within(suspect.kgrams, first, last) >= min_kgrams:
             held.append((low, high, kgrams))
     if not held:
         return None
