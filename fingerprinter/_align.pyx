@@ -40,23 +40,32 @@ def matching_pairs(const uint64_t[::1] master_codes, const int32_t[::1] master_o
     return master_out[:n], suspect_out[:n]
 
 
-def diagonal_runs(const int64_t[::1] diagonal, const int64_t[::1] suspect_pos, int k):
+def diagonal_runs(const int64_t[::1] packed, int64_t span, int k):
     """Rows (m0, m1, s0, s1), end-exclusive, of the maximal runs of matches at consecutive
     suspect positions on one diagonal (master position - suspect position), the matches
-    given sorted by diagonal then suspect position; in that order."""
-    cdef Py_ssize_t pairs = diagonal.shape[0], i, start = 0, n = 0
+    given sorted, each packed as (diagonal + span) * span + suspect position; in that
+    order."""
+    cdef Py_ssize_t pairs = packed.shape[0], i, n = 0
+    cdef int64_t diagonal, position, start_diagonal = 0, start_position = 0, last = -2, last_d = 0
     out = np.empty((pairs, 4), dtype=np.int64)
     cdef int64_t[:, ::1] runs = out
+    if pairs == 0:
+        return out
     with nogil:
-        for i in range(1, pairs + 1):
-            if (i == pairs or diagonal[i] != diagonal[i - 1]
-                    or suspect_pos[i] != suspect_pos[i - 1] + 1):
-                runs[n, 0] = suspect_pos[start] + diagonal[start]
-                runs[n, 1] = suspect_pos[i - 1] + k + diagonal[start]
-                runs[n, 2] = suspect_pos[start]
-                runs[n, 3] = suspect_pos[i - 1] + k
+        for i in range(pairs + 1):
+            if i < pairs:
+                diagonal = packed[i] // span - span
+                position = packed[i] % span
+            if i == pairs or (i > 0 and (diagonal != last_d or position != last + 1)):
+                runs[n, 0] = start_position + start_diagonal
+                runs[n, 1] = last + k + start_diagonal
+                runs[n, 2] = start_position
+                runs[n, 3] = last + k
                 n += 1
-                start = i
+            if i < pairs:
+                if i == 0 or diagonal != last_d or position != last + 1:
+                    start_diagonal, start_position = diagonal, position
+                last_d, last = diagonal, position
     return out[:n]
 
 

@@ -205,10 +205,11 @@ def _diagonal_runs(master_pos: np.ndarray, suspect_pos: np.ndarray, k: int) -> n
     # 10**9 letters: one sort instead of a lexsort (3x faster).
     span = np.int64(suspect_pos.max() + 1)
     diagonal = master_pos - suspect_pos + span  # positive
-    d, s = np.divmod(np.sort(diagonal * span + suspect_pos), span)
+    packed = np.sort(diagonal * span + suspect_pos)
     if _compiled_diagonal_runs is not None:
-        runs = _compiled_diagonal_runs(d - span, s, k)
+        runs = _compiled_diagonal_runs(packed, int(span), k)
         return runs[np.argsort(runs[:, 2], kind="stable")]
+    d, s = np.divmod(packed, span)
     breaks = np.flatnonzero((np.diff(d) != 0) | (np.diff(s) != 1)) + 1
     starts = np.concatenate(([0], breaks))
     ends = np.concatenate((breaks, [len(s)])) - 1
