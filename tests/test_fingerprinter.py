@@ -42,7 +42,15 @@ from fingerprinter.align import (
 )
 from fingerprinter.fingerprint import granule_fingerprints, index_starts
 from fingerprinter.granule_check import granule_checks
-from fingerprinter.initials import DROP, common_letters_class, initial_table, pinyin_readings
+from fingerprinter.initials import (
+    CJK_FLAG,
+    DROP,
+    _letter_of_pinyin,
+    _traditional_pairs,
+    common_letters_class,
+    initial_table,
+    pinyin_readings,
+)
 from fingerprinter.quantize import level_table
 from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
@@ -76,6 +84,19 @@ def test_letters_agree_with_pypinyin_per_character():
     assert total > 1000
     # The few that differ are characters that are also traditional forms (乾 → 干).
     assert agree / total > 0.995
+
+
+def test_every_read_character_gets_the_first_letter_of_its_first_reading():
+    # Characters OpenCC pairs with a traditional or simplified form take their pair's.
+    paired = {point for pair in _traditional_pairs() for point in pair}
+    table, checked = initial_table(), 0
+    for point, readings in pinyin_readings().items():
+        letter = _letter_of_pinyin(readings.split(",", 1)[0])
+        if point not in paired:
+            expected = DROP if letter is None else letter | CJK_FLAG
+            assert table[point] == expected, (chr(point), readings)
+            checked += 1
+    assert checked > 30_000
 
 
 def test_readings_read_from_pypinyins_data_file_are_pypinyins_own():
