@@ -351,8 +351,8 @@ class RedisIndex(InvertedIndex):
             kept = df <= max_df
             query, master, df, exact, place = (column[kept] for column in
                                                (query, master, df, exact, place))  # fmt: skip
-        # By query, then master: one key (positions < 2**31, ids < 2**32), ~15x faster
-        # than a lexsort of the two.
+        # By query, then master: one key (positions < 2**31, ids < 2**32), faster than a
+        # lexsort of the two.
         order = np.argsort(query << 32 | master, kind="stable")
         return Postings(query[order], master[order], df[order], exact[order], place[order])
 
