@@ -7,7 +7,7 @@ milliseconds as a JSON list.
 
 `benchmarks.bench_scale` runs it after each size's check, and again at every size in turns
 (the machine's speed drifts over minutes: latencies of two sizes are compared when
-measured at the same time).
+measured at the same time); `benchmarks.latency_floor` times parts of the same loop.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tracker.allocator import keep_freed_memory
-from tracker.context import open_context
+from tracker.context import Context, open_context
 from tracker.matcher import match_text
 
 LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
@@ -31,29 +31,41 @@ def latency_sample(texts: Sequence[str]) -> list[int]:
     return [i for i, text in enumerate(texts) if low <= len(text) <= high]
 
 
-def latencies(texts: Sequence[str]) -> list[float]:
-    """Milliseconds of ``match_text`` of each text of the sample, in this process."""
+def latencies(
+    texts: Sequence[str],
+    query: Callable[[Context, str], object] = match_text,
+    prepare: Callable[[Context, list[str]], None] | None = None,
+) -> list[float]:
+    """Milliseconds of ``query`` (``match_text``) of each text of the sample, in this
+    process; ``prepare`` is given the sample first, untimed."""
     keep_freed_memory()  # as the console script does in every worker (tracker.allocator)
     ctx = open_context()
     try:
         # A worker process is long-lived: its first match loads the fingerprinter's tables
         # and the index scripts (~0.3 s), which no later one pays.
         match_text(ctx, texts[0])
+        sample = [texts[i] for i in latency_sample(texts)]
+        if prepare is not None:
+            prepare(ctx, sample)
         timed = []
-        for i in latency_sample(texts):
+        for text in sample:
             started = time.perf_counter()
-            match_text(ctx, texts[i])
+            query(ctx, text)
             timed.append(1000 * (time.perf_counter() - started))
         return timed
     finally:
         ctx.close()
 
 
+def read_texts(suspects: Path) -> list[str]:
+    """The texts of a suspects JSONL file ({"id", "text"} a line)."""
+    with suspects.open(encoding="utf-8") as lines:
+        return [json.loads(line)["text"] for line in lines]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     (suspects,) = argv if argv is not None else sys.argv[1:]
-    with Path(suspects).open(encoding="utf-8") as lines:
-        texts = [json.loads(line)["text"] for line in lines]
-    print(json.dumps([round(ms, 3) for ms in latencies(texts)]))
+    print(json.dumps([round(ms, 3) for ms in latencies(read_texts(Path(suspects)))]))
 
 
 if __name__ == "__main__":

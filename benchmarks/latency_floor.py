@@ -1,0 +1,119 @@
+"""What a query costs at its floor on the embedded servers: the pages of the latency loop
+(`benchmarks.latency_loop`) timed three ways, each way in a fresh process, the ways in
+turns (the machine's speed drifts over minutes):
+
+- ``worker``: ``match_text``, as a worker meets the pages (the latency loop itself);
+- ``works in memory``: the same, with every work the pages point at already read into the
+  process (no MongoDB read is left; the works' letters are still made);
+- ``lookup``: ``candidates`` alone: letters, fingerprints, the index lookup, the ranking.
+
+With each, Valkey's own time a page (``INFO commandstats``, while the loop runs alone on
+the servers): what no client-side change can take off a lookup.
+
+    COPYTRACK_DATA_DIR=DIR .venv/bin/python -m benchmarks.latency_floor SUSPECTS.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from benchmarks.latency_loop import latencies, read_texts
+from tracker.context import Context, open_context
+from tracker.matcher import candidates, match_text
+
+WAYS = ("worker", "works in memory", "lookup")
+ROUNDS = 3
+
+
+def _valkey_usec(ctx: Context) -> int:
+    """Microseconds Valkey has spent in commands since it started."""
+    return sum(stat["usec"] for stat in ctx.redis.info("commandstats").values())
+
+
+def _read_every_work(ctx: Context, sample: list[str]) -> None:
+    wanted = {c.master_id for text in sample for c in candidates(ctx, text)}
+    # Twice: the first read of kept works takes the installation's edit mark
+    # (tracker.master_cache), which may drop what was read before it.
+    for _ in range(2):
+        ctx.masters.load(ctx, wanted)
+
+
+def measure(way: str, texts: Sequence[str]) -> dict[str, object]:
+    """The milliseconds of each page of the sample timed ``way``, and Valkey's own
+    milliseconds a page meanwhile."""
+    query: Callable[[Context, str], object] = candidates if way == "lookup" else match_text
+    started: list[int] = []
+
+    def prepare(ctx: Context, sample: list[str]) -> None:
+        if way == "works in memory":
+            _read_every_work(ctx, sample)
+        started.append(_valkey_usec(ctx))
+
+    timed = latencies(texts, query, prepare)
+    ctx = open_context()
+    try:
+        valkey_ms = (_valkey_usec(ctx) - started[0]) / 1000 / max(len(timed), 1)
+    finally:
+        ctx.close()
+    return {"ms": timed, "valkey_ms": valkey_ms}
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _in_fresh_process(way: str, suspects: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.latency_floor", "--way", way, str(suspects)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"latency_floor: the {way!r} loop on {suspects} failed: {last}")
+    return json.loads(done.stdout)
+
+
+def report(rounds: list[dict[str, dict[str, object]]]) -> str:
+    lines = [
+        "| round | way | p50 | p90 | p99 | Valkey's own time a page |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for n, ways in enumerate(rounds, 1):
+        for way, got in ways.items():
+            ms = got["ms"]
+            lines.append(
+                f"| {n} | {way} | {_percentile(ms, 0.5):.2f} | {_percentile(ms, 0.9):.2f} | "
+                f"{_percentile(ms, 0.99):.2f} | {got['valkey_ms']:.2f} |"
+            )
+    for way in WAYS:
+        p50 = statistics.median(_percentile(r[way]["ms"], 0.5) for r in rounds)
+        lines.append(f"| median | {way} | {p50:.2f} | | | |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suspects", type=Path, help='JSONL of {"id", "text"}')
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)  # one fresh process
+    args = parser.parse_args(argv)
+    if args.way:
+        print(json.dumps(measure(args.way, read_texts(args.suspects))))
+        return
+    rounds = []
+    for n in range(args.rounds):
+        rounds.append({way: _in_fresh_process(way, args.suspects) for way in WAYS})
+        print(f"round {n + 1} of {args.rounds} done", file=sys.stderr)
+    print(report(rounds))
+
+
+if __name__ == "__main__":
+    main()
