@@ -29,7 +29,9 @@ For each library size N, in one run:
 
 Every size's servers run on to the end, when copytrack's latency loop runs at every size in
 turns, ``LATENCY_ROUNDS`` times: how latency grows with the library is the ratio of sizes
-measured at the same time, not across the hour the larger ingest took.
+measured at the same time, not across the hour the larger ingest took. Then, on the largest
+size's servers, what a query costs without its read of works from MongoDB, and with the
+index lookup alone (`benchmarks.latency_floor`).
 
 A default run writes benchmarks/results/scale.md; other runs only print, unless --out.
 """
@@ -56,6 +58,8 @@ import redis
 
 from benchmarks import library_reads
 from benchmarks.bytecode import compile_project
+from benchmarks.latency_floor import floor_rounds
+from benchmarks.latency_floor import report as floor_report
 from benchmarks.latency_loop import LATENCY_CHARS, latency_sample
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
@@ -416,6 +420,22 @@ def latency_report(rounds: dict[int, list[list[float]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def floor_section(size: int, rounds: list[dict[str, dict[str, object]]]) -> str:
+    """The section of the latency floor (`benchmarks.latency_floor`) at ``size`` works."""
+    return "\n".join([
+        f"### What a query costs without its MongoDB read, {size:,} works",
+        "",
+        "The latency loop's pages on the same servers, each way in a fresh process, the ways "
+        "in turns (`benchmarks/latency_floor.py`): as a worker meets them; with every work "
+        "they point at already read into the process (no MongoDB read left); and the "
+        "candidates alone (letters, fingerprints, the index lookup, the ranking). Valkey's "
+        "own time a page is its `INFO commandstats` while the loop ran. Milliseconds.",
+        "",
+        floor_report(rounds),
+        "",
+    ])  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="library sizes, comma-separated")
@@ -469,6 +489,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 section = latency_report(latency_in_turns(data_dirs, suspects_path))
                 print(section)
                 sections.append(section)
+            largest = max(sizes)
+            section = floor_section(
+                largest, floor_rounds(suspects_path, env=_embedded_env(data_dirs[largest]))
+            )
+            print(section)
+            sections.append(section)
         finally:
             for data_dir in data_dirs.values():
                 stop_servers(data_dir)
