@@ -60,7 +60,7 @@ from benchmarks import library_reads
 from benchmarks.bytecode import compile_project
 from benchmarks.latency_floor import floor_rounds
 from benchmarks.latency_floor import report as floor_report
-from benchmarks.latency_loop import LATENCY_CHARS, latency_sample
+from benchmarks.latency_loop import LATENCY_CHARS, in_fresh_process, latency_sample
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
 from testbed.distractors import distractors
@@ -175,16 +175,11 @@ def _embedded_env(data_dir: Path) -> dict[str, str]:
 
 def _latency_round(data_dir: Path, suspects_path: Path) -> list[float]:
     """Milliseconds of each query of the latency sample, in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.latency_loop", str(suspects_path)],
-        env=_embedded_env(data_dir),
-        capture_output=True,
-        text=True,
+    return in_fresh_process(
+        ["benchmarks.latency_loop", str(suspects_path)],
+        _embedded_env(data_dir),
+        f"bench_scale: the latency loop on {data_dir}",
     )
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SystemExit(f"bench_scale: the latency loop on {data_dir} failed: {last}")
-    return json.loads(done.stdout)
 
 
 def run_copytrack(

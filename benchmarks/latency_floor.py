@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.latency_loop import latencies, read_texts
+from benchmarks.latency_loop import in_fresh_process, latencies, read_texts
 from tracker.context import Context, open_context
 from tracker.matcher import candidates, match_text
 
@@ -75,27 +73,22 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _in_fresh_process(
-    way: str, suspects: Path, env: dict[str, str] | None = None
-) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.latency_floor", "--way", way, str(suspects)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SystemExit(f"latency_floor: the {way!r} loop on {suspects} failed: {last}")
-    return json.loads(done.stdout)
-
-
 def floor_rounds(
     suspects: Path, rounds: int = ROUNDS, env: dict[str, str] | None = None
 ) -> list[dict[str, dict[str, object]]]:
     """`measure` of every way in a fresh process, the ways in turns, ``rounds`` times, on
     the servers of ``env`` (default: this process's environment)."""
-    return [{way: _in_fresh_process(way, suspects, env) for way in WAYS} for _ in range(rounds)]
+    return [
+        {
+            way: in_fresh_process(
+                ["benchmarks.latency_floor", "--way", way, str(suspects)],
+                env,
+                f"latency_floor: the {way!r} loop on {suspects}",
+            )
+            for way in WAYS
+        }
+        for _ in range(rounds)
+    ]
 
 
 def report(rounds: list[dict[str, dict[str, object]]]) -> str:

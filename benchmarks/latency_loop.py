@@ -13,10 +13,12 @@ measured at the same time); `benchmarks.latency_floor` times parts of the same l
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tracker.allocator import keep_freed_memory
 from tracker.context import Context, open_context
@@ -61,6 +63,16 @@ def read_texts(suspects: Path) -> list[str]:
     """The texts of a suspects JSONL file ({"id", "text"} a line)."""
     with suspects.open(encoding="utf-8") as lines:
         return [json.loads(line)["text"] for line in lines]
+
+
+def in_fresh_process(module: Sequence[str], env: Mapping[str, str] | None, what: str) -> Any:
+    """What ``python -m MODULE...`` prints as JSON, run in a fresh process with ``env``;
+    one line naming ``what`` failed, and its last line of error, when it fails."""
+    done = subprocess.run([sys.executable, "-m", *module], env=env, capture_output=True, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"{what} failed: {last}")
+    return json.loads(done.stdout)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
