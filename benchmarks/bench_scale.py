@@ -60,7 +60,12 @@ from benchmarks import library_reads
 from benchmarks.bytecode import compile_project
 from benchmarks.latency_floor import floor_rounds
 from benchmarks.latency_floor import report as floor_report
-from benchmarks.latency_loop import LATENCY_CHARS, in_fresh_process, latency_sample
+from benchmarks.latency_loop import (
+    LATENCY_CHARS,
+    in_fresh_process,
+    latency_sample,
+    percentile,
+)
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
 from testbed.distractors import distractors
@@ -115,12 +120,7 @@ class Side:
         return statistics.median(self.check_rounds)
 
     def p(self, q: float) -> float:
-        return _percentile(self.latencies_ms, q)
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values) or [0.0]
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return percentile(self.latencies_ms, q)
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
@@ -390,7 +390,7 @@ def latency_report(rounds: dict[int, list[list[float]]]) -> str:
     """The section of `latency_in_turns`: p50 / p99 of each round and size, and each
     size's median p50 against the smallest size's."""
     sizes = sorted(rounds)
-    p50 = {size: statistics.median(_percentile(r, 0.5) for r in rounds[size]) for size in sizes}
+    p50 = {size: statistics.median(percentile(r, 0.5) for r in rounds[size]) for size in sizes}
     lines = [
         "### Query latency across sizes, in turns",
         "",
@@ -402,8 +402,8 @@ def latency_report(rounds: dict[int, list[list[float]]]) -> str:
         "|---|" + "---:|" * len(sizes),
     ]
     for n in range(LATENCY_ROUNDS):
-        cells = (f"{_percentile(rounds[size][n], 0.5):.2f} / "
-                 f"{_percentile(rounds[size][n], 0.99):.2f}" for size in sizes)  # fmt: skip
+        cells = (f"{percentile(rounds[size][n], 0.5):.2f} / "
+                 f"{percentile(rounds[size][n], 0.99):.2f}" for size in sizes)  # fmt: skip
         lines.append(f"| {n + 1} | " + " | ".join(cells) + " |")
     lines.append("| median p50 | " + " | ".join(f"{p50[size]:.2f}" for size in sizes) + " |")
     smallest = sizes[0]

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.latency_loop import in_fresh_process, latencies, read_texts
+from benchmarks.latency_loop import in_fresh_process, latencies, percentile, read_texts
 from tracker.context import Context, open_context
 from tracker.matcher import candidates, match_text
 
@@ -68,11 +68,6 @@ def measure(way: str, texts: Sequence[str]) -> dict[str, object]:
     return {"ms": timed, "valkey_ms": valkey_ms}
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def floor_rounds(
     suspects: Path, rounds: int = ROUNDS, env: dict[str, str] | None = None
 ) -> list[dict[str, dict[str, object]]]:
@@ -102,11 +97,11 @@ def report(rounds: list[dict[str, dict[str, object]]]) -> str:
         for way, got in ways.items():
             ms = got["ms"]
             lines.append(
-                f"| {n} | {way} | {_percentile(ms, 0.5):.2f} | {_percentile(ms, 0.9):.2f} | "
-                f"{_percentile(ms, 0.99):.2f} | {got['valkey_ms']:.2f} |"
+                f"| {n} | {way} | {percentile(ms, 0.5):.2f} | {percentile(ms, 0.9):.2f} | "
+                f"{percentile(ms, 0.99):.2f} | {got['valkey_ms']:.2f} |"
             )
     for way in WAYS:
-        p50 = statistics.median(_percentile(r[way]["ms"], 0.5) for r in rounds)
+        p50 = statistics.median(percentile(r[way]["ms"], 0.5) for r in rounds)
         lines.append(f"| median | {way} | {p50:.2f} | | | |")
     return "\n".join(lines)
 
