@@ -18,7 +18,7 @@ from typing import Any
 from bson import ObjectId
 from celery import Task, bootsteps
 from celery.result import AsyncResult
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutting_down
 
 from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app, sweep_interval
@@ -26,6 +26,7 @@ from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
 from .failures import CONNECTION_ERRORS
 from .index import IndexVersionMismatch
+from .loops import compiled_loops, fallback_problem, summary
 from .servers import ServerStartError
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,14 @@ def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
     task lasts as long as the crawl (`tracker.campaigns.crawl_queued_run`)."""
     ctx, worker = process_context(), self.request.hostname or ""
     return campaigns.crawl_queued_run(ctx, name, ObjectId(run_id), worker=worker)
+
+
+@worker_ready.connect
+def _name_compiled_loops(sender: Any, **_: Any) -> None:
+    """A worker says at start which loops are compiled: a warning when one is not, as its
+    scans then run the numpy fallbacks."""
+    loops = compiled_loops()
+    log.log(logging.WARNING if fallback_problem(loops) else logging.INFO, "%s", summary(loops))
 
 
 @worker_shutting_down.connect
