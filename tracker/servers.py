@@ -164,6 +164,7 @@ def _mongo_cmd(port: int, data_dir: Path) -> list[str]:
     import pymongo.errors
 
     storage, secret = data_dir / MONGO, server_secret(data_dir)
+    secantusd_executable()  # without the embedded extra, say so before anything else
     if not mongo_user_ready(storage, secret):
         bootstrap, log_path = free_port(), data_dir / "logs" / f"{MONGO}.log"
         log.info("giving the embedded MongoDB's user the data dir's secret")
