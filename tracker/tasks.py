@@ -4,6 +4,16 @@ Each task returns a small JSON-able summary. Connection errors (a server restart
 failover) are retried with exponential backoff; any other error fails the task, since
 running it again would fail the same way. Tasks may run more than once (see
 tracker.celery_app), which the functions they call tolerate.
+
+Time limits. Every task but the crawl has a soft and a hard time limit (`TIME_LIMITS`),
+far above its measured durations and below the visibility timeout's default (an hour), so
+that a task never runs on while Redis hands it to a second worker. At the soft limit the
+task is interrupted; a pool process that does not stop by the hard limit is killed (the
+worker goes on with a new one). Either way the task fails with its reason, logged, kept
+in the task's result where one is kept, and for a scan recorded on its page
+(``scan_failed``; the page is no longer due, so no worker queues it again and again, and
+`copytrack rescan` scans it). A crawl lasts as long as its campaign's crawl, whose run
+records how it ended.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import kombu
 from bson import ObjectId
 from bson.errors import InvalidId
 from celery import Task, bootsteps
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.result import AsyncResult
 from celery.signals import worker_ready, worker_shutting_down
 
@@ -42,6 +53,51 @@ class FollowingTask(Task):
             follow_servers()
 
 
+#: (soft, hard) seconds per task. Measured in a worker (benchmarks/results/tasks.md): a scan
+#: p99 0.14 s, the largest page (a 1.5 M-character book) 1.3 s, and at 10^6 works a lookup
+#: costs 1.1x what it does at 10^5 (scale.md): 300 s is some hundred times the worst. An
+#: ingest: p99 0.2 s, but it waits for the disk up to DURABLE_WAIT_SECONDS (60). A reindex
+#: task: 1.4 s at 300 works, 170 s at 100,000 (scale.md); larger libraries are rebuilt with
+#: `copytrack reindex`, in the command's own process and without a limit. Each hard limit
+#: stays below the visibility timeout's default, an hour.
+TIME_LIMITS = {
+    "tracker.scan_page": (300, 360),
+    "tracker.ingest_work": (300, 360),
+    "tracker.reindex": (3000, 3300),
+}
+
+
+def time_limit_reason(exc: BaseException, limits: tuple[int, int]) -> str:
+    """Why a task that hit its time limit failed, in words."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return f"stopped at its soft time limit of {limits[0]} s"
+    return f"killed at its hard time limit of {limits[1]} s"
+
+
+def _limits(name: str) -> dict[str, Any]:
+    soft, hard = TIME_LIMITS[name]
+    return {"name": name, "soft_time_limit": soft, "time_limit": hard}
+
+
+class ScanTask(FollowingTask):
+    """A scan that hit its time limit records why on its page.
+
+    Celery calls ``on_failure`` in the pool process for the soft limit, and in the worker's
+    own process for the hard one (the pool process is gone): a context of its own, then.
+    """
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if not isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
+            return
+        reason = time_limit_reason(exc, TIME_LIMITS[self.name])
+        log.error("scan of page %s %s", args[0], reason, extra={"page_id": str(args[0])})
+        ctx = open_context(check_generation=False)
+        try:
+            pages.record_scan_failure(ctx, ObjectId(args[0]), reason)
+        finally:
+            ctx.close()
+
+
 _RETRY: dict[str, Any] = {
     "base": FollowingTask,
     "autoretry_for": CONNECTION_ERRORS,
@@ -54,7 +110,7 @@ _RETRY: dict[str, Any] = {
 }
 
 
-@app.task(name="tracker.scan_page", **_RETRY)
+@app.task(**{**_RETRY, "base": ScanTask}, **_limits("tracker.scan_page"))
 def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
     """Match a stored page against the library and record its findings.
 
@@ -85,7 +141,7 @@ def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
     return summary
 
 
-@app.task(name="tracker.ingest_work", **_RETRY)
+@app.task(**_RETRY, **_limits("tracker.ingest_work"))
 def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
     """Register a work given as the fields of `tracker.library.Work` (``asdict(work)``);
     refused (`IndexNotReady`) while the index is not the library's."""
@@ -99,7 +155,7 @@ def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-@app.task(name="tracker.reindex", **_RETRY)
+@app.task(**_RETRY, **_limits("tracker.reindex"))
 def reindex() -> dict[str, Any]:
     """Rebuild the Redis index from the library in MongoDB."""
     # Not process_context(): that refuses an index built with other parameters, which is
