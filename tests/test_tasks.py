@@ -415,6 +415,8 @@ def test_a_scan_past_its_time_limits_fails_with_its_reason_and_the_worker_goes_o
         wait_until(lambda: scanned(quick), 60, "the scan after the killed one", log)
         wait_until(lambda: ctx.redis.hlen(ctx.keys.unacked) == 0, 10, "acknowledgement", log)
     assert ctx.redis.llen(ctx.keys.queue("scan")) == 0
+    # The worker named its compiled loops when it started.
+    assert "compiled loops: fingerprinter._sliding, " in log.read_text()
     for page_id in (slow, stubborn):
         page = ctx.db.pages.find_one({"_id": page_id})
         # Not due any more: the lost-scan sweep does not queue it again and again, while
