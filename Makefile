@@ -1,22 +1,45 @@
 # The README's two commands: `make demo` and `make test`. Each creates or refreshes
-# .venv by itself; the install step re-runs only when pyproject.toml or a compiled
-# loop (fingerprinter/*.pyx, *.pxd, tracker/index/*.pyx) changed.
+# .venv by itself: the venv is built anew from requirements/dev.lock (every package pinned
+# with its hashes) when the lock changed, and copytrack installed again into it when
+# pyproject.toml or a compiled loop (fingerprinter/*.pyx, *.pxd, tracker/index/*.pyx) changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+LOCK := requirements/dev.lock
+LOCKED_STAMP := $(VENV)/.locked
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.system-runtime
 TEST_STAMP := $(VENV)/.system-test
 
-.PHONY: demo test test-fast test-security lint bench messages clean
+.PHONY: demo test test-fast test-security lint lock bench messages clean
 
-$(STAMP): pyproject.toml $(wildcard fingerprinter/*.pyx fingerprinter/*.pxd tracker/index/*.pyx)
+# A new venv holding exactly the lock's packages (an upgraded or dropped package leaves
+# nothing behind).
+$(LOCKED_STAMP): $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "copytrack needs Python >= 3.11 (found $$($(PYTHON) --version)); set PYTHON=python3.11" >&2; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -rf $(VENV)
+	$(PYTHON) -m venv --upgrade-deps $(VENV)  # the pip of Python 3.11 fails on the lock's extras
+	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
+	@touch $@
+
+# copytrack itself, editable, with the dev and embedded extras' packages from the lock; its
+# compiled loops are built with the lock's Cython and setuptools.
+$(STAMP): $(LOCKED_STAMP) pyproject.toml $(wildcard fingerprinter/*.pyx fingerprinter/*.pxd tracker/index/*.pyx)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
+
+# Refresh the locks from pyproject.toml's ranges (and requirements/image.in): the newest
+# releases that fit, each pinned with its hashes. The next `make test` rebuilds the venv
+# and runs the suite on them. image.lock (the production image: no dev or embedded extra)
+# and build.lock (the image's wheel build) keep dev.lock's versions.
+PIP_COMPILE = $(BIN)/pip-compile --quiet --upgrade --generate-hashes --strip-extras \
+	--no-emit-options --unsafe-package copytrack --no-allow-unsafe
+lock: $(STAMP)
+	$(PIP_COMPILE) --all-build-deps --extra dev -o $(LOCK) pyproject.toml
+	$(PIP_COMPILE) -c $(LOCK) -o requirements/image.lock pyproject.toml requirements/image.in
+	$(PIP_COMPILE) -c $(LOCK) --all-build-deps --only-build-deps -o requirements/build.lock \
+	  pyproject.toml
 
 # Debian packages (PDF rendering; browser and compose tests); re-checked when the script
 # changes.

@@ -22,17 +22,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import compiled
 from .initials import Letters, to_letters
 from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
 
-try:  # the compiled loops (_align.pyx), built by the package's install
-    from ._align import diagonal_runs as _compiled_diagonal_runs
-    from ._align import linked_or_long as _compiled_linked_or_long
-    from ._align import matching_pairs as _compiled_matching_pairs
-    from ._align import shared_within as _compiled_shared_within
-except ImportError:  # not built (no C compiler): the numpy passes below, the same results
-    _compiled_diagonal_runs = _compiled_matching_pairs = _compiled_shared_within = None
-    _compiled_linked_or_long = None
+# The compiled loops (_align.pyx), or None: the numpy passes below, the same results.
+_loop = compiled.load(compiled.ALIGN)
+_compiled_diagonal_runs = _loop.diagonal_runs if _loop else None
+_compiled_linked_or_long = _loop.linked_or_long if _loop else None
+_compiled_matching_pairs = _loop.matching_pairs if _loop else None
+_compiled_shared_within = _loop.shared_within if _loop else None
 
 _MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
 
@@ -120,6 +119,7 @@ class KgramIndex:
                 np.ascontiguousarray(first, np.int64), np.ascontiguousarray(last, np.int64),
                 self.k,
             )  # fmt: skip
+        compiled.fallback_runs(compiled.ALIGN)
         return self.count_present(kgrams_within(text_kgrams, first, last, self.k))
 
     def count_present(self, codes: np.ndarray) -> int:
@@ -176,6 +176,7 @@ def _matching_pairs(
             np.ascontiguousarray(s_codes, np.uint64), np.ascontiguousarray(s_order, np.int64),
             _MAX_OCCURRENCES,
         )  # fmt: skip
+    compiled.fallback_runs(compiled.ALIGN)
     left = np.searchsorted(sorted_codes, s_codes, side="left")
     # Most codes occur once or not at all: the end of a run is searched for only where
     # the code after the first is the same (a second search of every code cost a third
@@ -209,6 +210,7 @@ def _diagonal_runs(master_pos: np.ndarray, suspect_pos: np.ndarray, k: int) -> n
     if _compiled_diagonal_runs is not None:
         runs = _compiled_diagonal_runs(packed, int(span), k)
         return runs[np.argsort(runs[:, 2], kind="stable")]
+    compiled.fallback_runs(compiled.ALIGN)
     d, s = np.divmod(packed, span)
     breaks = np.flatnonzero((np.diff(d) != 0) | (np.diff(s) != 1)) + 1
     starts = np.concatenate(([0], breaks))
@@ -233,6 +235,7 @@ def _linked_or_long(
             np.ascontiguousarray(runs, np.int64), by_end, np.ascontiguousarray(weight, np.float64),
             k, gap, float(min_span),
         )  # fmt: skip
+    compiled.fallback_runs(compiled.ALIGN)
     long_enough = weight[runs[:, 1]] - weight[runs[:, 0]] >= min_span
     ends = runs[by_end, 3]
     first = np.searchsorted(ends, runs[:, 2] - gap, side="left")

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import compiled
 from .align import kgram_codes
 from .winnowing import mix64
 
-try:  # the compiled loop (_granule_check.pyx), built by the package's install
-    from ._granule_check import granule_checks as _compiled_checks
-except ImportError:  # not built (no C compiler): the numpy passes below, the same checks
-    _compiled_checks = None
+# The compiled loop (_granule_check.pyx), or None: the numpy passes below, the same checks.
+_loop = compiled.load(compiled.GRANULE_CHECK)
+_compiled_checks = _loop.granule_checks if _loop else None
 
 #: Bits of a check (what fits beside a posting's key in the index's records).
 CHECK_BITS = 6
@@ -45,6 +45,7 @@ def granule_checks(letters: np.ndarray, starts: np.ndarray, granule: int) -> np.
         first = np.ascontiguousarray(first, np.int64)
         letters = np.ascontiguousarray(letters, np.uint8)
         return _compiled_checks(letters, first, CHECK_LETTERS, choices, CHECK_BITS)
+    compiled.fallback_runs(compiled.GRANULE_CHECK)
     hashes = mix64(kgram_codes(letters, CHECK_LETTERS))
     # The least of each granule's choices, one shifted gather at a time (a view of every
     # window, gathered and reduced along its short axis, took half again as long).

@@ -16,15 +16,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import compiled
 from .initials import Letters
 from .params import ALPHABET_SIZE, FingerprintParams
 from .quantize import level_table
 from .reference import ReferenceFrame
 
-try:  # the compiled loop (_sliding.pyx), built by the package's install
-    from ._sliding import window_values as _compiled_window_values
-except ImportError:  # not built (no C compiler): the numpy passes below, the same values
-    _compiled_window_values = None
+# The compiled loop (_sliding.pyx), or None: the numpy passes below, the same values.
+_loop = compiled.load(compiled.SLIDING)
+_compiled_window_values = _loop.window_values if _loop else None
 
 # Letters per chunk: bounds memory to a few hundred MB whatever the text length.
 CHUNK_LETTERS = 1 << 21
@@ -72,6 +72,7 @@ def _chunk_values(
     if _compiled_window_values is not None:
         table = level_table(params, frame)
         return _compiled_window_values(codes, cjk.view(np.uint8), params.granule, table)
+    compiled.fallback_runs(compiled.SLIDING)
     return _numpy_chunk_values(codes, cjk, params, frame)
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import compiled
 from .align import kgram_codes
 
-try:  # the compiled loop (_winnowing.pyx), built by the package's install
-    from ._winnowing import anchors as _compiled_anchors
-except ImportError:  # not built (no C compiler): the numpy passes below, the same positions
-    _compiled_anchors = None
+# The compiled loop (_winnowing.pyx), or None: the numpy passes below, the same positions.
+_loop = compiled.load(compiled.WINNOWING)
+_compiled_anchors = _loop.anchors if _loop else None
 
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
@@ -85,4 +85,5 @@ def anchors(letters: np.ndarray, w: int, k: int) -> np.ndarray:
     """Content-defined anchor positions of a letter stream: winnowed hashes of letter k-grams."""
     if _compiled_anchors is not None:
         return _compiled_anchors(np.ascontiguousarray(letters, np.uint8), w, k, 64 - HASH_BITS)
+    compiled.fallback_runs(compiled.WINNOWING)
     return winnow(mix64(kgram_codes(letters, k)) >> np.uint64(64 - HASH_BITS), w)

@@ -23,6 +23,7 @@ from celery import Celery
 
 from copytrack.cli import main
 from tracker.config import BY_VARIABLE
+from tracker.store import INDEXES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -183,7 +184,7 @@ def _check_copytrack_command(args: list[str], service: str) -> None:
 def test_every_service_command_exists_in_the_package(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
+    image_lock = (ROOT / "requirements" / "image.lock").read_text()
     for name in sorted(APP_SERVICES):
         program, *args = services[name]["command"]
         if program == "copytrack":
@@ -194,9 +195,30 @@ def test_every_service_command_exists_in_the_package(
             assert isinstance(module.app, Celery), f"{args[1]}.app is not a Celery app"
             # Celery subcommands other than its own come from packages the image installs.
             if args[2] == "flower":
-                assert re.search(r'"flower==[\d.]+"', dockerfile), "the image installs Flower"
+                assert re.search(r"^flower==[\d.]+ ", image_lock, re.M), "the image installs Flower"
         else:
             pytest.fail(f"service {name} runs {program!r}, neither copytrack nor celery")
+
+
+def test_the_fleet_runs_the_image_built_here_as_built(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name in APP_SERVICES:
+        service = services[name]
+        assert Path(service["build"]["context"]).resolve() == ROOT, name
+        assert service["pull_policy"] == "build", f"{name} could run a pulled image"
+        # Nothing mounted over the installed package: only the data volume.
+        for volume in service.get("volumes", []):
+            assert volume.split(":")[1] == "/data", f"{name} mounts {volume}"
+
+
+def test_the_production_indexes_are_listed_in_the_deployment_guide() -> None:
+    rows = {re.sub(r"\s+", " ", line) for line in (ROOT / "docs" / "deploy.md").open()}
+    for collection, specs in INDEXES.items():
+        for keys, options in specs:
+            arrows = ", ".join(f"`{field}` {'↑' if order == 1 else '↓'}" for field, order in keys)
+            row = re.sub(r"\s+", " ", f"| `{collection}` | {arrows} | {', '.join(options)} | ")
+            assert row in rows, f"docs/deploy.md's table of indexes lacks {row}"
 
 
 def test_the_image_runs_unprivileged_and_holds_no_secrets() -> None:

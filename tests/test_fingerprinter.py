@@ -31,6 +31,7 @@ from fingerprinter import (
     to_letters,
     winnowing,
 )
+from fingerprinter import compiled as compiled_modules
 from fingerprinter.align import (
     KgramIndex,
     _chain,
@@ -187,6 +188,25 @@ def test_the_install_builds_the_compiled_loops():
             f"{module.__name__}'s compiled loop was not built: run `make .venv/.installed` "
             "(needs gcc)"
         )
+
+
+def test_a_numpy_fallback_says_so_once_as_a_warning(monkeypatch, caplog):
+    monkeypatch.setattr(compiled_modules, "_warned", set())
+    monkeypatch.setattr(winnowing, "_compiled_anchors", None)
+    letters = np.arange(200, dtype=np.uint8) % 26
+    with caplog.at_level("WARNING", logger="fingerprinter.compiled"):
+        for _ in range(3):
+            winnowing.anchors(letters, 8, 12)
+    [record] = caplog.records
+    assert record.levelname == "WARNING"
+    assert "fingerprinter._winnowing is not compiled" in record.getMessage()
+    assert "numpy fallback" in record.getMessage()
+    # The compiled loop says nothing.
+    caplog.clear()
+    monkeypatch.undo()
+    monkeypatch.setattr(compiled_modules, "_warned", set())
+    winnowing.anchors(letters, 8, 12)
+    assert not caplog.records
 
 
 def test_compiled_anchors_are_the_numpy_winnowing_positions(monkeypatch):

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pymongo
+import pytest
 import redis
 
 from tests.corpus import texts
@@ -18,6 +19,7 @@ from tracker.context import Context
 from tracker.health import LAST_SCAN_WINDOWS, health, server_health
 from tracker.index import MemoryIndex
 from tracker.library import Work, add_work
+from tracker.loops import COMPILED_LOOPS
 from tracker.pages import PageInput, store_page
 from tracker.servers import Endpoints
 from tracker.times import iso
@@ -98,6 +100,24 @@ def test_servers_down_are_reported_within_the_timeout(ctx: Context) -> None:
         "mongo does not answer",
         "redis does not answer",
     ]
+
+
+def test_the_report_names_the_compiled_loops_and_a_fallback_is_a_problem(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = health(ctx)
+    assert report["compiled_loops"] == dict.fromkeys(COMPILED_LOOPS, True)
+    assert not any("not compiled" in problem for problem in report["problems"])
+    # As where the wheel was built without a C compiler: slower, still serving.
+    slow = {**dict.fromkeys(COMPILED_LOOPS, True), "fingerprinter._align": False}
+    monkeypatch.setattr("tracker.health.compiled_loops", lambda: slow)
+    report = health(ctx)
+    assert report["compiled_loops"]["fingerprinter._align"] is False
+    [problem] = [p for p in report["problems"] if "not compiled" in p]
+    assert "fingerprinter._align" in problem and "numpy fallbacks" in problem
+    assert report["ok"] == (
+        report["index"]["ok"] and all(s["ok"] for s in report["servers"].values())
+    )
 
 
 def test_pages_waiting_too_long_for_their_scan_are_a_problem(ctx: Context) -> None:

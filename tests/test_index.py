@@ -756,8 +756,10 @@ def test_a_lookup_failing_midway_leaves_no_reply_behind(redis_client: redis.Redi
 
 
 def _url_of(client: redis.Redis) -> str:
+    """The URL of client's server, with its password (the embedded Valkey requires one)."""
     kwargs = client.connection_pool.connection_kwargs
-    return f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
+    password = f":{kwargs['password']}@" if kwargs.get("password") else ""
+    return f"redis://{password}{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
 
 
 def test_redis_reloads_flushed_scripts(redis_client: redis.Redis) -> None:
@@ -787,8 +789,7 @@ def _shared_fingerprints(master: int) -> list[int]:
 
 
 def test_redis_concurrent_workers_end_with_the_exact_union(redis_client: redis.Redis) -> None:
-    kwargs = redis_client.connection_pool.connection_kwargs
-    url = f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
+    url = _url_of(redis_client)
     masters = list(range(1, 401))
     random.Random(3).shuffle(masters)
     workers = 4

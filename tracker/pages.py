@@ -188,6 +188,16 @@ def text_date(ctx: Context, page: Mapping[str, Any]) -> str | None:
     return published_date(decoded.text, page.get("final_url") or page.get("url"))
 
 
+def record_scan_failure(ctx: Context, page_id: ObjectId, reason: str) -> None:
+    """Record on the page why its scan failed (a time limit), and that it is no longer due:
+    queued again, it would fail again. It stays unscanned: `copytrack rescan` scans it."""
+    ctx.db.pages.update_one(
+        {"_id": page_id},
+        {"$set": {"scan_failed": {"at": datetime.now(UTC), "reason": reason}},
+         "$unset": {"scan_due": ""}},
+    )  # fmt: skip
+
+
 def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResult:
     """Match a stored page against the library and record its findings (idempotent).
 
@@ -220,7 +230,7 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
     ctx.db.pages.update_one(
         # Not if its text changed meanwhile: that one is due, and will be scanned.
         {"_id": page_id, "content_sha256": page.get("content_sha256")},
-        {"$set": scanned, "$unset": {"scan_due": ""}},
+        {"$set": scanned, "$unset": {"scan_due": "", "scan_failed": ""}},
     )
     log.info(
         "page scanned: %d matching works",

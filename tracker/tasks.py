@@ -4,6 +4,16 @@ Each task returns a small JSON-able summary. Connection errors (a server restart
 failover) are retried with exponential backoff; any other error fails the task, since
 running it again would fail the same way. Tasks may run more than once (see
 tracker.celery_app), which the functions they call tolerate.
+
+Time limits. Every task but the crawl has a soft and a hard time limit (`TIME_LIMITS`),
+far above its measured durations and below the visibility timeout's default (an hour), so
+that a task never runs on while Redis hands it to a second worker. At the soft limit the
+task is interrupted; a pool process that does not stop by the hard limit is killed (the
+worker goes on with a new one). Either way the task fails with its reason, logged, kept
+in the task's result where one is kept, and for a scan recorded on its page
+(``scan_failed``; the page is no longer due, so no worker queues it again and again, and
+`copytrack rescan` scans it). A crawl lasts as long as its campaign's crawl, whose run
+records how it ended.
 """
 
 from __future__ import annotations
@@ -15,10 +25,13 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+import kombu
 from bson import ObjectId
+from bson.errors import InvalidId
 from celery import Task, bootsteps
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.result import AsyncResult
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutting_down
 
 from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app, sweep_interval
@@ -26,6 +39,7 @@ from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
 from .failures import CONNECTION_ERRORS
 from .index import IndexVersionMismatch
+from .loops import compiled_loops, fallback_problem, summary
 from .servers import ServerStartError
 
 log = logging.getLogger(__name__)
@@ -37,6 +51,51 @@ class FollowingTask(Task):
     def on_retry(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         if isinstance(exc, CONNECTION_ERRORS):
             follow_servers()
+
+
+#: (soft, hard) seconds per task. Measured in a worker (benchmarks/results/tasks.md): a scan
+#: p99 0.14 s, the largest page (a 1.5 M-character book) 1.3 s, and at 10^6 works a lookup
+#: costs 1.1x what it does at 10^5 (scale.md): 300 s is some hundred times the worst. An
+#: ingest: p99 0.2 s, but it waits for the disk up to DURABLE_WAIT_SECONDS (60). A reindex
+#: task: 1.4 s at 300 works, 170 s at 100,000 (scale.md); larger libraries are rebuilt with
+#: `copytrack reindex`, in the command's own process and without a limit. Each hard limit
+#: stays below the visibility timeout's default, an hour.
+TIME_LIMITS = {
+    "tracker.scan_page": (300, 360),
+    "tracker.ingest_work": (300, 360),
+    "tracker.reindex": (3000, 3300),
+}
+
+
+def time_limit_reason(exc: BaseException, limits: tuple[int, int]) -> str:
+    """Why a task that hit its time limit failed, in words."""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return f"stopped at its soft time limit of {limits[0]} s"
+    return f"killed at its hard time limit of {limits[1]} s"
+
+
+def _limits(name: str) -> dict[str, Any]:
+    soft, hard = TIME_LIMITS[name]
+    return {"name": name, "soft_time_limit": soft, "time_limit": hard}
+
+
+class ScanTask(FollowingTask):
+    """A scan that hit its time limit records why on its page.
+
+    Celery calls ``on_failure`` in the pool process for the soft limit, and in the worker's
+    own process for the hard one (the pool process is gone): a context of its own, then.
+    """
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if not isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
+            return
+        reason = time_limit_reason(exc, TIME_LIMITS[self.name])
+        log.error("scan of page %s %s", args[0], reason, extra={"page_id": str(args[0])})
+        ctx = open_context(check_generation=False)
+        try:
+            pages.record_scan_failure(ctx, ObjectId(args[0]), reason)
+        finally:
+            ctx.close()
 
 
 _RETRY: dict[str, Any] = {
@@ -51,7 +110,7 @@ _RETRY: dict[str, Any] = {
 }
 
 
-@app.task(name="tracker.scan_page", **_RETRY)
+@app.task(**{**_RETRY, "base": ScanTask}, **_limits("tracker.scan_page"))
 def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
     """Match a stored page against the library and record its findings.
 
@@ -82,7 +141,7 @@ def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
     return summary
 
 
-@app.task(name="tracker.ingest_work", **_RETRY)
+@app.task(**_RETRY, **_limits("tracker.ingest_work"))
 def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
     """Register a work given as the fields of `tracker.library.Work` (``asdict(work)``);
     refused (`IndexNotReady`) while the index is not the library's."""
@@ -96,7 +155,7 @@ def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-@app.task(name="tracker.reindex", **_RETRY)
+@app.task(**_RETRY, **_limits("tracker.reindex"))
 def reindex() -> dict[str, Any]:
     """Rebuild the Redis index from the library in MongoDB."""
     # Not process_context(): that refuses an index built with other parameters, which is
@@ -116,6 +175,14 @@ def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
     task lasts as long as the crawl (`tracker.campaigns.crawl_queued_run`)."""
     ctx, worker = process_context(), self.request.hostname or ""
     return campaigns.crawl_queued_run(ctx, name, ObjectId(run_id), worker=worker)
+
+
+@worker_ready.connect
+def _name_compiled_loops(sender: Any, **_: Any) -> None:
+    """A worker says at start which loops are compiled: a warning when one is not, as its
+    scans then run the numpy fallbacks."""
+    loops = compiled_loops()
+    log.log(logging.WARNING if fallback_problem(loops) else logging.INFO, "%s", summary(loops))
 
 
 @worker_shutting_down.connect
@@ -138,16 +205,31 @@ def enqueue_scan(
     return scan_page.apply_async((str(page_id),), {"force": force}, ignore_result=not keep_result)
 
 
+class UnknownDeliveryRecord(RuntimeError):
+    """kombu records its deliveries in a shape `delivered_scans` does not know."""
+
+
 def delivered_scans(ctx: Context) -> set[ObjectId]:
-    """Pages whose scan a worker holds and has not acknowledged (kombu's unacked hash: a
-    JSON [message, exchange, routing key] each; the message's body is Celery's
-    [args, kwargs, embed], base64-encoded); kombu brings them back if their worker died."""
+    """Pages whose scan a worker holds and has not acknowledged; kombu brings them back if
+    their worker died.
+
+    Read from kombu's unacked hash, which is not a public interface of kombu (a JSON
+    [message, exchange, routing key] each; the message's body is Celery's [args, kwargs,
+    embed], base64-encoded): another shape raises `UnknownDeliveryRecord`, naming it
+    (tests/test_tasks.py checks the shape on the installed kombu)."""
     pages_held = set()
     for entry in ctx.redis.hvals(ctx.keys.unacked):
-        message = json.loads(entry)[0]
-        if message.get("headers", {}).get("task") == scan_page.name:
-            args = json.loads(base64.b64decode(message["body"]))[0]
-            pages_held.add(ObjectId(args[0]))
+        try:
+            message = json.loads(entry)[0]
+            if message.get("headers", {}).get("task") == scan_page.name:
+                args = json.loads(base64.b64decode(message["body"]))[0]
+                pages_held.add(ObjectId(args[0]))
+        except (ValueError, LookupError, TypeError, AttributeError, InvalidId) as err:
+            raise UnknownDeliveryRecord(
+                f"kombu {kombu.__version__} records a delivery in a shape that "
+                f"tracker.tasks.delivered_scans does not read ({err!r} in {entry[:200]!r}): "
+                "lost scans cannot be told from held ones until it is updated"
+            ) from err
     return pages_held
 
 
@@ -206,6 +288,8 @@ class LostScanSweep(bootsteps.StartStopStep):
             if self.ctx is not None:  # the next sweep connects where the servers are then
                 self.ctx.close()
                 self.ctx = None
+        except UnknownDeliveryRecord as err:
+            log.error("looking for lost scans: %s", err)
 
     def stop(self, parent: Any) -> None:
         if self.timer_entry is not None:

@@ -299,6 +299,11 @@ class HealthOut(BaseModel):
         default=None,
         description="Pages stored over two visibility timeouts ago and not scanned since.",
     )
+    compiled_loops: dict[str, bool] = Field(
+        default_factory=dict,
+        description="Whether each compiled loop loads in the admin's process (false: its "
+        "numpy fallback runs, several times slower).",
+    )
     problems: list[str] = Field(description="One sentence each; empty when all is well.")
 
 

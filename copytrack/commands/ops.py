@@ -283,7 +283,8 @@ def _print_stack(settings: Settings, children: list[_Child]) -> None:
     for server in server_status(settings.data_dir):
         if server.answering:
             click.echo(
-                f"  {server.name:<8}  {server.url}  (pid {server.pid}, log {server.log_path})"
+                f"  {server.name:<8}  {_without_credentials(server.url)}"
+                f"  (pid {server.pid}, log {server.log_path})"
             )
     for name, url in _server_urls(settings):
         if url:
@@ -414,7 +415,8 @@ def _servers_section(settings: Settings, found: _Found) -> None:
         else:
             state = "answering" if server.answering else "NOT ANSWERING" if server.alive else "dead"
             click.echo(
-                f"  {name:<12} pid {server.pid:<8} port {server.port:<6} {state:<13} {server.url}"
+                f"  {name:<12} pid {server.pid:<8} port {server.port:<6} {state:<13} "
+                f"{_without_credentials(server.url)}"
             )
 
 
@@ -483,6 +485,9 @@ def _health_section(report: dict[str, Any]) -> None:
     click.echo(f"last scan      {last_scan}")
     overdue = report["scans_overdue"]
     click.echo(f"scans overdue  {'unavailable (see problems)' if overdue is None else overdue}")
+    click.echo("compiled loops (this installation)")
+    for loop, compiled in report["compiled_loops"].items():
+        click.echo(f"  {loop:<30} {'compiled' if compiled else 'NOT COMPILED (numpy fallback)'}")
     click.echo("problems")
     for problem in report["problems"] or ["none"]:
         click.echo(f"  {problem}")
@@ -522,11 +527,12 @@ def _library_section(ctx: Context, report: dict[str, Any]) -> bool:
     "--json",
     "as_json",
     is_flag=True,
-    help="Print only the health report (servers, queues, workers, last scan, problems) as JSON.",
+    help="Print only the health report (servers, queues, workers, last scan, compiled loops, "
+    "problems) as JSON.",
 )
 def status(as_json: bool) -> None:
-    """Show servers, processes, queue depths, workers, crawls, the last scan and library
-    figures; starts nothing.
+    """Show servers, processes, queue depths, workers, crawls, the last scan, the compiled
+    loops and library figures; starts nothing.
 
     Exit status 1 when a server does not answer (or a library figure cannot be read).
     """

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # the compiled loop (_record_search.pyx), built by the package's install
-    from ._record_search import matching_records as _compiled_matching_records
-except ImportError:  # not built (no C compiler): the numpy passes below, the same records
-    _compiled_matching_records = None
+from fingerprinter import compiled
+
+#: The compiled loop (_record_search.pyx); where it does not load, the numpy passes below
+#: give the same records.
+LOOP = "tracker.index._record_search"
+_loop = compiled.load(LOOP)
+_compiled_matching_records = _loop.matching_records if _loop else None
 
 
 def matching_records(
@@ -35,6 +38,7 @@ def matching_records(
             blocks, size, np.ascontiguousarray(of_block, np.int64),
             np.ascontiguousarray(wanted, np.uint64), int(head_mask),
         )  # fmt: skip
+    compiled.fallback_runs(LOOP)
     # Joined, and padded so that every column's view fits when there is no record.
     blocks = [block or b"" for block in blocks]
     data = b"".join([*blocks, bytes(8)])

@@ -1,0 +1,139 @@
+"""Benchmark how long each Celery task runs in a real worker, to size its time limits.
+
+A worker (``copytrack worker``, one pool process) on fresh embedded servers runs what a
+deployment sends it: ``tracker.ingest_work`` for a library of works of the corpus,
+``tracker.scan_page`` for copies of them (news-sized pages), for whole books (the largest
+text a page can hold: a 3 MB download, ~1.5 M Chinese characters) and for unrelated texts,
+and ``tracker.reindex`` of the whole library. Durations are the worker's own ("Task …
+succeeded in Xs"). Writes benchmarks/results/tasks.md.
+
+    python -m benchmarks.bench_tasks [--works 400] [--books 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from benchmarks.shared_corpus import iter_documents
+from copytrack.commands.ops import COPYTRACK_COMMAND
+from testbed.corpus import default_corpus_dir
+from tracker import tasks
+from tracker.celery_app import app, configure
+from tracker.config import Settings
+from tracker.context import open_context
+from tracker.library import Work
+from tracker.pages import PageInput, store_page
+from tracker.servers import ensure_servers, stop_servers
+
+RESULTS = Path(__file__).parent / "results" / "tasks.md"
+#: The largest page text: DOWNLOAD_MAXSIZE (3 MB) of GBK, two bytes a character.
+BOOK_CHARS = 1_500_000
+_DONE = re.compile(r"Task (tracker\.\w+)\[[^\]]+\] succeeded in ([\d.]+)s")
+
+
+def _texts(name: str, limit: int) -> list[str]:
+    docs = iter_documents(name, corpus_dir=default_corpus_dir())
+    return [doc["text"] for _, doc in zip(range(limit), docs, strict=False)]
+
+
+def _wait(results: list, timeout: float) -> None:
+    for result in results:
+        result.get(timeout=timeout, disable_sync_subtasks=False)
+
+
+def measure(works: int, books: int) -> dict[str, list[float]]:
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-tasks-"))
+    settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(data_dir)})
+    log = data_dir / "worker.log"
+    try:
+        endpoints = ensure_servers(settings)
+        configure(app, endpoints, settings)
+        ctx = open_context(settings, check_generation=False)
+        env = {**os.environ, **settings.to_env(), "COPYTRACK_LOG_LEVEL": "INFO"}
+        with open(log, "ab") as out:
+            worker = subprocess.Popen(
+                [*COPYTRACK_COMMAND, "worker", "--concurrency", "1"],
+                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        try:
+            news = _texts("zh_news", works)
+            ingests = [
+                tasks.ingest_work.delay(asdict(Work(text=t, external_id=f"w{n}")))
+                for n, t in enumerate(news)
+            ]
+            _wait(ingests, 600)
+            novel = "\n".join(_texts("zh_novel", 400))
+            pages = [
+                store_page(ctx, PageInput(url=f"http://copies.test/{n}", text=t))[0]
+                for n, t in enumerate(news)
+            ]
+            pages += [
+                store_page(ctx, PageInput(url=f"http://unrelated.test/{n}", text=t))[0]
+                for n, t in enumerate(_texts("en_news", works))
+            ]
+            for n in range(books):
+                start = n * BOOK_CHARS // 4 % max(1, len(novel) - BOOK_CHARS)
+                book = (novel * (1 + BOOK_CHARS // max(1, len(novel))))[start:][:BOOK_CHARS]
+                # A whole book with copied news inside, as a pirate's collection.
+                book = "\n".join([book[: BOOK_CHARS // 2], *news[:20], book[BOOK_CHARS // 2 :]])
+                pages.append(store_page(ctx, PageInput(url=f"http://books.test/{n}", text=book))[0])
+            _wait([tasks.enqueue_scan(p, force=True, keep_result=True) for p in pages], 1800)
+            _wait([tasks.reindex.delay()], 1800)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=60)
+        ctx.close()
+    finally:
+        stop_servers(data_dir)
+    durations: dict[str, list[float]] = {}
+    for name, seconds in _DONE.findall(log.read_text(errors="replace")):
+        durations.setdefault(name, []).append(float(seconds))
+    return durations
+
+
+def _row(name: str, values: list[float]) -> str:
+    values = sorted(values)
+    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+    return (
+        f"| `{name}` | {len(values)} | {statistics.median(values):.3f} | {p99:.3f} "
+        f"| {values[-1]:.3f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--works", type=int, default=400)
+    parser.add_argument("--books", type=int, default=3)
+    args = parser.parse_args()
+    started = time.time()
+    durations = measure(args.works, args.books)
+    lines = [
+        "# Task durations in a real worker",
+        "",
+        f"Generated by `python -m benchmarks.bench_tasks --works {args.works} --books "
+        f"{args.books}` on {platform.node() and 'the development machine'} "
+        f"({os.cpu_count()} cores, Python {platform.python_version()}), "
+        f"{time.strftime('%Y-%m-%d', time.gmtime(started))}: one worker pool process on the "
+        "embedded servers; seconds per task as the worker logs them. Scans: news-sized copies, "
+        "unrelated English news, and whole books of 1.5 M characters (the largest page text).",
+        "",
+        "| task | runs | p50 s | p99 s | max s |",
+        "|---|---|---|---|---|",
+        *(_row(name, values) for name, values in sorted(durations.items())),
+        "",
+    ]
+    RESULTS.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
