@@ -201,6 +201,19 @@ def same_secret(sent: str, expected: str) -> bool:
     return hmac.compare_digest(sent.encode(), expected.encode())
 
 
+def refusal(auth: Auth, role: str, session_only: bool = False) -> str | None:
+    """Why ``auth`` may not use a route that needs ``role`` (and, with ``session_only``, a
+    signed-in browser session); None when it may."""
+    if session_only and auth.session is None:
+        return (
+            "accounts, tokens and users are managed only when signed in to the admin "
+            "in a browser, not with an API token"
+        )
+    if not auth.principal.can(role):
+        return f"this needs the {role} role; you are {auth.principal.role}"
+    return None
+
+
 def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Principal]:
     """A dependency that lets only principals with at least ``role`` through; with
     ``session_only``, only signed-in browser sessions, never an API token."""
@@ -208,17 +221,27 @@ def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Pri
     def dependency(auth: Annotated[Auth | None, Depends(gate)]) -> Principal:
         if auth is None:  # a public route asking for a user is a programming error
             raise LoginRequired
-        if session_only and auth.session is None:
-            raise Forbidden(
-                "accounts, tokens and users are managed only when signed in to the admin "
-                "in a browser, not with an API token"
-            )
-        if not auth.principal.can(role):
-            raise Forbidden(f"this needs the {role} role; you are {auth.principal.role}")
+        reason = refusal(auth, role, session_only)
+        if reason is not None:
+            raise Forbidden(reason)
         return auth.principal
 
     dependency.__name__ = f"needs_{role}{'_session' if session_only else ''}"
+    # What the route needs, readable before the request's body is (admin.limits).
+    dependency.needs = (role, session_only)  # type: ignore[attr-defined]
     return dependency
+
+
+def route_needs(route: Any) -> tuple[str, bool] | None:
+    """The role (and whether only a session will do) that ``route`` asks for, from its
+    dependencies; None for a public route."""
+    pending = list(getattr(getattr(route, "dependant", None), "dependencies", ()))
+    while pending:
+        dependency = pending.pop()
+        if hasattr(dependency.call, "needs"):
+            return dependency.call.needs
+        pending += dependency.dependencies
+    return None
 
 
 Viewer = Annotated[Principal, Depends(_needs("viewer"))]
