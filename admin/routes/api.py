@@ -36,6 +36,7 @@ from tracker.findings import (
     parse_object_id,
     set_status,
 )
+from tracker.findings.queries import MAX_DOMAIN_CHARS, MAX_SEARCH_CHARS
 from tracker.health import health
 from tracker.library import Work
 from tracker.loaders import Loaded
@@ -461,10 +462,13 @@ def list_findings(
     q: Annotated[
         str | None,
         Query(
-            max_length=200, description="Words in the work's title or id, the page's title or URL"
+            max_length=MAX_SEARCH_CHARS,
+            description="Words in the work's title or id, the page's title or URL",
         ),
     ] = None,
-    domain: Annotated[str | None, Query(description="Also matches subdomains")] = None,
+    domain: Annotated[
+        str | None, Query(max_length=MAX_DOMAIN_CHARS, description="Also matches subdomains")
+    ] = None,
     campaign: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
