@@ -1,11 +1,18 @@
-"""The captured page with the copied passages marked, for the evidence frame.
+"""The captured page made inert, with the copied passages marked, for the evidence frame.
 
 The capture itself is never changed (its bytes are the evidence, with their SHA-256): this
-is a marked-up copy, made on request. The page's article text (what was matched) and its
-HTML differ in whitespace and in where elements break, so each passage is looked for in
-the HTML's text by its sentences: a sentence found inside one text node is wrapped in
-``<mark>``, the first one with the id the frame's address points at. Scripts stay
-inert: the copy is served under the same sandbox policy as the capture.
+is a copy, made on request. The page's article text (what was matched) and its HTML differ
+in whitespace and in where elements break, so each passage is looked for in the HTML's
+text by its sentences: a sentence found inside one text node is wrapped in ``<mark>``, the
+first one with the id the frame's address points at.
+
+The copy fetches nothing, so the pirate never learns that (or when) its page is looked
+at: frames, objects, ``<base>``, ``<link>`` (preconnect, prefetch, stylesheets) and
+``<meta http-equiv>`` (refresh) go; so does every attribute that loads or sends something
+(``src``, ``srcset``, ``poster``, ``background``, ``action``, ``ping``, SVG's ``href``…),
+unless it is an image's ``data:`` URL, and styles that could (``url()``, ``@import``, escapes).
+Links keep their address as a tooltip only. The served policy (``EVIDENCE_CSP``) blocks
+the same a second time, but Chromium opens a connection for a frame the policy forbids.
 """
 
 from __future__ import annotations
@@ -37,16 +44,69 @@ def sentences(passages: Iterable[str]) -> list[str]:
     return sorted(found, key=lambda s: (-len(s), s))[:MAX_SENTENCES]
 
 
-def mark_passages(html: str, passages: Iterable[str]) -> tuple[str, int]:
-    """``html`` with the passages' sentences wrapped in ``<mark>``; and how many were marked."""
-    wanted = sentences(passages)
-    if not wanted or not html.strip():
-        return html, 0
-    pattern = re.compile("|".join(re.escape(s) for s in wanted))
+#: Elements that fetch (or open a browsing context) whatever their attributes, besides
+#: <iframe>.
+_FETCHING_ELEMENTS = {
+    "frame", "frameset", "object", "embed", "applet", "portal", "base", "link",
+}  # fmt: skip
+#: Attributes whose value is fetched, or sent to, by a browser (``href`` outside links).
+_FETCHING_ATTRIBUTES = {
+    "src", "srcset", "imagesrcset", "poster", "background", "data", "action", "formaction",
+    "ping", "manifest", "lowsrc", "dynsrc", "longdesc", "codebase", "archive", "classid",
+    "icon", "href", "xlink:href", "{http://www.w3.org/1999/xlink}href",
+}  # fmt: skip
+#: Attributes kept when they hold a ``data:`` URL (one URL, nothing fetched).
+_DATA_URL_KEPT = {"src", "poster"}
+_LINKS = {"a", "area"}
+#: CSS that may fetch: a url() or image-set(), an @import, or an escape that could spell them.
+_FETCHING_CSS = re.compile(r"url\s*\(|image-set\s*\(|image\s*\(|@import|\\", re.IGNORECASE)
+
+
+def marked_copy(html: str, passages: Iterable[str]) -> tuple[str, int]:
+    """``html`` made inert (see the module docstring) with the passages' sentences wrapped
+    in ``<mark>``; and how many were marked."""
     try:
         root = lxml.html.document_fromstring(html)
-    except (etree.ParserError, ValueError):
-        return html, 0
+    except (etree.ParserError, ValueError):  # nothing to parse: nothing to show
+        return "<!DOCTYPE html>", 0
+    _make_inert(root)
+    wanted = sentences(passages)
+    marks = _mark(root, re.compile("|".join(re.escape(s) for s in wanted))) if wanted else 0
+    return lxml.html.tostring(root, encoding="unicode", doctype="<!DOCTYPE html>"), marks
+
+
+def _make_inert(root: etree._Element) -> None:
+    for element in list(root.iter()):
+        if not isinstance(element.tag, str):
+            continue
+        tag = element.tag.lower()
+        if tag == "iframe" or (tag == "meta" and element.get("http-equiv")):
+            element.drop_tree()  # a frame's content is never shown
+            continue
+        if tag in _FETCHING_ELEMENTS:
+            # Its content stays: the parser puts what follows a void <embed> inside it.
+            element.drop_tag()
+            continue
+        if tag == "style" and _FETCHING_CSS.search(element.text or ""):
+            element.text = ""
+        if tag in _LINKS and element.get("href"):
+            element.set("title", element.get("title") or element.get("href"))
+        for name, value in list(element.attrib.items()):
+            if _fetches(name.lower(), value):
+                del element.attrib[name]
+
+
+def _fetches(name: str, value: str) -> bool:
+    """Whether an attribute makes the browser fetch or send something (an image's
+    ``data:`` URL does not)."""
+    if name == "style":
+        return bool(_FETCHING_CSS.search(value))
+    if name in _DATA_URL_KEPT and value.strip().lower().startswith("data:"):
+        return False
+    return name in _FETCHING_ATTRIBUTES
+
+
+def _mark(root: etree._Element, pattern: re.Pattern[str]) -> int:
     marks = 0
     for element in list(root.iter()):
         if not isinstance(element.tag, str) or element.tag in _SKIP:
@@ -56,7 +116,7 @@ def mark_passages(html: str, passages: Iterable[str]) -> tuple[str, int]:
         for child in list(element):
             if child.tail and pattern.search(child.tail):
                 marks += _mark_tail(child, pattern, marks)
-    return lxml.html.tostring(root, encoding="unicode", doctype="<!DOCTYPE html>"), marks
+    return marks
 
 
 def _marked(text: str, pattern: re.Pattern[str], first: int) -> tuple[str, list[etree._Element]]:

@@ -54,9 +54,15 @@ PAGE_CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 #: A captured page shown as evidence: sandboxed (no scripts, forms, popups, same-origin
-#: rights), nothing fetched from anywhere (no tracking pixel tells the pirate we looked).
+#: rights), nothing fetched from anywhere (no tracking pixel tells the pirate we looked);
+#: form-action and base-uri do not fall back to default-src. The marked copy has its
+#: fetching elements taken out besides (admin.evidence): Chromium connects for a frame
+#: even when frame-src forbids it.
 EVIDENCE_CSP = (
-    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'"
+    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "frame-src 'none'; child-src 'none'; object-src 'none'; media-src 'none'; "
+    "font-src 'none'; manifest-src 'none'; form-action 'none'; base-uri 'none'; "
+    "frame-ancestors 'self'"
 )
 
 

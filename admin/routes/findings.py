@@ -39,7 +39,7 @@ from tracker.library import master_or_archived
 from tracker.rechecks import PageFetcher, recheck_page
 from tracker.times import now
 
-from ..evidence import mark_passages
+from ..evidence import marked_copy
 from ..i18n import N_, _
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
 from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
@@ -315,8 +315,9 @@ def notice_text(request: Request, user: Viewer, notice_id: str) -> PlainTextResp
 def page_raw(
     request: Request, user: Viewer, page_id: str, download: bool = False, mark: str = ""
 ) -> Response:
-    """The captured page exactly as fetched, for the sandboxed evidence frame or download;
-    with ``mark`` (a finding of the page), a copy with that finding's passages marked."""
+    """The captured page exactly as fetched, as text (its source: rendered, its frames would
+    reach the pirate's server) or a download; with ``mark`` (a finding of the page), an
+    inert copy with that finding's passages marked, for the sandboxed evidence frame."""
     ctx = app_context(request)
     page = ctx.db.pages.find_one(
         {"_id": _oid(page_id)},
@@ -326,13 +327,14 @@ def page_raw(
     if raw is None:
         raise HTTPException(404, _("no snapshot of this page"))
     charset = page.get("encoding") or ""
-    media_type = "text/html" + (f"; charset={charset}" if _CHARSET.match(charset) else "")
+    charset = f"; charset={charset}" if _CHARSET.match(charset) else ""
+    media_type = ("text/html" if download else "text/plain") + charset
     name = page["raw_sha256"]
     if mark and not download:
         finding = _finding(ctx, mark)
         if finding["page_id"] != page["_id"]:
             raise HTTPException(404, _("this finding is of another page"))
-        raw = _marked_copy(ctx, finding, page, raw, media_type)
+        raw = _marked_copy(ctx, finding, page, raw, "text/html" + charset)
         media_type, name = "text/html; charset=utf-8", f"{name}-marked"
     disposition = "attachment" if download else "inline"
     return Response(
@@ -350,12 +352,12 @@ def page_raw(
 def _marked_copy(
     ctx: Context, finding: dict[str, Any], page: dict[str, Any], raw: bytes, media_type: str
 ) -> bytes:
-    """The capture decoded, with the finding's passages marked (UTF-8)."""
+    """The capture decoded and made inert, with the finding's passages marked (UTF-8)."""
     try:
         html = decode_html(raw, media_type).text
     except UnusableContent:
-        return raw
+        html = ""  # not text: nothing to show
     master = ctx.db.masters.find_one({"_id": finding["master_id"]}, {"text": 1}) or {}
     found = passages(finding, master.get("text", ""), stored_text(ctx, page))
-    marked, _ = mark_passages(html, (p.page_text for p in found))
+    marked, _ = marked_copy(html, (p.page_text for p in found))
     return marked.encode("utf-8")
