@@ -10,13 +10,15 @@
   token, the password again).
 * Every state-changing request made with a session must carry the session's CSRF token,
   in the form field ``csrf_token`` or the ``X-CSRF-Token`` header. The login form, which
-  has no session yet, uses a double-submit cookie instead.
+  has no session yet, uses a double-submit cookie instead. Pages carry either token masked
+  afresh in every response (`masked_token`), never as it is.
 * ``gate`` runs before every route (an app-wide dependency): nothing but ``PUBLIC_ROUTES``
   answers without a session or a token.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -196,15 +198,35 @@ async def gate(request: Request) -> Auth | None:
         if sent is None:
             # Parsed once and cached by Starlette, so the route still gets its form fields.
             sent = (await request.form()).get(CSRF_FIELD)
-        if not isinstance(sent, str) or not same_secret(sent, auth.session.csrf):
+        if not isinstance(sent, str) or not token_matches(sent, auth.session.csrf):
             raise Forbidden("the form expired or did not come from this site: reload and retry")
     request.state.auth = auth
     return auth
 
 
-def same_secret(sent: str, expected: str) -> bool:
-    """Constant-time comparison that also takes non-ASCII input (a forged field may have it)."""
-    return hmac.compare_digest(sent.encode(), expected.encode())
+def masked_token(secret: str) -> str:
+    """A CSRF token as one response carries it: XORed with a fresh random pad, the pad in
+    front. A compressed page that also reflects the request's input (a search) never holds
+    the same token twice, so its compressed size tells nothing about it (BREACH)."""
+    plain = secret.encode()
+    pad = secrets.token_bytes(len(plain))
+    return base64.urlsafe_b64encode(pad + _xor(pad, plain)).decode()
+
+
+def token_matches(sent: str, secret: str) -> bool:
+    """Whether ``sent`` is a masked form of ``secret`` (see `masked_token`)."""
+    try:
+        both = base64.urlsafe_b64decode(sent.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        return False
+    half = len(both) // 2
+    if not half or len(both) != 2 * half:
+        return False
+    return hmac.compare_digest(_xor(both[:half], both[half:]), secret.encode())
+
+
+def _xor(pad: bytes, data: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(pad, data, strict=True))
 
 
 def refusal(auth: Auth, role: str, session_only: bool = False) -> str | None:

@@ -33,9 +33,10 @@ from ..security import (
     cookie_name,
     cookies_secure,
     flash,
+    masked_token,
     safe_next,
-    same_secret,
     session_of,
+    token_matches,
 )
 from ..web import redirect, render
 
@@ -76,7 +77,7 @@ def _login_page(
         request,
         "login.html",
         status_code=status_code,
-        login_csrf=token,
+        login_csrf=masked_token(token),
         next_url=next_url,
         error=error,
     )
@@ -109,7 +110,7 @@ def login(
 ) -> Response:
     next_url = safe_next(next)
     cookie = request.cookies.get(cookie_name(request, LOGIN_CSRF_COOKIE), "")
-    if not cookie or not same_secret(cookie, csrf_token):
+    if not cookie or not token_matches(csrf_token, cookie):
         return _login_page(request, next_url, "The form expired: please try again.", 403)
     ctx, client = app_context(request), client_address(request)
     wait = THROTTLE.attempt(ctx, client, name)
