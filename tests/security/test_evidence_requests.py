@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import lxml.html
 import pytest
 
 from admin.evidence import marked_copy
 from tests.admin_seed import PASSWORD, ZH
+from tests.security.browser import chromium_tab, in_chromium, sign_in
 from tests.security.fakes import CountingServer, listening
 from tests.served_admin import served_admin
-from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
 from tracker.users import add_user
-
-playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 
 pytestmark = pytest.mark.security
 
@@ -101,24 +100,17 @@ def evidence(ctx: Context, pirate: CountingServer) -> Iterator[tuple[str, str, s
 
 
 @pytest.fixture
-def tab() -> Iterator[object]:
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser.new_page()
-        browser.close()
+def tab() -> Iterator[Any]:
+    with chromium_tab() as tab:
+        yield tab
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium")
+@in_chromium
 def test_the_evidence_of_a_hostile_page_fetches_nothing_outside(
-    evidence: tuple[str, str, str], pirate: CountingServer, tab: object
+    evidence: tuple[str, str, str], pirate: CountingServer, tab: Any
 ) -> None:
     admin, finding_id, page_id = evidence
-    tab.goto(f"{admin}/login")
-    tab.fill("input[name=name]", "vic")
-    tab.fill("input[name=password]", PASSWORD)
-    tab.click("button[type=submit]")
-    tab.wait_for_url(f"{admin}/")
+    sign_in(tab, admin, "vic")
     outside: list[str] = []
     tab.on("request", lambda r: r.url.startswith(admin) or outside.append(r.url))
 

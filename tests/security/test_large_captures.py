@@ -8,15 +8,14 @@ the finding's page hung in the browser (20 MB here: 43 s to load). A capture ove
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from admin.evidence import FIRST_MARK_ID, INLINE_CAPTURE_BYTES, PART_BYTES, part_count
 from tests.admin_seed import PASSWORD, ZH, client, login
+from tests.security.browser import chromium_tab, in_chromium, sign_in
 from tests.served_admin import served_admin
-from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
 from tracker.context import Context
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
@@ -67,29 +66,14 @@ def test_a_large_capture_is_shown_in_parts(ctx: Context, large: tuple[str, str, 
     assert last.status_code == 200 and "</body>" in last.text  # past the end: the last one
 
 
-@pytest.fixture
-def browser_tab() -> Iterator[object]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser.new_page()
-        browser.close()
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium")
+@in_chromium
 def test_the_finding_page_of_a_large_capture_loads_at_once(
-    ctx: Context, large: tuple[str, str, int], browser_tab: object
+    ctx: Context, large: tuple[str, str, int]
 ) -> None:
     finding_id, _, _ = large
-    tab = browser_tab
-    with served_admin(ctx) as port:
+    with served_admin(ctx) as port, chromium_tab() as tab:
         base = f"http://127.0.0.1:{port}"
-        tab.goto(f"{base}/login")
-        tab.fill("input[name=name]", "vic")
-        tab.fill("input[name=password]", PASSWORD)
-        tab.click("button[type=submit]")
-        tab.wait_for_url(f"{base}/")
+        sign_in(tab, base, "vic")
         started = time.monotonic()
         tab.goto(f"{base}/findings/{finding_id}", wait_until="load", timeout=120_000)
         took = time.monotonic() - started
