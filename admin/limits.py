@@ -13,9 +13,9 @@ authentication gate alone would let anyone make the admin buffer a 200 MB JSON o
   clients cannot hold connections open forever.
 
 The JSON API's bodies are parsed by `BoundedJsonRoute`, in a worker thread, and only when
-they hold no more JSON values than a valid body of the operation can (1,000 works of seven
-fields each, one text to check): a 60 MB ``{"works": [{}, {}, …]}`` would have become 20
-million dicts (1.5 GB) in the event loop.
+they hold at most about twice the JSON values a valid body of the operation can (1,000
+works of seven fields each, one text to check): a 60 MB ``{"works": [{}, {}, …]}`` would
+have become 20 million dicts (1.5 GB) in the event loop.
 """
 
 from __future__ import annotations
