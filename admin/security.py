@@ -10,13 +10,15 @@
   token, the password again).
 * Every state-changing request made with a session must carry the session's CSRF token,
   in the form field ``csrf_token`` or the ``X-CSRF-Token`` header. The login form, which
-  has no session yet, uses a double-submit cookie instead.
+  has no session yet, uses a double-submit cookie instead. Pages carry either token masked
+  afresh in every response (`masked_token`), never as it is.
 * ``gate`` runs before every route (an app-wide dependency): nothing but ``PUBLIC_ROUTES``
   answers without a session or a token.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -54,9 +56,15 @@ PAGE_CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 #: A captured page shown as evidence: sandboxed (no scripts, forms, popups, same-origin
-#: rights), nothing fetched from anywhere (no tracking pixel tells the pirate we looked).
+#: rights), nothing fetched from anywhere (no tracking pixel tells the pirate we looked);
+#: form-action and base-uri do not fall back to default-src. The marked copy has its
+#: fetching elements taken out besides (admin.evidence): Chromium connects for a frame
+#: even when frame-src forbids it.
 EVIDENCE_CSP = (
-    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'"
+    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "frame-src 'none'; child-src 'none'; object-src 'none'; media-src 'none'; "
+    "font-src 'none'; manifest-src 'none'; form-action 'none'; base-uri 'none'; "
+    "frame-ancestors 'self'"
 )
 
 
@@ -190,15 +198,48 @@ async def gate(request: Request) -> Auth | None:
         if sent is None:
             # Parsed once and cached by Starlette, so the route still gets its form fields.
             sent = (await request.form()).get(CSRF_FIELD)
-        if not isinstance(sent, str) or not same_secret(sent, auth.session.csrf):
+        if not isinstance(sent, str) or not token_matches(sent, auth.session.csrf):
             raise Forbidden("the form expired or did not come from this site: reload and retry")
     request.state.auth = auth
     return auth
 
 
-def same_secret(sent: str, expected: str) -> bool:
-    """Constant-time comparison that also takes non-ASCII input (a forged field may have it)."""
-    return hmac.compare_digest(sent.encode(), expected.encode())
+def masked_token(secret: str) -> str:
+    """A CSRF token as one response carries it: XORed with a fresh random pad, the pad in
+    front. A compressed page that also reflects the request's input (a search) never holds
+    the same token twice, so its compressed size tells nothing about it (BREACH)."""
+    plain = secret.encode()
+    pad = secrets.token_bytes(len(plain))
+    return base64.urlsafe_b64encode(pad + _xor(pad, plain)).decode()
+
+
+def token_matches(sent: str, secret: str) -> bool:
+    """Whether ``sent`` is a masked form of ``secret`` (see `masked_token`)."""
+    try:
+        both = base64.urlsafe_b64decode(sent.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        return False
+    half = len(both) // 2
+    if not half or len(both) != 2 * half:
+        return False
+    return hmac.compare_digest(_xor(both[:half], both[half:]), secret.encode())
+
+
+def _xor(pad: bytes, data: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(pad, data, strict=True))
+
+
+def refusal(auth: Auth, role: str, session_only: bool = False) -> str | None:
+    """Why ``auth`` may not use a route that needs ``role`` (and, with ``session_only``, a
+    signed-in browser session); None when it may."""
+    if session_only and auth.session is None:
+        return (
+            "accounts, tokens and users are managed only when signed in to the admin "
+            "in a browser, not with an API token"
+        )
+    if not auth.principal.can(role):
+        return f"this needs the {role} role; you are {auth.principal.role}"
+    return None
 
 
 def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Principal]:
@@ -208,17 +249,27 @@ def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Pri
     def dependency(auth: Annotated[Auth | None, Depends(gate)]) -> Principal:
         if auth is None:  # a public route asking for a user is a programming error
             raise LoginRequired
-        if session_only and auth.session is None:
-            raise Forbidden(
-                "accounts, tokens and users are managed only when signed in to the admin "
-                "in a browser, not with an API token"
-            )
-        if not auth.principal.can(role):
-            raise Forbidden(f"this needs the {role} role; you are {auth.principal.role}")
+        reason = refusal(auth, role, session_only)
+        if reason is not None:
+            raise Forbidden(reason)
         return auth.principal
 
     dependency.__name__ = f"needs_{role}{'_session' if session_only else ''}"
+    # What the route needs, readable before the request's body is (admin.limits).
+    dependency.needs = (role, session_only)  # type: ignore[attr-defined]
     return dependency
+
+
+def route_needs(route: Any) -> tuple[str, bool] | None:
+    """The role (and whether only a session will do) that ``route`` asks for, from its
+    dependencies; None for a public route."""
+    pending = list(getattr(getattr(route, "dependant", None), "dependencies", ()))
+    while pending:
+        dependency = pending.pop()
+        if hasattr(dependency.call, "needs"):
+            return dependency.call.needs
+        pending += dependency.dependencies
+    return None
 
 
 Viewer = Annotated[Principal, Depends(_needs("viewer"))]

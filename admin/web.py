@@ -27,7 +27,7 @@ from tracker.findings import (
 
 from .campaigns import progress as run_progress
 from .i18n import HTML_LANG, LANGUAGES, current_language, gettext, ngettext, npgettext, pgettext
-from .security import pop_flashes, session_of
+from .security import masked_token, pop_flashes, session_of
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -136,7 +136,8 @@ def plain_problem(error: Mapping[str, Any]) -> str:
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """A page, with the user, the CSRF token and pending flash messages in its context."""
+    """A page, with the user, the CSRF token (masked afresh) and pending flash messages in
+    its context."""
     auth = getattr(request.state, "auth", None)
     session = session_of(request)
     return templates.TemplateResponse(
@@ -144,7 +145,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         name,
         {
             "user": auth.principal if auth else None,
-            "csrf_token": session.csrf if session else "",
+            "csrf_token": masked_token(session.csrf) if session else "",
             "flashes": pop_flashes(request),
             **context,
         },

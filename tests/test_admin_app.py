@@ -213,7 +213,7 @@ def audit(html: str) -> list[str]:
 
 
 def test_pages_carry_a_strict_csp_no_inline_script_and_csrf_on_every_form(web, seeded):
-    token = login(web, "ada")
+    login(web, "ada")
     finding = seeded.findings[0]
     for path in (
         "/",
@@ -243,7 +243,8 @@ def test_pages_carry_a_strict_csp_no_inline_script_and_csrf_on_every_form(web, s
         assert response.headers["x-content-type-options"] == "nosniff"
         assert audit(response.text) == [], path
         forms = response.text.count('method="post"')
-        assert response.text.count(f'name="csrf_token" value="{token}"') == forms, path
+        tokens = re.findall(r'name="csrf_token" value="([^"]+)"', response.text)
+        assert len(tokens) == forms, path
 
 
 def test_a_hostile_page_is_shown_inert(ctx, web, seeded):

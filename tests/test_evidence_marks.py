@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admin.evidence import FIRST_MARK_ID, mark_passages, sentences
+from admin.evidence import FIRST_MARK_ID, marked_copy, sentences
 
 PAGE = (
     "<html><head><title>他说今天的天气很好，大家都出门了。</title>"
@@ -14,7 +14,7 @@ PASSAGE = "他说今天的天气很好，大家都出门了。然后粗体\n他�
 
 
 def test_the_sentences_of_a_passage_are_marked_where_the_html_has_them():
-    marked, count = mark_passages(PAGE, [PASSAGE])
+    marked, count = marked_copy(PAGE, [PASSAGE])
     assert count == 2
     assert f'id="{FIRST_MARK_ID}">他说今天的天气很好，大家都出门了。</mark>然后' in marked
     assert "<b>粗体</b><mark" in marked and "非常开心。</mark></p>" in marked
@@ -27,6 +27,7 @@ def test_the_sentences_of_a_passage_are_marked_where_the_html_has_them():
 
 def test_short_sentences_and_pages_without_the_passage_are_left_alone():
     assert sentences(["他说：好。\n这是一段足够长的句子啊。"]) == ["这是一段足够长的句子啊。"]
-    assert mark_passages(PAGE, ["完全不同的一段文字，页面里没有。"])[1] == 0
-    assert mark_passages("", [PASSAGE]) == ("", 0)
-    assert mark_passages(PAGE, []) == (PAGE, 0)
+    assert marked_copy(PAGE, ["完全不同的一段文字，页面里没有。"])[1] == 0
+    assert marked_copy("", [PASSAGE]) == ("<!DOCTYPE html>", 0)
+    unmarked, count = marked_copy(PAGE, [])
+    assert count == 0 and "<p>与原文无关的一段话，不该被标出来。</p>" in unmarked

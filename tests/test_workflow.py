@@ -231,7 +231,7 @@ def test_filters_parse_and_select_findings(library):
         ("+cmd", "'+cmd"),
         ("-2", "'-2"),
         ("@SUM(A1)", "'@SUM(A1)"),
-        ("\t=x", "'\t=x"),
+        ("\t=x", "'\t'=x"),  # a tab-split cell after it too
         ("正常标题", "正常标题"),
         (0.5, "0.5"),
         (None, ""),

@@ -152,6 +152,14 @@ SETTINGS: tuple[Setting, ...] = (
             "sharing one Redis each need their own"),
     Setting("COPYTRACK_TRUSTED_PROXIES", "trusted_proxies", _proxies, "", "(unset)",
             "reverse proxies whose `X-Forwarded-For` the admin believes"),
+    Setting("COPYTRACK_ADMIN_CONNECTIONS", "admin_connections",
+            _whole_number(10, 100_000, "connections"), "200", "200",
+            "connections the admin keeps open; past it, one waiting for a request is closed "
+            "for a new one"),
+    Setting("COPYTRACK_ADMIN_CONNECTIONS_PER_CLIENT", "admin_connections_per_client",
+            _whole_number(1, 100_000, "connections"), "32", "32",
+            "connections the admin keeps open from one address (not counted for "
+            "`COPYTRACK_TRUSTED_PROXIES`)"),
     Setting("COPYTRACK_SECURE_COOKIES", "secure_cookies", _boolean, "false", "false",
             "always `Secure`, `__Host-` cookies (set it when the admin is reached only over "
             "HTTPS)"),
@@ -227,6 +235,8 @@ class Settings:
     index_cluster_url: str | None = None
     redis_prefix: str = _DEFAULTS["redis_prefix"]
     trusted_proxies: tuple[str, ...] = ()
+    admin_connections: int = _DEFAULTS["admin_connections"]
+    admin_connections_per_client: int = _DEFAULTS["admin_connections_per_client"]
     secure_cookies: bool = False
     data_dir: Path = _DEFAULTS["data_dir"]
     mongo_db: str = _DEFAULTS["mongo_db"]

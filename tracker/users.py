@@ -16,7 +16,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -217,8 +217,8 @@ def verify_token(ctx: Context, token: str) -> Principal | None:
     doc = ctx.db.tokens.find_one({"_id": token_id})
     if doc is None or not hmac.compare_digest(doc["hash"], _secret_hash(secret)):
         return None
-    expires = doc.get("expires_at")
-    if expires is not None and expires <= now():
+    expires = doc.get("expires_at") or _date_undated_tokens(ctx)
+    if expires <= now():
         return None
     user = get_user(ctx, doc["user"])
     if user is None:
@@ -229,8 +229,19 @@ def verify_token(ctx: Context, token: str) -> Principal | None:
     return Principal(doc["user"], role, token_id=token_id)
 
 
+def _date_undated_tokens(ctx: Context) -> datetime:
+    """Give the tokens made before tokens expired their expiry: ``TOKEN_DAYS`` from now,
+    the first time one is used or listed (``dated_at`` says when); returns that expiry."""
+    expires = now() + timedelta(days=TOKEN_DAYS)
+    ctx.db.tokens.update_many(
+        {"expires_at": None}, {"$set": {"expires_at": expires, "dated_at": now()}}
+    )
+    return expires
+
+
 def list_tokens(ctx: Context, user: str | None = None) -> list[dict[str, Any]]:
     """Tokens (without hashes), newest first, of one user or all."""
+    _date_undated_tokens(ctx)
     query = {"user": user} if user else {}
     return list(ctx.db.tokens.find(query, {"hash": 0}).sort("created_at", -1))
 

@@ -33,9 +33,10 @@ from ..security import (
     cookie_name,
     cookies_secure,
     flash,
+    masked_token,
     safe_next,
-    same_secret,
     session_of,
+    token_matches,
 )
 from ..web import redirect, render
 
@@ -76,7 +77,7 @@ def _login_page(
         request,
         "login.html",
         status_code=status_code,
-        login_csrf=token,
+        login_csrf=masked_token(token),
         next_url=next_url,
         error=error,
     )
@@ -109,25 +110,44 @@ def login(
 ) -> Response:
     next_url = safe_next(next)
     cookie = request.cookies.get(cookie_name(request, LOGIN_CSRF_COOKIE), "")
-    if not cookie or not same_secret(cookie, csrf_token):
+    if not cookie or not token_matches(csrf_token, cookie):
         return _login_page(request, next_url, "The form expired: please try again.", 403)
     ctx, client = app_context(request), client_address(request)
     wait = THROTTLE.attempt(ctx, client, name)
     if wait:
-        response = _login_page(
-            request,
-            next_url,
-            "Too many failed attempts. Try again in "
-            + (f"{wait} seconds." if wait < 120 else f"{wait // 60} minutes."),
-            429,
-        )
-        response.headers["Retry-After"] = str(wait)
-        return response
+        return _wait(_login_page(request, next_url, _too_many(wait), 429), wait)
     principal = verify_password(ctx, name, password)
     if principal is None:  # the attempt stays counted
         return _login_page(request, next_url, "Wrong user name or password.", 401)
     THROTTLE.succeeded(ctx, client, name)
     return _start_session(request, principal, next_url)
+
+
+def _too_many(wait: int) -> str:
+    if wait < 120:
+        return _("Too many failed attempts. Try again in %(num)s seconds.") % {"num": wait}
+    return _("Too many failed attempts. Try again in %(num)s minutes.") % {"num": wait // 60}
+
+
+def _wait(response: HTMLResponse, wait: int) -> HTMLResponse:
+    response.headers["Retry-After"] = str(wait)
+    return response
+
+
+def _password_again(
+    request: Request, user: Principal, password: str, wrong: str
+) -> HTMLResponse | None:
+    """None when ``password`` is the signed-in user's; else the account page saying
+    ``wrong``, or, after too many wrong ones, how long to wait (429). Counted in the login
+    throttle like logins: a session is no way round it."""
+    ctx, client = app_context(request), client_address(request)
+    wait = THROTTLE.attempt(ctx, client, user.name)
+    if wait:
+        return _wait(_account_page(request, user, error=_too_many(wait), status_code=429), wait)
+    if verify_password(ctx, user.name, password) is None:  # the attempt stays counted
+        return _account_page(request, user, error=wrong)
+    THROTTLE.succeeded(ctx, client, user.name)
+    return None
 
 
 def _start_session(
@@ -155,12 +175,16 @@ def logout(request: Request, user: Viewer) -> Response:
 
 
 def _account_page(
-    request: Request, user: Principal, new_token: str | None = None, error: str | None = None
+    request: Request,
+    user: Principal,
+    new_token: str | None = None,
+    error: str | None = None,
+    status_code: int | None = None,
 ) -> HTMLResponse:
     return render(
         request,
         "account.html",
-        status_code=400 if error else 200,
+        status_code=status_code or (400 if error else 200),
         tokens=list_tokens(app_context(request), user.name),
         roles=[r for r in ROLES if user.can(r)],
         new_token=new_token,
@@ -182,8 +206,9 @@ def change_password(
     repeat: Annotated[str, Form(max_length=1024)],
 ) -> Response:
     ctx = app_context(request)
-    if verify_password(ctx, user.name, current) is None:
-        return _account_page(request, user, error="The current password is wrong.")
+    refused = _password_again(request, user, current, _("The current password is wrong."))
+    if refused is not None:
+        return refused
     if password != repeat:
         return _account_page(request, user, error="The two new passwords differ.")
     try:
@@ -207,8 +232,9 @@ def new_token(
 ) -> HTMLResponse:
     ctx = app_context(request)
     # A session left open on a shared screen must not be enough to mint a credential.
-    if verify_password(ctx, user.name, password) is None:
-        return _account_page(request, user, error="Enter your password to create a token.")
+    refused = _password_again(request, user, password, _("Enter your password to create a token."))
+    if refused is not None:
+        return refused
     try:
         token = create_token(ctx, user.name, label, role)
     except UserError as err:

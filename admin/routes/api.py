@@ -36,18 +36,20 @@ from tracker.findings import (
     parse_object_id,
     set_status,
 )
+from tracker.findings.queries import MAX_DOMAIN_CHARS, MAX_SEARCH_CHARS
 from tracker.health import health
 from tracker.library import Work
 from tracker.loaders import Loaded
 from tracker.matcher import match_text
 
 from .. import campaigns as campaign_seam
+from ..limits import BoundedJsonRoute, body_cap
 from ..security import Admin, Reviewer, Viewer, app_context
 from ..web import MAX_PAGE, render
 from .works import register
 
 PREFIX = "/api/v1"
-router = APIRouter(prefix=PREFIX, tags=["api"])
+router = APIRouter(prefix=PREFIX, tags=["api"], route_class=BoundedJsonRoute)
 MAX_TEXT_CHARS = 2_000_000
 #: A work's text must hold enough letters to fingerprint (the library's own rule, stated
 #: with the characters that always count): the schema says it, the server checks it.
@@ -79,6 +81,7 @@ _ERRORS: dict[int, tuple[type[BaseModel], str]] = {
     403: (Problem, "The token's role may not do this (or a session write lacks X-CSRF-Token)"),
     404: (Problem, "No such finding or campaign"),
     409: (Problem, "The current state does not allow it"),
+    413: (Problem, "The body is larger than the operation takes, or holds more JSON values"),
     422: (Invalid, "The request does not match this document"),
     503: (Problem, "A server does not answer or the index is not ready: retry after Retry-After"),
 }
@@ -155,8 +158,11 @@ class WorkIn(Strict):
     source: str | None = Field(None, max_length=500)
 
 
+MAX_WORKS = 1000  # a batch: more go in further requests
+
+
 class WorksIn(Strict):
-    works: list[WorkIn] = Field(min_length=1, max_length=1000)
+    works: list[WorkIn] = Field(min_length=1, max_length=MAX_WORKS)
 
 
 class WorkResult(BaseModel):
@@ -354,11 +360,18 @@ def _run_out(run: dict[str, Any]) -> RunOut:
     )
 
 
+def _too_large(path: str, what: str) -> str:
+    return f"The body is over {body_cap(PREFIX + path) // 2**20} MB, or holds more than {what}"
+
+
 @router.post(
     "/check",
     response_model=CheckOut,
     summary="Which works does a text copy?",
-    responses=errors(400, e400="The body is not JSON"),
+    description=f"The body: at most {body_cap(PREFIX + '/check') // 2**20} MB of JSON.",
+    responses=errors(
+        400, 413, e400="The body is not JSON", e413=_too_large("/check", "a text to check")
+    ),
 )
 def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
     matches = match_text(app_context(request), body.text)
@@ -394,9 +407,15 @@ def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
     response_model=WorksOut,
     status_code=201,
     summary="Register works in the library",
+    description=(
+        f"At most {MAX_WORKS:,} works and {body_cap(PREFIX + '/works') // 2**20} MB of JSON "
+        "a request: send a larger library in several."
+    ),
     responses=errors(
         400,
+        413,
         e400="The body is not JSON",
+        e413=_too_large("/works", f"{MAX_WORKS:,} works"),
         e422="The request does not match this document, or no work went in",
     ),
 )
@@ -448,10 +467,13 @@ def list_findings(
     q: Annotated[
         str | None,
         Query(
-            max_length=200, description="Words in the work's title or id, the page's title or URL"
+            max_length=MAX_SEARCH_CHARS,
+            description="Words in the work's title or id, the page's title or URL",
         ),
     ] = None,
-    domain: Annotated[str | None, Query(description="Also matches subdomains")] = None,
+    domain: Annotated[
+        str | None, Query(max_length=MAX_DOMAIN_CHARS, description="Also matches subdomains")
+    ] = None,
     campaign: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
@@ -506,7 +528,13 @@ def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
     response_model=FindingOut,
     summary="Change a finding's status",
     responses=errors(
-        400, 404, 409, e400="The body is not JSON", e409="The workflow does not allow this change"
+        400,
+        404,
+        409,
+        413,
+        e400="The body is not JSON",
+        e409="The workflow does not allow this change",
+        e413=_too_large("/findings", "a status, a note and a reason"),
     ),
 )
 def update_finding(request: Request, user: Reviewer, finding_id: str, body: StatusIn) -> FindingOut:

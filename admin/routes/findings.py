@@ -39,7 +39,7 @@ from tracker.library import master_or_archived
 from tracker.rechecks import PageFetcher, recheck_page
 from tracker.times import now
 
-from ..evidence import mark_passages
+from ..evidence import PART_BYTES, capture_part, marked_copy, part_count, part_holding
 from ..i18n import N_, _
 from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
 from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
@@ -170,6 +170,8 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
             [(p.page_start - start, p.page_end - start, p.index) for p in found],
         ),
         page_cut=(start, len(page_text) - end),
+        capture_parts=part_count(page.get("raw_bytes") or 0),
+        part_kb=PART_BYTES // 1024,
         siblings=list(
             ctx.db.findings.find(others, SIBLING_FIELDS)
             .sort([("score", -1), ("_id", 1)])
@@ -313,10 +315,17 @@ def notice_text(request: Request, user: Viewer, notice_id: str) -> PlainTextResp
 
 @router.get("/pages/{page_id}/raw")
 def page_raw(
-    request: Request, user: Viewer, page_id: str, download: bool = False, mark: str = ""
+    request: Request,
+    user: Viewer,
+    page_id: str,
+    download: bool = False,
+    mark: str = "",
+    part: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
 ) -> Response:
-    """The captured page exactly as fetched, for the sandboxed evidence frame or download;
-    with ``mark`` (a finding of the page), a copy with that finding's passages marked."""
+    """The captured page exactly as fetched, as text (its source: rendered, its frames would
+    reach the pirate's server) or a download; with ``mark`` (a finding of the page), an
+    inert copy with that finding's passages marked, for the sandboxed evidence frame: of a
+    large capture, one ``part`` (by default the one with the first passage)."""
     ctx = app_context(request)
     page = ctx.db.pages.find_one(
         {"_id": _oid(page_id)},
@@ -326,13 +335,14 @@ def page_raw(
     if raw is None:
         raise HTTPException(404, _("no snapshot of this page"))
     charset = page.get("encoding") or ""
-    media_type = "text/html" + (f"; charset={charset}" if _CHARSET.match(charset) else "")
+    charset = f"; charset={charset}" if _CHARSET.match(charset) else ""
+    media_type = ("text/html" if download else "text/plain") + charset
     name = page["raw_sha256"]
     if mark and not download:
         finding = _finding(ctx, mark)
         if finding["page_id"] != page["_id"]:
             raise HTTPException(404, _("this finding is of another page"))
-        raw = _marked_copy(ctx, finding, page, raw, media_type)
+        raw = _marked_copy(ctx, finding, page, raw, charset, part)
         media_type, name = "text/html; charset=utf-8", f"{name}-marked"
     disposition = "attachment" if download else "inline"
     return Response(
@@ -348,14 +358,24 @@ def page_raw(
 
 
 def _marked_copy(
-    ctx: Context, finding: dict[str, Any], page: dict[str, Any], raw: bytes, media_type: str
+    ctx: Context,
+    finding: dict[str, Any],
+    page: dict[str, Any],
+    raw: bytes,
+    charset: str,
+    part: int | None,
 ) -> bytes:
-    """The capture decoded, with the finding's passages marked (UTF-8)."""
-    try:
-        html = decode_html(raw, media_type).text
-    except UnusableContent:
-        return raw
+    """The capture (or its part ``part`` when it is large) decoded and made inert, with the
+    finding's passages marked (UTF-8)."""
     master = ctx.db.masters.find_one({"_id": finding["master_id"]}, {"text": 1}) or {}
-    found = passages(finding, master.get("text", ""), stored_text(ctx, page))
-    marked, _ = mark_passages(html, (p.page_text for p in found))
+    found = [p.page_text for p in passages(finding, master.get("text", ""), stored_text(ctx, page))]
+    parts = part_count(len(raw))
+    if parts > 1:
+        part = min(part or part_holding(raw, found, page.get("encoding") or "utf-8"), parts)
+        raw = capture_part(raw, part)
+    try:
+        html = decode_html(raw, "text/html" + charset).text
+    except UnusableContent:
+        html = ""  # not text: nothing to show
+    marked, _ = marked_copy(html, found)
     return marked.encode("utf-8")

@@ -36,13 +36,24 @@ def admin(host: str, port: int) -> None:
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
-    """uvicorn's settings for the admin: idle keep-alive connections close after 5 s and
-    past 200 open connections new ones get 503 (slow clients cannot exhaust the server;
+    """uvicorn's settings for the admin: idle keep-alive connections close after 5 s; a
+    request head must come within 5 s, at most COPYTRACK_ADMIN_CONNECTIONS_PER_CLIENT
+    connections per address and COPYTRACK_ADMIN_CONNECTIONS in all (admin.connections;
     bodies are bounded by admin.limits); X-Forwarded-For is believed only from
     COPYTRACK_TRUSTED_PROXIES (uvicorn would trust it from loopback by default)."""
+    from admin.connections import ConnectionLimits, guarded_protocol  # imports uvicorn
+
+    limits = ConnectionLimits(
+        total=settings.admin_connections,
+        per_client=settings.admin_connections_per_client,
+        unbounded=settings.trusted_proxies,
+    )
     return {
+        "http": guarded_protocol(limits),
         "timeout_keep_alive": 5,
-        "limit_concurrency": 200,
+        # uvicorn's limit counts connections too: above the guard's total, it bounds only
+        # requests still running after their client left.
+        "limit_concurrency": 2 * settings.admin_connections,
         "proxy_headers": bool(settings.trusted_proxies),
         "forwarded_allow_ips": ",".join(settings.trusted_proxies) or "",
     }

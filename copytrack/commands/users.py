@@ -119,7 +119,9 @@ def list_tokens_(user_name: str | None) -> None:
     """List tokens: id, user, role, label, last use, expiry."""
     for doc in list_tokens(open_context(), user_name):
         used = f"{doc['last_used']:%Y-%m-%d %H:%M}" if doc.get("last_used") else "never"
-        expires = f"{doc['expires_at']:%Y-%m-%d}" if doc.get("expires_at") else "never"
+        expires = f"{doc['expires_at']:%Y-%m-%d}"
+        if doc.get("dated_at"):  # made before tokens expired: dated when first used or listed
+            expires += f" (set {doc['dated_at']:%Y-%m-%d}: made before tokens expired)"
         click.echo(
             f"{doc['_id']}\t{doc['user']}\t{doc['role']}\t{doc['label']}\t{used}\texpires {expires}"
         )

@@ -9,7 +9,6 @@ on loopback, with raw sockets: the answer comes while almost all of the body is 
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -17,6 +16,7 @@ import pytest
 
 from admin import limits
 from tests.admin_seed import PASSWORD
+from tests.security.raw_http import read_answer, send_head
 from tests.served_admin import served_admin
 from tracker.context import Context
 from tracker.users import add_user, create_token
@@ -33,40 +33,12 @@ def admin_port(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
         yield port
 
 
-def _send_head(port: int, path: str, length: int | None, headers: str = "") -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    size = (
-        f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
-    )
-    sock.sendall(
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"{size}{headers}\r\n".encode()
-    )
-    return sock
-
-
-def _status(sock: socket.socket) -> tuple[int, str]:
-    """The response's status and text: the server closes the connection after a refusal.
-
-    Closing with the client's body unread makes the kernel reset the connection: the answer
-    is read first, the reset ends the stream like an end of file (a browser does the same).
-    """
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except ConnectionResetError:
-        pass
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), (head + rest).decode(errors="replace")
-
-
 def test_no_body_is_read_before_authentication(admin_port: int) -> None:
     for path in ("/api/v1/check", "/works/new"):
         declared = limits.body_cap(path) - 1  # under the cap: only the login stops it
-        sock = _send_head(admin_port, path, declared)
+        sock = send_head(admin_port, path, declared)
         sock.sendall(b"x" * 1024)  # 1 KB of it
-        status, answer = _status(sock)
+        status, answer = read_answer(sock)
         sock.close()
         assert status in (401, 303), answer
         assert "login" in answer or "Bearer" in answer
@@ -77,20 +49,20 @@ def test_bodies_over_the_route_cap_are_refused_early(ctx: Context, admin_port: i
     token = create_token(ctx, "ada", "ops")
     auth = f"Authorization: Bearer {token}\r\n"
     # Declared too large: 413 before any of it is sent.
-    sock = _send_head(admin_port, "/api/v1/check", HUGE, auth)
-    status, answer = _status(sock)
+    sock = send_head(admin_port, "/api/v1/check", HUGE, auth)
+    status, answer = read_answer(sock)
     sock.close()
     assert status == 413 and "larger than 16 MB" in answer
 
     # Chunked, no length: 413 once the cap is passed, long before the end.
-    sock = _send_head(admin_port, "/api/v1/check", None, auth)
+    sock = send_head(admin_port, "/api/v1/check", None, auth)
     chunk = b"x" * 65536
     try:
         for _ in range(2 * 16 * 16 + 1):  # 32 MB in 64 KB chunks
             sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server answered and closed
-    status, answer = _status(sock)
+    status, answer = read_answer(sock)
     sock.close()
     assert status == 413, answer
 
@@ -98,10 +70,10 @@ def test_bodies_over_the_route_cap_are_refused_early(ctx: Context, admin_port: i
 def test_a_stalled_body_times_out(ctx: Context, admin_port: int) -> None:
     add_user(ctx, "ada", PASSWORD, "admin")
     token = create_token(ctx, "ada", "ops")
-    sock = _send_head(admin_port, "/api/v1/check", 1000, f"Authorization: Bearer {token}\r\n")
+    sock = send_head(admin_port, "/api/v1/check", 1000, f"Authorization: Bearer {token}\r\n")
     sock.sendall(b'{"text": "')  # then nothing
     started = time.monotonic()
-    status, _ = _status(sock)
+    status, _ = read_answer(sock)
     sock.close()
     assert status == 408
     assert time.monotonic() - started < 5

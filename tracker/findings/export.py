@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,15 +39,19 @@ CSV_COLUMNS = (
 
 # A spreadsheet runs a cell starting with these as a formula (or DDE command).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%")
+# One that splits on semicolons or tabs (as many locales do, whatever the file's commas)
+# starts a new cell after them: a formula there runs too.
+_SPLIT_FORMULA = re.compile(r"(?<=[;\t])(\s*)(?=[=+\-@])")
 
 
 def safe_cell(value: Any) -> str:
-    """A CSV cell that a spreadsheet shows as text, never evaluates (formula injection)."""
+    """A CSV cell that a spreadsheet shows as text, never evaluates (formula injection),
+    however it splits the line."""
     if value is None:
         return ""
     if isinstance(value, bool | int | float):
         return str(value)
-    text = str(value)
+    text = _SPLIT_FORMULA.sub(r"\1'", str(value))
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 

@@ -139,6 +139,21 @@ def _date(params: Mapping[str, str], name: str) -> date | None:
         raise FilterError(f"{name}={raw!r}: give a date as YYYY-MM-DD") from None
 
 
+#: Longest search and domain a filter takes: escaped for a ``$regex``, each stays under the
+#: 1,000 characters of pattern the embedded MongoDB accepts (a host name has at most 253,
+#: and may have a port after it).
+MAX_SEARCH_CHARS = 200
+MAX_DOMAIN_CHARS = 260
+
+
+def _limited(params: Mapping[str, str], name: str, limit: int) -> str | None:
+    """The text of parameter ``name``, at most ``limit`` characters; None if not given."""
+    raw = (params.get(name) or "").strip()
+    if len(raw) > limit:
+        raise FilterError(f"{name} has {len(raw):,} characters: give at most {limit}")
+    return raw or None
+
+
 def parse_filter(params: Mapping[str, str]) -> FindingFilter:
     """A FindingFilter from query parameters; raises FilterError naming a bad parameter.
 
@@ -161,8 +176,8 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
     return FindingFilter(
         status=statuses,
         work=text("work"),
-        q=text("q"),
-        domain=(text("domain") or "").lower() or None,
+        q=_limited(params, "q", MAX_SEARCH_CHARS),
+        domain=(_limited(params, "domain", MAX_DOMAIN_CHARS) or "").lower() or None,
         campaign=text("campaign"),
         min_score=_share(params, "min"),
         max_score=_share(params, "max"),
