@@ -10,8 +10,8 @@ page's scripts and data requests (XHR, fetch) here, under the private-network ru
 (``crawler.fetch.download``: one look-up, the socket to the address that passed), the size
 cap, the limits on a head and the download timeout, at most ``COPYTRACK_RENDER_REQUESTS``
 per page; images, styles, fonts, media and frames are refused (the text needs none of
-them). Whatever a page might still open around the route (a WebSocket, a prefetch) meets
-a proxy that does not exist, loopback included.
+them). Whatever a page might still open around the route (a WebSocket, a prefetch, WebRTC
+over TCP) meets a proxy that does not exist, loopback included; WebRTC sends no UDP.
 
 Bounded in time (``COPYTRACK_RENDER_TIMEOUT`` to load, as much again for its scripts'
 requests to be done) and concurrency (``COPYTRACK_RENDER_PAGES`` pages at once, one
@@ -58,7 +58,10 @@ log = logging.getLogger(__name__)
 _FETCHED_TYPES = frozenset({"script", "xhr", "fetch"})
 #: Chromium's flags: no sandbox (it runs as the crawl's user, often root in containers),
 #: nothing fetched in the background, every connection not served by the route sent to a
-#: proxy on the discard port (nobody there), loopback not excepted.
+#: proxy on the discard port (nobody there), loopback not excepted; and WebRTC kept to the
+#: proxy too, which UDP cannot go through: without it a page's RTCPeerConnection sends
+#: STUN/TURN datagrams to any address it names. (Debian's Chromium takes this switch;
+#: ``--force-webrtc-ip-handling-policy`` does nothing there.)
 _CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -67,6 +70,7 @@ _CHROMIUM_ARGS = (
     "--no-first-run",
     "--proxy-server=127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 
