@@ -8,17 +8,18 @@ scanned. Now a response's head is bounded in bytes, header lines and time
 (the page and its scripts' requests) and in `copytrack check URL` (crawler/connections.py).
 
 A loopback site serves two copies and the traps: endless header lines (it stops by itself
-after 256 MB, should the client never hang up) and a head a line every half second. The
-crawl process's memory is sampled while it runs.
+after 256 MB, should the client never hang up), sampling the crawl process's memory as it
+sends, and a head a line every half second.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+import os
+import signal
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -98,16 +99,23 @@ class _Traps(Handler):
             self.send_error(404)
 
     def _endless_head(self) -> None:
-        self.server.bomb_started.set()
+        """Header lines until the client hangs up (or 256 MB are sent), watching how much
+        the crawl process (``crawl_pid``, if set) grows meanwhile."""
+        watch = Growth(self.server.crawl_pid)
+        self.server.watches.append(watch)
         sent = 0
         try:
             self.wfile.write(b"HTTP/1.1 200 OK\r\n")
             while sent < BOMB_BUDGET:
                 self.wfile.write(PAD)
                 sent += len(PAD)
+                if sent % (32 * len(PAD)) == 0:
+                    watch.sample()
             time.sleep(60)  # the budget spent: wait for the client to give up
         except OSError:
             self.server.hung_up.append(sent)  # the client hung up, as it should
+        finally:
+            watch.sample()
 
     def _trickling_head(self) -> None:
         try:
@@ -122,56 +130,51 @@ class _Traps(Handler):
 
 @contextmanager
 def trap_site(*links: str) -> Iterator[Any]:
-    with served(_Traps, paths=[], links=links, bomb_started=threading.Event(), hung_up=[]) as s:
-        s.base = f"http://127.0.0.1:{s.server_port}"
-        yield s
+    with served(_Traps, paths=[], links=links, crawl_pid=None, hung_up=[], watches=[]) as site:
+        site.base = f"http://127.0.0.1:{site.server_port}"
+        yield site
 
 
-def rss_mb(pid: int) -> float | None:
-    """The resident memory of process ``pid`` in MB; None once it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    kb = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")), None)
-    return int(kb) / 1024 if kb else None
+class Growth:
+    """How much a process's resident memory grows from now on, by samples (none without
+    a process). Kills the process past 2 GB: the machine is shared."""
 
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self.start = self.peak = self._rss() or 0.0
 
-class MemoryWatch:
-    """Samples a process's resident memory every 20 ms: its size when ``started`` is set,
-    and the most it reached after. Kills the process past 2 GB (the machine is shared)."""
+    def _rss(self) -> float | None:
+        if self.pid is None:
+            return None
+        with suppress(OSError):
+            status = Path(f"/proc/{self.pid}/status").read_text()
+            return next(int(line.split()[1]) / 1024 for line in status.splitlines()
+                        if line.startswith("VmRSS:"))  # fmt: skip
+        return None  # the process is gone
 
-    def __init__(self, proc: Any, started: threading.Event) -> None:
-        self.proc = proc
-        self.started = started
-        self.at_start: float | None = None
-        self.peak = 0.0
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while (rss := rss_mb(self.proc.pid)) is not None and self.proc.poll() is None:
-            if self.started.is_set():
-                if self.at_start is None:
-                    self.at_start = rss
-                self.peak = max(self.peak, rss)
-            if rss > 2048:
-                self.proc.kill()
-            time.sleep(0.02)
+    def sample(self) -> None:
+        rss = self._rss() or 0.0
+        self.peak = max(self.peak, rss)
+        if rss > 2048:
+            os.kill(self.pid, signal.SIGKILL)
 
     @property
     def growth(self) -> float:
-        self._thread.join(timeout=30)
-        assert self.at_start is not None, "the trap was never requested"
-        return self.peak - self.at_start
+        return self.peak - self.start
 
 
-def crawl(ctx: Context, name: str, site: Any, **options: Any) -> tuple[dict, MemoryWatch]:
+def grown(site: Any) -> float:
+    """The most the crawl process grew while one of the traps sent its endless head."""
+    assert site.watches, "the trap was never requested"
+    return max(watch.growth for watch in site.watches)
+
+
+def crawl(ctx: Context, name: str, site: Any, **options: Any) -> dict:
     campaign = {"name": name, "seeds": [f"{site.base}/"], "delay": 0, "concurrency": 4}
     save_campaign(ctx, Campaign.from_dict({**campaign, **options}))
     run_id = start_run(ctx, name)
-    watch = MemoryWatch(launch_crawl(ctx, name, run_id), site.bomb_started)
-    return wait_for_run(ctx, run_id, timeout=RUN_TIMEOUT), watch
+    site.crawl_pid = launch_crawl(ctx, name, run_id).pid
+    return wait_for_run(ctx, run_id, timeout=RUN_TIMEOUT)
 
 
 def problems(ctx: Context, run: dict) -> dict[str, tuple[str, str, str]]:
@@ -190,11 +193,11 @@ def test_a_crawl_refuses_endless_headers_and_scans_the_rest(
     monkeypatch.setenv("COPYTRACK_HEADER_SECONDS", "2")  # a tunable of the crawl process
     add_works(crawl_ctx, [Work(text=t, external_id=f"ch{n}") for n, t in enumerate(CHAPTERS)])
     with trap_site("/ch0.html", "/bomb.html", "/slow.html", "/ch1.html") as site:
-        run, memory = crawl(crawl_ctx, "headers", site)
+        run = crawl(crawl_ctx, "headers", site)
         paths = list(site.paths)
     assert run["state"] == "finished", run
-    assert memory.growth < GROWTH_MB, f"the crawl grew {memory.growth:.0f} MB"
-    assert site.hung_up[0] < BOMB_BUDGET  # the crawler hung up on it
+    assert grown(site) < GROWTH_MB, f"the crawl grew {grown(site):.0f} MB as the trap sent"
+    assert site.hung_up and site.hung_up[0] < BOMB_BUDGET  # the crawler hung up on it
     assert run["failed"] == {"headers_too_large": 1, "headers_too_slow": 1}, run
     assert paths.count("/bomb.html") == 1 and paths.count("/slow.html") == 1  # no retries
     found = problems(crawl_ctx, run)
@@ -224,11 +227,11 @@ def test_a_rendering_crawl_refuses_endless_headers_of_a_page_and_of_its_scripts_
     fetch: both meet the trap; the chapter the script fills in is found all the same."""
     add_works(crawl_ctx, [Work(text=CHAPTERS[0], external_id="ch0")])
     with trap_site("/reader.html", "/bomb.html") as site:
-        run, memory = crawl(crawl_ctx, "rendered", site, render=True)
+        run = crawl(crawl_ctx, "rendered", site, render=True)
         paths = list(site.paths)
     assert run["state"] == "finished", run
-    assert memory.growth < GROWTH_MB, f"the crawl grew {memory.growth:.0f} MB"
-    assert len(site.hung_up) == 2 and max(site.hung_up) < BOMB_BUDGET
+    assert grown(site) < GROWTH_MB, f"the crawl grew {grown(site):.0f} MB as the traps sent"
+    assert len(site.hung_up) == 2 and max(site.hung_up) < BOMB_BUDGET, site.hung_up
     assert "/bomb.json" in paths and "/api/chapter" in paths
     assert run["failed"] == {"headers_too_large": 1}, run
     assert problems(crawl_ctx, run)["bomb.html"][:2] == ("failed", "headers_too_large")
