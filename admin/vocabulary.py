@@ -53,6 +53,8 @@ WORDS: tuple[str, ...] = (
     N_("over the size cap (DOWNLOAD_MAXSIZE, 3 MB)"),
     N_("over the size cap once decompressed"),
     N_("too many redirects"),
+    N_("headers over the cap (COPYTRACK_MAX_HEADER_BYTES, COPYTRACK_MAX_HEADERS)"),
+    N_("headers not all sent within COPYTRACK_HEADER_SECONDS"),
     N_("links over the per-page limit, not followed"),
     N_("links that are not usable URLs"),
     N_("a sitemap that cannot be read"),

@@ -4,7 +4,8 @@ for the requests of a page rendered in a browser (crawler.rendering).
 
 Both use a plain HTTP client (urllib) with the crawler's User-Agent and limits
 (crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
-DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects. Every connection,
+DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects, the limits on a
+response's head (crawler.heads: its bytes, header lines and time). Every connection,
 redirects included, is made by ``tracker.netguard.connect``: the host is resolved once and
 only an address that passed the private-network rule is connected to. No proxy from the
 environment is used (the rule would see the proxy, not the site). It is a user's one-off
@@ -13,6 +14,7 @@ look-up, like a browser's, so it does not consult robots.txt.
 
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +33,7 @@ from tracker.pages import PageInput
 from . import settings as crawl_settings
 from .connections import guarded_opener
 from .digest import GONE_STATUSES, digest, names_a_book
+from .heads import HEAD_LIMITS, HeadLimits, HeadRefused
 
 __all__ = ["Download", "FetchError", "download", "fetch_page", "fetch_text"]
 
@@ -135,13 +138,13 @@ class Download:
 
 
 def download(url: str, allow_private: bool | None, timeout: float, max_bytes: int,
-             lookup: Lookup) -> Download:  # fmt: skip
+             lookup: Lookup, head: HeadLimits = HEAD_LIMITS) -> Download:  # fmt: skip
     """The body of ``url`` (decompressed), or FetchError; urllib's HTTPError is left to the
     caller (it may tell a gone page from a failure)."""
     if allow_private is None:
         allow_private = Settings.from_env().allow_private_networks
     _check_scheme(url)
-    opener = guarded_opener(allow_private, lookup, _CountedRedirects())
+    opener = guarded_opener(allow_private, lookup, _CountedRedirects(), limits=head)
     headers = {"User-Agent": crawl_settings.USER_AGENT, "Accept-Encoding": _ACCEPT_ENCODING}
     request = urllib.request.Request(url, headers=headers)
     try:
@@ -156,6 +159,13 @@ def download(url: str, allow_private: bool | None, timeout: float, max_bytes: in
         raise  # the callers tell a gone page from a failure (it is a URLError, too)
     except PrivateAddressError as err:  # this URL's host, or where it redirected
         raise FetchError(f"{url}: {err}") from None
+    except HeadRefused as err:
+        raise FetchError(
+            f"{url}: {err}: not read further; if a browser shows the page, save it and check "
+            "the file"
+        ) from None
+    except http.client.HTTPException as err:  # not HTTP: a bad status line, say
+        raise FetchError(f"{url}: cannot fetch: not an HTTP answer ({err!r})") from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise FetchError(f"{url}: cannot fetch: {reason}") from None

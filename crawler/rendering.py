@@ -2,15 +2,16 @@
 Chromium (scrapy-playwright driving Debian's Chromium) before its text is extracted.
 
 A page is first downloaded as any other (scope, robots.txt, the private-network rule,
-size cap, redirects: the downloader middlewares and Scrapy's own handler). Only an HTML
-page answered 200 is then rendered, from the bytes already fetched: Chromium fetches
-nothing itself. Every request its page makes goes through a route that serves the
-document from those bytes and fetches the page's scripts and data requests (XHR, fetch)
-here, under the private-network rule (``crawler.fetch.download``: one look-up, the socket
-to the address that passed), the size cap and the download timeout, at most
-``COPYTRACK_RENDER_REQUESTS`` per page; images, styles, fonts, media and frames are
-refused (the text needs none of them). Whatever a page might still open around the route
-(a WebSocket, a prefetch) meets a proxy that does not exist, loopback included.
+size cap, limits on its head, redirects: the downloader middlewares and Scrapy's handler,
+bounded as crawler.download_handler's). Only an HTML page answered 200 is then rendered,
+from the bytes already fetched: Chromium fetches nothing itself. Every request its page
+makes goes through a route that serves the document from those bytes and fetches the
+page's scripts and data requests (XHR, fetch) here, under the private-network rule
+(``crawler.fetch.download``: one look-up, the socket to the address that passed), the size
+cap, the limits on a head and the download timeout, at most ``COPYTRACK_RENDER_REQUESTS``
+per page; images, styles, fonts, media and frames are refused (the text needs none of
+them). Whatever a page might still open around the route (a WebSocket, a prefetch, WebRTC
+over TCP) meets a proxy that does not exist, loopback included; WebRTC sends no UDP.
 
 Bounded in time (``COPYTRACK_RENDER_TIMEOUT`` to load, as much again for its scripts'
 requests to be done) and concurrency (``COPYTRACK_RENDER_PAGES`` pages at once, one
@@ -43,7 +44,9 @@ from scrapy_playwright.page import PageMethod
 from tracker.config import ConfigError
 from tracker.netguard import Lookup, system_lookup
 
+from .download_handler import bound_heads, head_limited
 from .fetch import FetchError, download
+from .heads import HEAD_LIMITS, HeadLimits
 from .middlewares import RENDER, RenderFailed, campaign_domains
 from .urls import UrlScope
 
@@ -55,7 +58,10 @@ log = logging.getLogger(__name__)
 _FETCHED_TYPES = frozenset({"script", "xhr", "fetch"})
 #: Chromium's flags: no sandbox (it runs as the crawl's user, often root in containers),
 #: nothing fetched in the background, every connection not served by the route sent to a
-#: proxy on the discard port (nobody there), loopback not excepted.
+#: proxy on the discard port (nobody there), loopback not excepted; and WebRTC kept to the
+#: proxy too, which UDP cannot go through: without it a page's RTCPeerConnection sends
+#: STUN/TURN datagrams to any address it names. (Debian's Chromium takes this switch;
+#: ``--force-webrtc-ip-handling-policy`` does nothing there.)
 _CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -64,6 +70,7 @@ _CHROMIUM_ARGS = (
     "--no-first-run",
     "--proxy-server=127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 
@@ -77,6 +84,7 @@ class RenderOptions:
     max_requests: int
     #: Only these sites' requests are fetched (COPYTRACK_RENDER_OFFSITE=0); None: any site.
     sites: UrlScope | None = None
+    head: HeadLimits = HEAD_LIMITS
 
 
 def chromium_path() -> Path:
@@ -118,8 +126,9 @@ def render_settings(settings: ScrapySettings) -> dict[str, Any]:
 
 
 class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
-    """Scrapy's HTTP download first; then, for a request marked ``RENDER`` answered 200
-    with HTML, the page rendered by Chromium from those bytes."""
+    """Scrapy's HTTP download first (with the limits on its head, as
+    crawler.download_handler's); then, for a request marked ``RENDER`` answered 200 with
+    HTML, the page rendered by Chromium from those bytes."""
 
     #: How host names are resolved for a page's requests; tests give a fake one.
     lookup: Lookup = staticmethod(system_lookup)
@@ -127,6 +136,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
+        head = HeadLimits.from_settings(settings)
+        bound_heads(self, head)
         self.timeout = settings.getfloat("COPYTRACK_RENDER_TIMEOUT")
         self.options = RenderOptions(
             allow_private=settings.getbool("COPYTRACK_ALLOW_PRIVATE_NETWORKS"),
@@ -136,10 +147,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
             sites=None
             if settings.getint("COPYTRACK_RENDER_OFFSITE")
             else UrlScope.build(campaign_domains(crawler), (), ()),
+            head=head,
         )
 
     async def download_request(self, request: Request) -> Response:
-        fetched = await super().download_request(request)  # no "playwright" meta: HTTP
+        # No "playwright" meta: Scrapy's HTTP download.
+        fetched = await head_limited(super().download_request(request))
         if not request.meta.get(RENDER) or fetched.status != 200:
             return fetched
         if not isinstance(fetched, HtmlResponse):
@@ -226,7 +239,7 @@ class PageRoute:
         try:
             got = await asyncio.to_thread(
                 download, asked.url, options.allow_private, options.timeout,
-                options.max_bytes, self.lookup,
+                options.max_bytes, self.lookup, options.head,
             )  # fmt: skip
         except urllib.error.HTTPError as err:
             await _answer(route, status=err.code, headers={}, body=b"")

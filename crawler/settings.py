@@ -30,8 +30,15 @@ AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
 # Limits on what the crawled sites control (crawler.fetch applies them to `copytrack check
 # URL` too). Each refusal is counted in the run (`copytrack campaign show`) under its
 # reason: skipped.too_large, too_large_decompressed, too_many_redirects, links_over_limit,
-# bad_url; failed.invalid_sitemap for a sitemap bomb.
+# bad_url; failed.invalid_sitemap for a sitemap bomb, failed.headers_too_large and
+# headers_too_slow for a response's head (crawler/heads.py).
 DOWNLOAD_TIMEOUT = 30  # seconds for a whole download, however slowly the bytes trickle
+# A response's head (status line and headers), which DOWNLOAD_MAXSIZE does not count: at most
+# this many bytes and header lines (browsers take 256 KB; a site's head is a few KB and
+# a few dozen lines), whole this many seconds after its first byte. 0: no limit.
+COPYTRACK_MAX_HEADER_BYTES = 256 * 1024
+COPYTRACK_MAX_HEADERS = 100
+COPYTRACK_HEADER_SECONDS = 10.0
 # Article pages are far smaller; bigger bodies are archives, media or traps. Scrapy applies
 # it to decompressed bodies too (HttpCompressionMiddleware, gzipped sitemaps), in 64 KB
 # steps: a gzip bomb stops after 3 MB of output, whatever it would inflate to.
@@ -65,7 +72,15 @@ COOKIES_ENABLED = False  # nothing copytrack reads needs a session
 TWISTED_DNS_RESOLVER = "crawler.resolver.GuardedResolver"
 HTTPPROXY_ENABLED = False
 # Web pages only: no file://, data:, s3:// or ftp:// URL is fetched, whoever links to it.
-DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}
+# HTTP(S) by Scrapy's handler with limits on each response's head (crawler/heads.py).
+DOWNLOAD_HANDLERS = {
+    "http": "crawler.download_handler.HeadLimitedDownloadHandler",
+    "https": "crawler.download_handler.HeadLimitedDownloadHandler",
+    "file": None,
+    "data": None,
+    "s3": None,
+    "ftp": None,
+}
 # No listening ports of its own: the crawl is controlled through its run.
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False

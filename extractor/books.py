@@ -4,8 +4,12 @@ file (GBK, GB18030, Big5, UTF-8, UTF-16), a ZIP holding such files or EPUBs, an 
 chapter of the library.
 
 Bounded like a page: what a ZIP or EPUB inflates to counts against ``max_bytes`` as it is
-read (a few kilobytes can inflate to gigabytes), a PDF is read up to ``max_pages``. A
-body that is none of these, or breaks a bound, raises UnusableContent naming why.
+read (a few kilobytes can inflate to gigabytes). A PDF is read up to ``max_pages``, its
+pages' drawing instructions and its text up to ``max_bytes`` each, in ``max_seconds`` of
+CPU time (in whichever thread reads it), with pypdf's own bounds on one content stream
+tightened (``PDF_LIMITS``): a few kilobytes of PDF can hold instructions that take pypdf
+minutes to work through. A body that is none of these, or breaks a bound, raises
+UnusableContent naming why.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import io
 import posixpath
 import zipfile
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import lxml.etree
 import lxml.html
 
+from .cpucap import CpuBudget
 from .decoding import UnusableContent, decode_html
 from .documents import mostly_chinese
 
@@ -28,6 +34,20 @@ BOOK_SUFFIXES = (".txt", ".zip", ".epub", ".pdf")
 #: Text a book may inflate to, all its parts together.
 MAX_BOOK_BYTES = 64 * 1024 * 1024
 MAX_PDF_PAGES = 5000
+#: CPU time a PDF's text may take to read: pypdf reads a novel's page in about 30 ms.
+MAX_PDF_SECONDS = 30.0
+#: A page's drawing instructions, inflated: a page of text has kilobytes. pypdf parses a
+#: page's instructions whole before reading any, with no check of the time meanwhile
+#: (about 4 MB a second of them).
+MAX_PDF_PAGE_BYTES = 1024 * 1024
+#: pypdf's bounds (its ``Configuration``) while a book is read, for what the page bound
+#: does not see: operands and operators parsed from one stream (a page of text has a few
+#: thousand; at pypdf's default, 2 M, the parse takes half a minute), and how often one
+#: page may draw a form (a watermark or a header is drawn once or twice).
+PDF_LIMITS = {
+    "stream_parsing_work_maximum_count": 200_000,
+    "xform_maximum_invocations_per_extraction": 500,
+}
 _CHUNK = 1 << 20
 _CONTAINER = "META-INF/container.xml"
 _BLOCKS = ("p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "br", "section", "blockquote")
@@ -64,13 +84,14 @@ def book_text(
     url: str | None = None,
     max_bytes: int = MAX_BOOK_BYTES,
     max_pages: int = MAX_PDF_PAGES,
+    max_seconds: float = MAX_PDF_SECONDS,
 ) -> Book:
     """The text of a downloaded book; UnusableContent when it is none or breaks a bound."""
     kind = book_format(body, media_type, url)
     if kind == "txt":
         return Book(_plain_text(body, media_type), "txt", 1)
     if kind == "pdf":
-        return _pdf(body, max_pages)
+        return _pdf(body, max_pages, max_bytes, max_seconds)
     if kind in ("zip", "epub"):
         try:
             archive = zipfile.ZipFile(io.BytesIO(body))
@@ -193,18 +214,84 @@ def _xhtml_text(data: bytes) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _pdf(body: bytes, max_pages: int) -> Book:
-    from pypdf import PdfReader  # loaded on first use: PDFs are rare among downloads
-    from pypdf.errors import PyPdfError
+def _pdf(body: bytes, max_pages: int, max_bytes: int, max_seconds: float) -> Book:
+    from pypdf import PdfReader, apply_configuration  # loaded on first use: PDFs are rare
+    from pypdf.errors import LimitReachedError, PyPdfError
 
+    reading = _PdfReading(max_bytes, max_seconds)
     try:
-        reader = PdfReader(io.BytesIO(body))
-        pages = [page.extract_text() or "" for page in reader.pages[:max_pages]]
+        with apply_configuration(**PDF_LIMITS):
+            for page in PdfReader(io.BytesIO(body)).pages[:max_pages]:
+                reading.read(page)
+    except _BoundBroken as broken:
+        raise UnusableContent(str(broken)) from None
+    except LimitReachedError as err:
+        raise UnusableContent(
+            f"a PDF past pypdf's bounds on page {len(reading.pages) + 1} ({err}): a PDF bomb?"
+        ) from None
     # pypdf raises many kinds of error on a malformed or hostile file; each means the same.
     except (PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError,
             RecursionError, AssertionError, ZeroDivisionError) as err:  # fmt: skip
         raise UnusableContent(f"a PDF that cannot be read ({type(err).__name__}: {err})") from None
-    text = "\n".join(page.strip() for page in pages if page.strip())
+    text = "\n".join(page.strip() for page in reading.pages if page.strip())
     if not text:
         raise UnusableContent("a PDF without text (scanned images?)")
-    return Book(text, "pdf", len(pages))
+    return Book(text, "pdf", len(reading.pages))
+
+
+class _BoundBroken(BaseException):
+    """A PDF broke a bound of its reading. A BaseException: pypdf logs an Exception raised
+    while it reads a form and goes on."""
+
+
+class _PdfReading:
+    """A PDF's pages read one by one within the bounds: each page's drawing instructions at
+    most MAX_PDF_PAGE_BYTES, all pages' and all their text at most ``max_bytes``, in
+    ``max_seconds`` of CPU time. pypdf calls ``instruction`` before each drawing instruction
+    and ``text`` with each piece of text it finds, those of the forms a page draws too."""
+
+    def __init__(self, max_bytes: int, max_seconds: float) -> None:
+        self.max_bytes = max_bytes
+        self.budget = CpuBudget(max_seconds)
+        self.pages: list[str] = []
+        self.instructions = 0
+        self.characters = 0
+
+    def read(self, page: Any) -> None:
+        size = _content_size(page)
+        if size > MAX_PDF_PAGE_BYTES:
+            self._broken(
+                f"holds {size / 2**20:.1f} MB of drawing instructions on a page (a page of "
+                f"text: kilobytes; at most {MAX_PDF_PAGE_BYTES / 2**20:g} MB are read)"
+            )
+        self.instructions += size
+        if self.instructions > self.max_bytes:
+            self._broken(f"holds over {self.max_bytes / 2**20:g} MB of drawing instructions")
+        text = page.extract_text(visitor_operand_before=self.instruction, visitor_text=self.text)
+        self.pages.append(text or "")
+
+    def instruction(self, *args: Any) -> None:
+        if self.budget.spent:
+            self._broken(f"takes over {self.budget.seconds:g} s of CPU time to read")
+
+    def text(self, text: str, *args: Any) -> None:
+        self.characters += len(text)
+        if self.characters > self.max_bytes:
+            self._broken(f"has over {self.max_bytes / 2**20:g} MB of text")
+
+    def _broken(self, what: str) -> NoReturn:
+        raise _BoundBroken(
+            f"a PDF that {what} (stopped at page {len(self.pages) + 1}): not a book, or too "
+            "big a one to read (a PDF bomb?)"
+        )
+
+
+def _content_size(page: Any) -> int:
+    """The bytes of a page's content streams, inflated (pypdf keeps them for its reading)."""
+    contents = page.get("/Contents")
+    if contents is None:
+        return 0
+    streams = contents.get_object()
+    if not isinstance(streams, list):  # one stream, or an array of them
+        streams = [streams]
+    return sum(len(stream.get_object().get_data()) for stream in streams)

@@ -44,6 +44,18 @@ class UnresolvedHostError(OSError):
     """A host name that does not resolve (or resolves to nothing usable): nothing is fetched."""
 
 
+#: Special-purpose ranges (IANA's registries) that Python's ``ipaddress`` (3.11) counts as
+#: global. A 6to4 address embeds an IPv4 one (2002:c0a8:101:: is 192.168.1.1) that a relay
+#: would reach; no one serves web pages on 6to4 any more (RFC 7526): all of it is refused,
+#: as is all of 192.0.0.0/24 (IETF protocol assignments: 192.0.0.8, NAT64 discovery, ...).
+_SPECIAL_RANGES: tuple[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network], ...] = (
+    ("site-local", ipaddress.ip_network("fec0::/10")),
+    ("6to4", ipaddress.ip_network("2002::/16")),
+    ("special-purpose", ipaddress.ip_network("192.0.0.0/24")),
+    ("documentation", ipaddress.ip_network("3fff::/20")),
+)
+
+
 def address_problem(ip: IPAddress) -> str | None:
     """Why ``ip`` may not be fetched (``"loopback"``, ``"private"``, …), None if public."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
@@ -59,6 +71,9 @@ def address_problem(ip: IPAddress) -> str | None:
         ("non-global", not ip.is_global),
     ):
         if flag:
+            return problem
+    for problem, network in _SPECIAL_RANGES:
+        if ip.version == network.version and ip in network:
             return problem
     return None
 

@@ -54,6 +54,7 @@ from extractor.decoding import sniff_binary
 from tracker.chains import MAX_CHAIN
 
 from ..digest import BOOK_URL, BOOK_WORDS
+from ..heads import HeadRefused
 from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
 from ..middlewares import RENDER, SEED, SOURCE, CrawlRefused, RenderFailed
 from ..urls import canonicalize
@@ -391,6 +392,8 @@ def problem_of(failure: Failure, url: str) -> PageProblem:
         return PageProblem(url, f"http_{status}", f"HTTP {status}", skipped=False, status=status)
     if isinstance(error, CrawlRefused):
         return PageProblem(url, error.reason, str(error), skipped=True)
+    if isinstance(error, HeadRefused):  # the server's doing: a failure, not a policy
+        return PageProblem(url, error.reason, str(error), skipped=False)
     if isinstance(error, IgnoreRequest) and str(error) == _REDIRECT_LIMIT:
         request = failure.request  # type: ignore[attr-defined]
         chain = [*request.meta.get("redirect_urls", []), request.url]

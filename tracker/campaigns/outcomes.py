@@ -42,6 +42,8 @@ REASONS: dict[str, str] = {
     "too_large": "over the size cap (DOWNLOAD_MAXSIZE, 3 MB)",
     "too_large_decompressed": "over the size cap once decompressed",
     "too_many_redirects": "too many redirects",
+    "headers_too_large": "headers over the cap (COPYTRACK_MAX_HEADER_BYTES, COPYTRACK_MAX_HEADERS)",
+    "headers_too_slow": "headers not all sent within COPYTRACK_HEADER_SECONDS",
     "links_over_limit": "links over the per-page limit, not followed",
     "bad_url": "links that are not usable URLs",
     "invalid_sitemap": "a sitemap that cannot be read",
