@@ -35,6 +35,7 @@ from .routes import (
     evidence,
     exports,
     findings,
+    operators,
     settings,
     works,
 )
@@ -167,5 +168,6 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     for module in (account, dashboard, findings, check, works, campaigns, exports, settings, api):
         app.include_router(module.router)
     app.include_router(evidence.router)
+    app.include_router(operators.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -122,15 +122,18 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         ctx.db.pages,
         {"url": page.url},
         refresh,
-        projection={"content_sha256": 1, "raw_sha256": 1, "scan_due": 1,
-                    **dict.fromkeys(FILE_FIELDS, 1)},
+        projection={
+            "content_sha256": 1,
+            "raw_sha256": 1,
+            "scan_due": 1,
+            **dict.fromkeys(FILE_FIELDS, 1),
+        },
     )
     if before is None:
         # A new page (two responses racing to insert one URL: DuplicateKeyError, and the
         # caller stores it again, as an update).
         new_id = ctx.db.pages.insert_one(
-            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields, **due,
-             **stamp}
+            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields, **due, **stamp}
         ).inserted_id
         return new_id, True
     drop_replaced(ctx, before, fields)

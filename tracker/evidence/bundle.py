@@ -89,7 +89,7 @@ def findings_of(ctx: Context, kind: str, subject: str) -> list[ObjectId]:
 
 
 def capture_name(page: dict[str, Any]) -> str:
-    content_type = (header(page.get("headers") or {}, "content-type") or "text/html")
+    content_type = header(page.get("headers") or {}, "content-type") or "text/html"
     media = content_type.split(";")[0].strip().lower()
     return f"capture.{_EXTENSIONS.get(media, 'bin')}"
 
@@ -180,17 +180,33 @@ def _facts(found: Evidence, name: str) -> dict[str, Any]:
     return {
         "finding": str(finding["_id"]),
         "status": finding.get("status"),
-        "work": {"id": finding.get("master_external_id"), "title": finding.get("master_title"),
-                 "sha256": found.master.get("sha256")},
-        "page": {"url": finding.get("url"), "final_url": page.get("final_url"),
-                 "status": page.get("status"), "captured_at": iso(page.get("fetched_at")),
-                 "capture": name, "capture_sha256": page.get("raw_sha256"),
-                 "text_sha256": page.get("content_sha256"), "ip": page.get("ip")},
+        "work": {
+            "id": finding.get("master_external_id"),
+            "title": finding.get("master_title"),
+            "sha256": found.master.get("sha256"),
+        },
+        "page": {
+            "url": finding.get("url"),
+            "final_url": page.get("final_url"),
+            "status": page.get("status"),
+            "captured_at": iso(page.get("fetched_at")),
+            "capture": name,
+            "capture_sha256": page.get("raw_sha256"),
+            "text_sha256": page.get("content_sha256"),
+            "ip": page.get("ip"),
+        },
         "score": finding.get("score"),
         "work_coverage": finding.get("master_coverage"),
-        "timestamp": None if ts.state != "stamped" else {
-            "authority": ts.authority, "tsa": ts.tsa, "serial": ts.serial,
-            "time": iso(ts.time), "sha256": ts.sha256, "token": f"{name}.tsr"},
+        "timestamp": None
+        if ts.state != "stamped"
+        else {
+            "authority": ts.authority,
+            "tsa": ts.tsa,
+            "serial": ts.serial,
+            "time": iso(ts.time),
+            "sha256": ts.sha256,
+            "token": f"{name}.tsr",
+        },
     }
 
 
