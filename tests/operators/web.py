@@ -4,8 +4,8 @@ pages copying the library with its site's analytics id, favicon and page templat
 
 ``SITES`` as built: alpha and beta share a Baidu 统计 id, a favicon and a template; beta
 and gamma share an address only (one host, two tenants: the wrong tie); delta's articles
-redirect to alpha's mirror of them; omega shares nothing; epsilon (served from the second crawl on) shares alpha's
-id.
+redirect to alpha's mirror of them; omega shares nothing; epsilon (served from the second
+crawl on) shares alpha's id.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ def _frame(site: Site, title: str, body: str, round_: int) -> str:
         )
     else:
         frame = (
+            "<div class='bar'><a class='login'>登录</a></div>"
             "<table class='forum'><tr class='row'><td class='cell'>{name}</td>"
             "<td class='cell body'>{body}</td></tr></table>"
             "<div class='pager'><span class='page-no'>1</span></div>"
