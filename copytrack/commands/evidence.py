@@ -42,11 +42,12 @@ def bundle(
     try:
         with language(lang):
             made = make_bundle(ctx, kind, subject, partial)
+        partial.replace(output)  # a bundle cut short by an error is never left as the file
     except BundleError as err:
-        partial.unlink(missing_ok=True)
         click.echo(f"copytrack: {err}", err=True)
         sys.exit(1)
-    partial.replace(output)  # a bundle cut short by an error is never left as the file
+    finally:
+        partial.unlink(missing_ok=True)
     for problem in made.problems:
         click.echo(f"warning: {problem}", err=True)
     stamped = "time-stamped" if made.manifest_stamped else "not time-stamped"

@@ -50,12 +50,18 @@ class CaptureTimestamp:
     error: str | None = None  # why the last request failed (pending only)
 
 
+def serial_text(serial: int) -> str:
+    """A serial number as ``openssl ts -reply -text`` prints it (hexadecimal, whole bytes)."""
+    digits = f"{serial:X}"
+    return "0x" + digits.zfill(len(digits) + len(digits) % 2)
+
+
 def stored(token: Token, url: str, sha256: str) -> dict[str, Any]:
     """A page's ``timestamp`` field for ``token``."""
     return {
         "token": Binary(token.der),
         "sha256": sha256,
-        "serial": f"0x{token.serial:X}",
+        "serial": serial_text(token.serial),
         "time": token.time,
         "tsa": token.tsa,
         "policy": token.policy,
@@ -76,7 +82,7 @@ def capture_timestamp(page: dict[str, Any], tsa_url: str | None) -> CaptureTimes
             token=token,
             authority=stamp_field.get("authority"),
             tsa=stated.tsa,
-            serial=f"0x{stated.serial:X}",
+            serial=serial_text(stated.serial),
             time=stated.time,
             sha256=stated.digest.hex(),
             policy=stated.policy,

@@ -7,8 +7,8 @@ likely one operator's.
 - ``redirect``: the page was reached by a redirect from another domain (both domains get
   the target's name);
 - ``ip``: the address the capture was fetched from;
-- ``favicon``: the icon's path without its host (``/static/ab12/fav.ico``; the generic
-  ``/favicon.ico`` says nothing), or the hash of an icon given inline;
+- ``favicon``: the icon's path without its host (``/static/ab12/fav.ico``; one at the root,
+  ``/favicon.ico``, is everyone's and says nothing), or the hash of an icon given inline;
 - ``template``: a hash of the page's skeleton around the article (tags and classes, a
   few levels deep, repeats folded, no text), when it is distinctive enough.
 """
@@ -39,7 +39,7 @@ _ACCOUNTS = (
                         rb"|LA\.init\(\s*\{\s*id\s*:\s*['\"]([A-Za-z0-9]{4,24})['\"]")),
 )  # fmt: skip
 #: Icon paths every site may have: they tie nobody.
-_GENERIC_ICONS = re.compile(r"^/?(favicon|apple-touch-icon|icon)[\w-]*\.(ico|png|svg|gif|jpe?g)$")
+_GENERIC_ICONS = re.compile(r"^/(favicon|apple-touch-icon|icon)[\w-]*\.(ico|png|svg|gif|jpe?g)$")
 #: Levels below <body> the template's skeleton reaches, and the elements it must hold
 #: (distinct tag.class signatures) to count: a bare <body><p> is every other page's.
 TEMPLATE_DEPTH = 5
@@ -112,7 +112,7 @@ def _favicon(root: etree._Element) -> str | None:
         if href.startswith("data:"):
             return "sha256:" + hashlib.sha256(href.encode()).hexdigest()[:32]
         path = urlsplit(href).path.lower()
-        return None if not path or _GENERIC_ICONS.match(path.rsplit("/", 1)[-1]) else path
+        return None if not path or _GENERIC_ICONS.match(path) else path
     return None
 
 
