@@ -38,10 +38,11 @@ FROM python:3.11-slim-bookworm
 
 # WeasyPrint (the admin's PDF exports) needs Pango; Noto CJK gives Chinese evidence its
 # glyphs in those PDFs. Campaigns that render pages run Debian's Chromium
-# (crawler/rendering.py), never a browser Playwright downloads.
+# (crawler/rendering.py), never a browser Playwright downloads; it also takes the evidence
+# bundles' screenshots. OpenSSL verifies time-stamp tokens (tracker/evidence/verification.py).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-noto-cjk chromium \
+        libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-noto-cjk chromium openssl \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONUNBUFFERED=1 \

@@ -26,7 +26,19 @@ from tracker.servers import ServerStartError
 
 from .i18n import LanguageMiddleware
 from .limits import BodyGuard
-from .routes import account, api, campaigns, check, dashboard, exports, findings, settings, works
+from .routes import (
+    account,
+    api,
+    campaigns,
+    check,
+    dashboard,
+    evidence,
+    exports,
+    findings,
+    operators,
+    settings,
+    works,
+)
 from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
 from .web import STATIC_DIR, plain_problem, redirect, render
 
@@ -155,5 +167,7 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
 
     for module in (account, dashboard, findings, check, works, campaigns, exports, settings, api):
         app.include_router(module.router)
+    app.include_router(evidence.router)
+    app.include_router(operators.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

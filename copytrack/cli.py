@@ -39,6 +39,7 @@ COMMANDS = {
     "demo": "demo:demo",
     "down": "ops:down",
     "eval": "eval:eval_command",
+    "evidence": "evidence:evidence",
     "findings": "findings:findings",
     "library": "library:library",
     "recheck": "recheck:recheck",

@@ -25,6 +25,7 @@ class FetchedPage:
     rendered: bool = False  # its scripts were run in a browser (crawler.rendering)
     next_url: str | None = None  # the page continuing this one ("下一页"), same site
     previous_url: str | None = None  # the page this one continues (it was its next_url)
+    ip_address: str | None = None  # the address the response came from (its hosting network)
 
 
 @dataclass

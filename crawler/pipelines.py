@@ -74,7 +74,9 @@ def store_fetched(
                    rendered=item.rendered)  # fmt: skip
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
                       campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip
-    page = replace(page, rendered=item.rendered, chained=bool(item.next_url or item.previous_url))
+    page = replace(page, rendered=item.rendered, chained=bool(item.next_url or item.previous_url),
+                   ip=item.ip_address)  # fmt: skip
+    page = replace(page, redirected_from=tuple(item.redirected_from))
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
     ctx = process_context()
     counts += save_page(ctx, page)

@@ -94,6 +94,15 @@ def _directory(raw: str) -> Path:
     return path
 
 
+def _pem_file(raw: str) -> Path | None:
+    if not raw:
+        return None
+    path = Path(raw).expanduser().resolve()
+    if not path.is_file():
+        raise _Expected("a PEM file of certificates (this path is no file)")
+    return path
+
+
 def _database(raw: str) -> str:
     if any(c in _BAD_DB_CHARS for c in raw) or len(raw.encode()) >= 64:
         raise _Expected('a database name under 64 bytes without / \\ . " $ or spaces')
@@ -213,6 +222,14 @@ SETTINGS: tuple[Setting, ...] = (
             "index blocks each process keeps after reading them for matching, oldest dropped "
             "first, read again once their shard changed; none while it is under half the "
             "index; `0`: none"),
+    Setting("COPYTRACK_TSA_URL", "tsa_url",
+            _url(("http://", "https://"), "to keep captures without trusted time-stamps"),
+            "", "(unset)",
+            "an RFC 3161 time-stamping authority: every capture's SHA-256 is time-stamped "
+            "there by a worker, retried until it answers (docs/evidence.md)"),
+    Setting("COPYTRACK_TSA_CA_FILE", "tsa_ca_file", _pem_file, "", "(unset: the system's)",
+            "PEM certificates of the authority's chain, against which the admin verifies "
+            "the tokens it shows"),
 )  # fmt: skip
 
 #: variable -> its declaration.
@@ -253,6 +270,8 @@ class Settings:
     search_daily_queries: int = _DEFAULTS["search_daily_queries"]
     master_cache_mb: int = _DEFAULTS["master_cache_mb"]
     index_cache_mb: int = _DEFAULTS["index_cache_mb"]
+    tsa_url: str | None = None
+    tsa_ca_file: Path | None = None
 
     @property
     def embedded_mongo(self) -> bool:

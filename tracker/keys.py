@@ -57,6 +57,12 @@ class RedisKeys:
         return f"{self.prefix}:scan-sweep"
 
     @property
+    def timestamp_sweep(self) -> str:
+        """Held while captures are being time-stamped, or a task to do it is queued
+        (tracker.evidence.timestamps)."""
+        return f"{self.prefix}:timestamp-sweep"
+
+    @property
     def dashboard(self) -> str:
         return f"{self.prefix}:dashboard"
 

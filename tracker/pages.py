@@ -45,6 +45,10 @@ class PageInput:
     # A page of a chapter cut into several: its copies are found in the chapter joined from
     # them (tracker.chains), not on it alone (where each would be a quotation-sized excerpt).
     chained: bool = False
+    # The address the page was fetched from: whose network hosts it (takedown notices).
+    ip: str | None = None
+    # The URLs that redirected to it, in order (the domains an operator sends on).
+    redirected_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,11 +88,14 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         "run_id": page.run_id,
         **stored_parts(ctx, page.raw, page.text, raw_sha),
     }
+    if page.ip:  # kept from an earlier capture when a fetch does not say
+        fields["ip"] = page.ip
     # Set only when there is one, or else taken away: the indexes on them stay small.
     unset: dict[str, str] = {}
     sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
               ("skip_reason", page.skip_reason), ("rendered", page.rendered),
-              ("chained", page.chained))  # fmt: skip
+              ("chained", page.chained),
+              ("redirected_from", list(page.redirected_from)))  # fmt: skip
     for name, value in sparse:
         if value:
             fields[name] = value
@@ -97,22 +104,36 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     # Due for a scan (counted with the run storing it, `pending_scans`): a new text, or
     # one stored before and not scanned since (its run died first).
     due = {"scan_due": page.run_id or True}
+    # A new capture is due for a trusted time-stamp (a worker asks the authority: the crawl
+    # never waits for it); an earlier capture's token is not its own.
+    stamp = {"timestamp_due": now} if ctx.settings.tsa_url and page.raw else {}
+    new_capture = {"timestamp": "", "timestamp_error": ""}
+    if not stamp:
+        new_capture["timestamp_due"] = ""
 
     def refresh(before: Mapping[str, Any]) -> dict[str, Any]:
         to_scan = before.get("content_sha256") != content_sha or "scan_due" in before
-        return {"$set": {**fields, **(due if to_scan else {})}, "$unset": unset}
+        if before.get("raw_sha256") == raw_sha:
+            return {"$set": {**fields, **(due if to_scan else {})}, "$unset": unset}
+        return {"$set": {**fields, **(due if to_scan else {}), **stamp},
+                "$unset": {**unset, **new_capture}}  # fmt: skip
 
     before = update_found(
         ctx.db.pages,
         {"url": page.url},
         refresh,
-        projection={"content_sha256": 1, "scan_due": 1, **dict.fromkeys(FILE_FIELDS, 1)},
+        projection={
+            "content_sha256": 1,
+            "raw_sha256": 1,
+            "scan_due": 1,
+            **dict.fromkeys(FILE_FIELDS, 1),
+        },
     )
     if before is None:
         # A new page (two responses racing to insert one URL: DuplicateKeyError, and the
         # caller stores it again, as an update).
         new_id = ctx.db.pages.insert_one(
-            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields, **due}
+            {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields, **due, **stamp}
         ).inserted_id
         return new_id, True
     drop_replaced(ctx, before, fields)

@@ -48,6 +48,8 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("next_url", ASCENDING)], {"sparse": True}),
         # Pages whose text is still to be scanned, by the run that stored them.
         ([("scan_due", ASCENDING)], {"sparse": True}),
+        # Captures still to be time-stamped, by when to ask (tracker.evidence.timestamps).
+        ([("timestamp_due", ASCENDING)], {"sparse": True}),
     ],
     "findings": [
         ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),

@@ -37,6 +37,7 @@ from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app, sweep_interval
 from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
+from .evidence import timestamps
 from .failures import CONNECTION_ERRORS
 from .index import IndexVersionMismatch
 from .loops import compiled_loops, fallback_problem, summary
@@ -64,6 +65,9 @@ TIME_LIMITS = {
     "tracker.scan_page": (300, 360),
     "tracker.ingest_work": (300, 360),
     "tracker.reindex": (3000, 3300),
+    # A sweep stops at the first request that fails (REQUEST_TIMEOUT, 10 s); 200 tokens
+    # from a slow authority (a second each) are well within.
+    "tracker.stamp_captures": (900, 960),
 }
 
 
@@ -169,6 +173,17 @@ def reindex() -> dict[str, Any]:
     return {"masters": count, "postings": stats.postings}
 
 
+@app.task(**_RETRY, **_limits("tracker.stamp_captures"))
+def stamp_captures() -> dict[str, Any]:
+    """Time-stamp the captures that are due (`tracker.evidence.timestamps`), then let the
+    next sweep start."""
+    ctx = process_context()
+    try:
+        return asdict(timestamps.stamp_due_captures(ctx))
+    finally:
+        timestamps.release_sweep(ctx)
+
+
 @app.task(name=CRAWL_TASK, bind=True, **_RETRY)
 def crawl_run(self: Task, name: str, run_id: str) -> dict[str, Any]:
     """Crawl a queued run of campaign ``name``, its crawl process a child of this one; the
@@ -260,36 +275,43 @@ def requeue_lost_scans(ctx: Context) -> list[ObjectId]:
     return lost
 
 
-class LostScanSweep(bootsteps.StartStopStep):
-    """A worker consuming the scan queue calls `requeue_lost_scans` every sweep interval,
-    on a context of its own (its pool processes, forked from it, keep theirs)."""
+class _Sweep(bootsteps.StartStopStep):
+    """A look a worker consuming ``queue`` takes every ``interval`` seconds (`look`), on a
+    context of its own (its pool processes, forked from it, keep theirs)."""
 
     requires = ("celery.worker.components:Timer",)
+    queue = ""
+    what = ""  # what it looks for, for the log
 
     def __init__(self, parent: Any, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)
         self.timer_entry: Any = None
         self.ctx: Context | None = None
 
+    def interval(self, settings: Settings) -> float:
+        return sweep_interval(settings)
+
     def start(self, parent: Any) -> None:
-        if "scan" in parent.app.amqp.queues.consume_from:
-            interval = sweep_interval(Settings.from_env())
+        if self.queue in parent.app.amqp.queues.consume_from:
+            interval = self.interval(Settings.from_env())
             self.timer_entry = parent.timer.call_repeatedly(interval, self.sweep)
 
+    def look(self, ctx: Context) -> None:
+        raise NotImplementedError
+
     def sweep(self) -> None:
-        # On the worker's event loop: milliseconds while the servers answer (a SET and an
-        # LLEN; MongoDB only when the queue is empty).
+        # On the worker's event loop: milliseconds while the servers answer.
         try:
             self.ctx = self.ctx or open_context(check_generation=False)
-            requeue_lost_scans(self.ctx)
+            self.look(self.ctx)
         except (*CONNECTION_ERRORS, ServerStartError, IndexVersionMismatch) as err:
             # (An index of other parameters: scans are refused too, until a reindex.)
-            log.warning("looking for lost scans: %s; trying again in a while", err)
+            log.warning("looking for %s: %s; trying again in a while", self.what, err)
             if self.ctx is not None:  # the next sweep connects where the servers are then
                 self.ctx.close()
                 self.ctx = None
         except UnknownDeliveryRecord as err:
-            log.error("looking for lost scans: %s", err)
+            log.error("looking for %s: %s", self.what, err)
 
     def stop(self, parent: Any) -> None:
         if self.timer_entry is not None:
@@ -299,4 +321,34 @@ class LostScanSweep(bootsteps.StartStopStep):
             self.ctx = None
 
 
+class LostScanSweep(_Sweep):
+    """A worker consuming the scan queue calls `requeue_lost_scans` every sweep interval
+    (a SET and an LLEN; MongoDB only when the queue is empty)."""
+
+    queue, what = "scan", "lost scans"
+
+    def look(self, ctx: Context) -> None:
+        requeue_lost_scans(ctx)
+
+
+#: Seconds between two looks for captures to time-stamp: a capture is stamped this soon
+#: after it is stored (each look is one indexed read, and a SET while some are due).
+TIMESTAMP_SWEEP_SECONDS = 5.0
+
+
+class TimestampSweep(_Sweep):
+    """A worker consuming the maintenance queue queues `stamp_captures` when captures are
+    due and no sweep is under way (`tracker.evidence.timestamps.claim_sweep`)."""
+
+    queue, what = "maintenance", "captures to time-stamp"
+
+    def interval(self, settings: Settings) -> float:
+        return TIMESTAMP_SWEEP_SECONDS
+
+    def look(self, ctx: Context) -> None:
+        if timestamps.claim_sweep(ctx):
+            stamp_captures.apply_async(ignore_result=True)
+
+
 app.steps["worker"].add(LostScanSweep)
+app.steps["worker"].add(TimestampSweep)

@@ -7,6 +7,7 @@ from fastapi.responses import HTMLResponse
 
 from tracker.findings import dashboard as dashboard_figures
 from tracker.findings import recent_runs
+from tracker.operators.queries import new_operator_domains
 
 from ..charts import bar_chart
 from ..security import Viewer, app_context
@@ -26,6 +27,7 @@ def dashboard(request: Request, user: Viewer) -> HTMLResponse:
         figures=figures,
         chart=chart,
         runs=recent_runs(ctx, limit=8),
+        new_operator_domains=new_operator_domains(ctx),
         top_domain_max=max((d["findings"] for d in figures["top_domains"]), default=1),
         top_work_max=max((w["pages"] for w in figures["top_works"]), default=1),
     )

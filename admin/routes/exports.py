@@ -3,8 +3,6 @@ report of one finding (HTML and PDF)."""
 
 from __future__ import annotations
 
-import io
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -12,7 +10,6 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from tracker.findings import (
-    MAX_SHOWN_CHARS,
     FindingNotFound,
     Report,
     WorkflowError,
@@ -26,9 +23,11 @@ from tracker.findings import (
     work_report,
 )
 
+from ..evidence_report import evidence_pdf, report_context
 from ..i18n import _
+from ..pdf import pdf
 from ..security import Viewer, app_context
-from ..web import STATIC_DIR, render, templates
+from ..web import render, templates
 
 router = APIRouter(include_in_schema=False)
 Format = Literal["html", "pdf"]
@@ -45,33 +44,12 @@ def export_csv(request: Request, user: Viewer) -> StreamingResponse:
     )
 
 
-def _pdf(html: str, attachments: Sequence[tuple[str, bytes, str]] = ()) -> bytes:
-    """The report as PDF; WeasyPrint fetches nothing (the stylesheet is given directly).
-    ``attachments``: files embedded in the PDF (name, bytes, description)."""
-    # Imported here: it takes about a second to load, and only PDF exports need it.
-    import weasyprint
-    from weasyprint.urls import URLFetcher
-
-    class NoFetch(URLFetcher):
-        def fetch(self, url: str, headers: dict | None = None) -> None:
-            raise ValueError(f"reports load nothing from outside: {url}")
-
-    document = weasyprint.HTML(string=html, url_fetcher=NoFetch())
-    files = [
-        weasyprint.Attachment(file_obj=io.BytesIO(data), name=name, description=description)
-        for name, data, description in attachments
-    ]
-    return document.write_pdf(
-        stylesheets=[weasyprint.CSS(filename=STATIC_DIR / "print.css")], attachments=files
-    )
-
-
 def _report_response(request: Request, report: Report, fmt: Format, filename: str) -> Response:
     if fmt == "html":
         return render(request, "report.html", report=report, pdf=False)
     html = templates.get_template("report.html").render(report=report, pdf=True)
     return Response(
-        _pdf(html),
+        pdf(html),
         media_type="application/pdf",
         headers={"Content-Disposition": f'attachment; filename="{filename}.pdf"'},
     )
@@ -115,17 +93,11 @@ def evidence_report(
         found = evidence(ctx, parse_object_id(finding_id))
     except (FindingNotFound, ValueError):
         raise HTTPException(404, _("no such finding")) from None
-    raw = capture(ctx, found.finding["page_id"])
-    name = f"capture-{found.page.get('raw_sha256', 'none')[:16]}.html"
-    context = {"ev": found, "has_capture": raw is not None, "capture_name": name,
-               "max_chars": MAX_SHOWN_CHARS}  # fmt: skip
     if format == "html":
-        return render(request, "evidence.html", pdf=False, **context)
-    html = templates.get_template("evidence.html").render(pdf=True, **context)
-    description = f"The page as captured, SHA-256 {found.page.get('raw_sha256')}"
-    attachments = [(name, raw, description)] if raw is not None else []
+        raw = capture(ctx, found.finding["page_id"])
+        return render(request, "evidence.html", pdf=False, **report_context(ctx, found, raw))
     return Response(
-        _pdf(html, attachments),
+        evidence_pdf(ctx, found),
         media_type="application/pdf",
         headers={
             "Content-Disposition": f'attachment; filename="copytrack-evidence-{finding_id}.pdf"'

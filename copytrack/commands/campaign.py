@@ -30,6 +30,7 @@ from tracker.campaigns import (
 from tracker.config import Settings
 from tracker.context import Context, open_context, reconnected
 from tracker.failures import CONNECTION_ERRORS
+from tracker.operators.grouping import update_operators
 from tracker.servers import ServerStartError
 
 from .ops import interrupt_on_termination, recorded
@@ -257,6 +258,8 @@ def _tick(ctx: Context) -> Context:
         refresh_runs(ctx)
         for check in recheck_due_pages(ctx):
             click.echo(f"re-checked: {describe_recheck(check)}")
+        if read := update_operators(ctx):  # new captures of findings: group domains again
+            click.echo(f"operators grouped again ({read} captures read)")
     except Exception as err:  # a server restarting must not end the scheduler
         click.echo(f"scheduler: tick failed ({type(err).__name__}: {err}); retrying", err=True)
         if isinstance(err, CONNECTION_ERRORS):

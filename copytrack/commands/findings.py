@@ -15,6 +15,7 @@ from tracker.times import iso
 def finding_record(doc: dict[str, Any]) -> dict[str, Any]:
     """A finding as the JSON object `findings --json` prints."""
     return {
+        "id": str(doc["_id"]),
         "url": doc["url"],
         "master_id": doc.get("master_external_id"),
         "master_title": doc.get("master_title"),

@@ -242,6 +242,7 @@ class CampaignSpider(SitemapSpider):
             next_url=next_url,
             # Reached by its "下一页" link, or by another after that link was seen.
             previous_url=response.meta.get(PREVIOUS) or self.continued.get(here),
+            ip_address=str(response.ip_address) if response.ip_address else None,
         )
         # Past its depth, a chapter's pages are followed as far as a chain is joined.
         if next_url is not None and response.meta.get(CHAIN_HOPS, 0) < MAX_CHAIN - 1:

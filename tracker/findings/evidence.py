@@ -1,6 +1,7 @@
 """The evidence of one finding, gathered for a report a legal team can file: the work and
-the captured page with both hashes, when and where it was captured, the copied passages
-side by side with their character-level differences, the review history and the notices.
+the captured page with both hashes, when and where it was captured (and the trusted
+time-stamp of the capture, when an authority gave one), the copied passages side by side
+with their character-level differences, the review history and the notices.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from bson import ObjectId
 
 from ..captures import page_capture, page_text
 from ..context import Context
+from ..evidence.timestamps import CaptureTimestamp, capture_timestamp
 from ..library import master_or_archived
 from ..times import now
 from .differences import Piece, differences, tally
@@ -43,6 +45,7 @@ class Evidence:
     tally: dict[str, int]  # characters by kind of difference, over the passages shown
     notices: list[dict[str, Any]]
     generated_at: datetime
+    timestamp: CaptureTimestamp  # the capture's trusted time-stamp, or why there is none
 
 
 def evidence(ctx: Context, finding_id: ObjectId) -> Evidence:
@@ -72,6 +75,7 @@ def evidence(ctx: Context, finding_id: ObjectId) -> Evidence:
         counts,
         notices_of(ctx, finding_id),
         now(),
+        capture_timestamp(page, ctx.settings.tsa_url),
     )
 
 
