@@ -55,6 +55,7 @@ WORDS: tuple[str, ...] = (
     N_("too many redirects"),
     N_("headers over the cap (COPYTRACK_MAX_HEADER_BYTES, COPYTRACK_MAX_HEADERS)"),
     N_("headers not all sent within COPYTRACK_HEADER_SECONDS"),
+    N_("redirects to itself (or back along its own redirects)"),
     N_("links over the per-page limit, not followed"),
     N_("links that are not usable URLs"),
     N_("a sitemap that cannot be read"),
@@ -72,4 +73,8 @@ WORDS: tuple[str, ...] = (
     N_("extracting its text took too long"),
     N_("dropped by the crawler"),
     N_("a book download that cannot be read (damaged, or over the size cap)"),
+    N_(
+        "fetched, but could not be stored (a server down or its disk full): the run failed; "
+        "run it again once the servers are back"
+    ),
 )  # fmt: skip

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from pymongo.collection import Collection
 
+from tracker.context import process_context
+
 #: URLs asked for in one query at most.
 BATCH = 100
 #: Sites with more stored pages than this are not held in memory: each URL is looked up.
 SITE_URLS_MAX = 100_000
+
+
+def stored_pages() -> Collection[Any]:
+    """The pages collection of this process's context as it is now."""
+    return process_context().db.pages
 
 
 class PageLookup:
@@ -27,9 +35,14 @@ class PageLookup:
     """
 
     def __init__(
-        self, pages: Collection[Any], fields: tuple[str, ...], by_site: bool = False
+        self,
+        pages: Collection[Any] | Callable[[], Collection[Any]],
+        fields: tuple[str, ...],
+        by_site: bool = False,
     ) -> None:
-        self.pages = pages
+        # A function giving the collection as it is now: a crawl that followed its servers
+        # to other ports reads them there.
+        self.pages = (lambda: pages) if isinstance(pages, Collection) else pages
         self.projection = dict.fromkeys(("url", *fields), 1)
         self.by_site = by_site
         self._sites: dict[str, asyncio.Task[frozenset[str] | None]] = {}
@@ -88,10 +101,10 @@ class PageLookup:
     def _find_site(self, site: str) -> frozenset[str] | None:
         # A site's canonical URLs sort between "SITE/" and "SITE0" ("0" follows "/").
         query = {"url": {"$gte": f"{site}/", "$lt": f"{site}0"}}
-        found = self.pages.find(query, {"_id": 0, "url": 1}).limit(SITE_URLS_MAX + 1)
+        found = self.pages().find(query, {"_id": 0, "url": 1}).limit(SITE_URLS_MAX + 1)
         urls = frozenset(page["url"] for page in found)
         return urls if len(urls) <= SITE_URLS_MAX else None
 
     def _find(self, urls: list[str]) -> dict[str, dict[str, Any]]:
-        found = self.pages.find({"url": {"$in": urls}}, self.projection)
+        found = self.pages().find({"url": {"$in": urls}}, self.projection)
         return {page["url"]: page for page in found}

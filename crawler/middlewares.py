@@ -31,11 +31,10 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_redis.connection import get_redis_from_settings
 from twisted.internet.error import DNSLookupError
 
-from tracker.context import process_context
 from tracker.netguard import PrivateAddressError, checked_addresses
 
 from .items import NOT_MODIFIED, STORED
-from .lookup import PageLookup
+from .lookup import PageLookup, stored_pages
 from .resolver import GuardedResolver
 from .urls import UrlScope, canonicalize
 
@@ -182,9 +181,8 @@ class RefetchPolicyMiddleware:
     def __init__(self, refetch_after: timedelta, resume_since: datetime | None = None) -> None:
         self.refetch_after = refetch_after
         self.resume_since = resume_since
-        pages = process_context().db.pages
-        self.known = PageLookup(pages, ("fetched_at", "headers", "status"), by_site=True)
-        self.stored = PageLookup(pages, ("raw_zlib", "headers", "final_url"))
+        self.known = PageLookup(stored_pages, ("fetched_at", "headers", "status"), by_site=True)
+        self.stored = PageLookup(stored_pages, ("raw_zlib", "headers", "final_url"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RefetchPolicyMiddleware:

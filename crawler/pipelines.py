@@ -14,11 +14,19 @@ The counts reach the run document every few seconds and at the end.
 
 Back-pressure: while the scan queue holds ``COPYTRACK_SCAN_QUEUE_MAX`` tasks, the crawl
 is paused (`ScanBackoff`) instead of filling Redis faster than the workers empty it.
+
+A page that cannot be stored (a server down or restarting on another port, a full disk) is
+stored again, the servers looked for between tries (this process and each worker process
+follow them as the Celery workers do), for ``COPYTRACK_STORE_PATIENCE`` seconds; then it
+is counted (``failed.not_stored``), the crawl stops, and its run fails naming the failure:
+a run never finishes over pages it dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -34,21 +42,27 @@ from typing import Any
 
 import redis
 from bson import ObjectId
-from pymongo.errors import DuplicateKeyError
+from kombu.exceptions import OperationalError
+from pymongo.errors import DuplicateKeyError, PyMongoError
+from scrapy import Request, signals
 from scrapy.crawler import Crawler
 
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
 from tracker.chains import join_chain, join_run_chains
-from tracker.context import Context, process_context
+from tracker.config import Settings
+from tracker.context import Context, follow_servers, process_context
+from tracker.failures import CONNECTION_ERRORS, describe, storage_failed
 from tracker.pages import PageInput, header, store_page
+from tracker.servers import ServerStartError
 from tracker.tasks import enqueue_scan
 
 from .digest import GONE_STATUSES, digest
 from .extraction_server import start_extraction_server
 from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
-from .lookup import PageLookup
+from .lookup import PageLookup, stored_pages
+from .urls import canonicalize
 
 #: The Celery queue of the scans this pipeline sends.
 SCAN_QUEUE = ROUTES["tracker.scan_page"]["queue"]
@@ -56,6 +70,14 @@ SCAN_QUEUE = ROUTES["tracker.scan_page"]["queue"]
 BACKOFF_POLL = 1.0
 #: Seconds after which a reading is stale anyway: other processes fill the queue too.
 DEPTH_REFRESH = 5.0
+#: What storing a page (or a run's counts) meets when a server is down, restarting on
+#: another port, or out of disk: worth trying again once the servers are found.
+STORE_ERRORS = (PyMongoError, redis.RedisError, OperationalError, OSError)
+#: The pauses between two tries of storing a page (the last repeated), for
+#: COPYTRACK_STORE_PATIENCE seconds.
+STORE_PAUSES = (1.0, 2.0, 4.0, 8.0, 15.0)
+#: The crawl's stat holding why it stopped storing pages (crawler.run fails the run so).
+NOT_STORED_STAT = "copytrack/not_stored"
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +100,19 @@ def store_fetched(
                    ip=item.ip_address)  # fmt: skip
     page = replace(page, redirected_from=tuple(item.redirected_from))
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
-    ctx = process_context()
-    counts += save_page(ctx, page)
-    if item.next_url or item.previous_url:  # a page of a chapter cut into several
-        joined = join_chain(ctx, item.url)
-        if joined is not None and joined[1]:
-            enqueue_scan(joined[0])
-            counts.append("scans_enqueued")
+    try:
+        ctx = process_context()
+        counts += save_page(ctx, page)
+        if item.next_url or item.previous_url:  # a page of a chapter cut into several
+            joined = join_chain(ctx, item.url)
+            if joined is not None and joined[1]:
+                enqueue_scan(joined[0])
+                counts.append("scans_enqueued")
+    except (*CONNECTION_ERRORS, OperationalError):
+        # This process's servers are found again for the next try (the pipeline's).
+        with contextlib.suppress(ServerStartError):
+            follow_servers()
+        raise
     return counts
 
 
@@ -102,6 +130,17 @@ def save_page(ctx: Context, page: PageInput) -> list[str]:
     if not page.skip_reason:
         counts.append("pages.changed" if changed else "pages.unchanged")
     return counts
+
+
+def _failure(err: BaseException) -> str:
+    """A storing failure in one line, naming the server and its data dir (`describe`); a
+    scan that could not be queued is Redis's failure, in kombu's words."""
+    if isinstance(err, OperationalError):
+        text = str(err)
+        err = (
+            redis.ResponseError(text) if text.startswith("MISCONF") else redis.ConnectionError(text)
+        )
+    return describe(err, Settings.from_env()) or f"{type(err).__name__}: {err}"
 
 
 class ScanBackoff:
@@ -140,7 +179,11 @@ class ScanBackoff:
         # Scans queued (released) while the reading is out may have been queued after it:
         # they stay counted. Only those released before it are surely in it.
         counted = self._queued
-        self._depth = await asyncio.to_thread(self.client.llen, self.queue_key)
+        try:
+            self._depth = await asyncio.to_thread(self.client.llen, self.queue_key)
+        except redis.RedisError as err:  # the stores that follow find the servers again
+            log.warning("the scan queue's depth is unknown for now (%s)", err)
+            return
         self._queued -= counted
         self._read_at = time.monotonic()
 
@@ -210,16 +253,20 @@ class EvidencePipeline:
         self.processes = settings.getint("COPYTRACK_EXTRACT_PROCESSES") or os.cpu_count() or 1
         self.niceness = settings.getint("COPYTRACK_EXTRACT_NICENESS")
         self.cpu_seconds = settings.getfloat("COPYTRACK_EXTRACT_CPU_SECONDS")
-        self.ctx = process_context()
+        self.store_patience = settings.getfloat("COPYTRACK_STORE_PATIENCE")
+        self.not_stored = ""  # why the last page not stored was not (`_stored`)
+        self._closing: asyncio.Future[None] | None = None  # the crawl stopping, if it is
+        self.crawler = crawler
+        ctx = process_context()
         self.backoff = ScanBackoff(
             crawler,
-            self.ctx.redis,
-            self.ctx.keys.queue(SCAN_QUEUE),
-            self.ctx.settings.scan_queue_max,
+            ctx.redis,
+            ctx.keys.queue(SCAN_QUEUE),
+            ctx.settings.scan_queue_max,
             f"crawl of campaign {self.campaign} (run {self.run_id})",
         )
         # Whether a page now answering 404/410 had text.
-        self.texts = PageLookup(self.ctx.db.pages, ("text", "text_file"), by_site=True)
+        self.texts = PageLookup(stored_pages, ("text", "text_file"), by_site=True)
         self.counts: Counter[str] = Counter()
         self.problems: list[Problem] = []  # URLs skipped or failed, for the run page
         self._problems_kept = 0
@@ -229,7 +276,24 @@ class EvidencePipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> EvidencePipeline:
-        return cls(crawler)
+        pipeline = cls(crawler)
+        crawler.signals.connect(pipeline.request_dropped, signal=signals.request_dropped)
+        return pipeline
+
+    def request_dropped(self, request: Request) -> None:
+        """A request the scheduler dropped as seen already: a redirect back to a URL of its
+        own chain (to itself, say) is the URL's only outcome, counted as a redirect loop."""
+        chain = request.meta.get("redirect_urls") or []
+        target = canonicalize(request.url)
+        if any(canonicalize(url) == target for url in chain):
+            detail = " → ".join([*chain, request.url])
+            self.counts["failed.redirect_loop"] += 1
+            self._keep(Problem(canonicalize(chain[0]), "failed", "redirect_loop", detail))
+
+    @property
+    def ctx(self) -> Context:
+        """This process's context as it is now (another once the servers moved)."""
+        return process_context()
 
     async def open_spider(self) -> None:
         # forkserver: the workers do not inherit the reactor's threads and sockets; its
@@ -257,7 +321,11 @@ class EvidencePipeline:
             enqueue_scan(joined)
             self.backoff.release(1)
             self.counts["scans_enqueued"] += 1
-        await self._flush()
+        for pause in STORE_PAUSES:  # the last counts, while the servers may take them
+            await self._flush()
+            if not (self.counts or self.problems):
+                break
+            await asyncio.sleep(pause)
         if self._pool is not None:
             assert self._pool_started is not None
             # Not before the workers have started (had they failed, every page said so).
@@ -299,7 +367,7 @@ class EvidencePipeline:
             await self.backoff.reserve(scans)
             queued = scans  # unless it says otherwise: a save that failed midway may have queued
             try:
-                counts += await save()
+                counts += await self._stored(save, item)
                 queued = counts.count("scans_enqueued")
             finally:
                 self.backoff.release(queued, scans)
@@ -309,11 +377,52 @@ class EvidencePipeline:
             outcome, _, reason = key.partition(".")
             if outcome in ("skipped", "failed"):
                 detail = item.detail if isinstance(item, PageProblem) else ""
+                if reason == "not_stored":
+                    detail = self.not_stored
                 status = item.status
                 self._keep(Problem(item.url, outcome, reason_key(reason), detail, status))
         if time.monotonic() - self._flushed > self.progress_every:
             await self._flush()
         return item
+
+    async def _stored(self, save: Callable[[], Awaitable[list[str]]], item: Any) -> list[str]:
+        """The counts of ``save()``, tried again while it fails to store (for
+        ``store_patience`` seconds, the servers looked for between tries); past that, the
+        item counted as not stored and the crawl stopped, its run to fail naming the
+        failure."""
+        waited = 0.0
+        for attempt in itertools.count():
+            try:
+                return await save()
+            except STORE_ERRORS as err:
+                failure = _failure(err)
+                if waited >= self.store_patience:
+                    break
+                pause = STORE_PAUSES[min(attempt, len(STORE_PAUSES) - 1)]
+                log.warning("%s could not be stored (%s); trying again in %g s",
+                            item.url, failure, pause)  # fmt: skip
+                await asyncio.to_thread(self._follow, err)
+                await asyncio.sleep(pause)
+                waited += pause
+        log.error("%s not stored after %g s of tries: %s; stopping the crawl",
+                  item.url, waited, failure)  # fmt: skip
+        self.not_stored = failure  # the detail of its problem (`process_item`)
+        assert self.crawler.stats is not None and self.crawler.engine is not None
+        if not self.crawler.stats.get_value(NOT_STORED_STAT):
+            self.crawler.stats.set_value(NOT_STORED_STAT, failure)
+            # Not awaited here: closing waits for the items under way, this one included.
+            self._closing = asyncio.ensure_future(
+                self.crawler.engine.close_spider_async(reason="not_stored")
+            )
+        return ["failed.not_stored"]
+
+    def _follow(self, err: BaseException | None = None) -> None:
+        """Find this process's servers again (they may have moved; after ``err`` saying a
+        server's storage failed, as on a full disk, it is started again); the scan queue's
+        depth is read there from then on."""
+        with contextlib.suppress(ServerStartError, *STORE_ERRORS):
+            follow_servers(restart_failed=err is not None and storage_failed(err))
+            self.backoff.client = self.ctx.redis
 
     # ------------------------------------------------------------------ blocking parts
     # Run in threads (MongoDB and Redis calls must not stall the reactor); each returns
@@ -348,12 +457,21 @@ class EvidencePipeline:
             self.problems.append(problem)
 
     async def _flush(self) -> None:
+        """The counts and problems gathered since the last flush onto the run; kept for
+        the next flush if the servers cannot take them now."""
         counts, self.counts = self.counts, Counter()
         problems, self.problems = self.problems, []
         self._flushed = time.monotonic()
-        if problems:  # before the counts: a count on the run page has its URLs listed
-            await asyncio.to_thread(record_problems, self.ctx, self.run_id, problems)
-        if counts:
-            await asyncio.to_thread(
-                record_progress, self.ctx, self.run_id, counts, self.crawler_name
-            )
+        try:
+            if problems:  # before the counts: a count on the run page has its URLs listed
+                await asyncio.to_thread(record_problems, self.ctx, self.run_id, problems)
+                problems = []
+            if counts:
+                await asyncio.to_thread(
+                    record_progress, self.ctx, self.run_id, counts, self.crawler_name
+                )
+        except STORE_ERRORS as err:
+            log.warning("the run's counts could not be recorded (%s): kept for the next try", err)
+            self.counts.update(counts)
+            self.problems[:0] = problems
+            await asyncio.to_thread(self._follow)

@@ -15,10 +15,12 @@ any machine reaching the same MongoDB and Redis, and they share the work.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -42,11 +44,13 @@ from tracker.config import ConfigError, Settings
 from tracker.context import Context, follow_servers, process_context
 from tracker.discovery.providers import SearchError, provider_from_settings
 from tracker.discovery.searches import discover
-from tracker.failures import CONNECTION_ERRORS, describe
+from tracker.failures import CONNECTION_ERRORS, describe, storage_failed
 from tracker.keys import RedisKeys
+from tracker.processes import recorded
 from tracker.servers import ServerStartError
 
 from . import settings as crawl_settings
+from .pipelines import NOT_STORED_STAT, STORE_ERRORS, STORE_PAUSES
 from .rendering import render_settings
 from .spiders.campaign import CampaignSpider
 from .tunables import tunables_from_env
@@ -122,10 +126,11 @@ def scrapy_settings(
     return settings
 
 
-def _keep_alive(ctx: Context, name: str, run_id: ObjectId, stop: threading.Event) -> None:
+def _keep_alive(name: str, run_id: ObjectId, stop: threading.Event) -> None:
     while not stop.wait(HEARTBEAT_EVERY.total_seconds()):
         try:
-            if not heartbeat(ctx, name, run_id):
+            # The context as it is now: another one once the servers moved.
+            if not heartbeat(process_context(), name, run_id):
                 log.warning("run %s no longer holds the lock of campaign %s", run_id, name)
         except CONNECTION_ERRORS as err:  # a server died: start it again, the next beat retries
             log.warning("heartbeat of run %s failed (%s); looking for the servers", run_id, err)
@@ -157,14 +162,19 @@ def crawl(
     run_id: ObjectId,
     frontier: str,
     resume_since: datetime | None = None,
-) -> str:
-    """Run the spider to its end in this process; returns Scrapy's finish reason."""
+) -> str | None:
+    """Run the spider to its end in this process; returns why the run fails, or None."""
     process = CrawlerProcess(scrapy_settings(campaign, run_id, ctx, frontier, resume_since))
     crawler = process.create_crawler(CampaignSpider)
     process.crawl(crawler)
     process.start()
     assert crawler.stats is not None
-    return str(crawler.stats.get_value("finish_reason", "unknown"))
+    reason = str(crawler.stats.get_value("finish_reason", "unknown"))
+    if reason == "shutdown":
+        return "interrupted (the crawl process was asked to stop)"
+    if not_stored := crawler.stats.get_value(NOT_STORED_STAT):
+        return f"pages could not be stored: {not_stored}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,6 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.frontier not in FRONTIERS:
         parser.error(f"COPYTRACK_CRAWL_FRONTIER must be one of {', '.join(FRONTIERS)}")
+    # Recorded in the data dir while it runs: `copytrack down` stops it, and waits for it.
+    with recorded(Settings.from_env().data_dir, "crawl"):
+        return _crawl_run(args)
+
+
+def _crawl_run(args: argparse.Namespace) -> int:
+    """`main` once its arguments are read: join the run, crawl, report to the run."""
     try:
         run_id = ObjectId(args.run_id)
         ctx = process_context()
@@ -196,17 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     resume_since = run.get("resume_since")
 
     stop = threading.Event()
-    beat = threading.Thread(
-        target=_keep_alive, args=(ctx, campaign.name, run_id, stop), daemon=True
-    )
+    beat = threading.Thread(target=_keep_alive, args=(campaign.name, run_id, stop), daemon=True)
     beat.start()
     error = None
     try:
         if campaign.kind == "discover":
             campaign = discovered(ctx, campaign, run)
-        reason = crawl(ctx, campaign, run_id, args.frontier, resume_since)
-        if reason == "shutdown":
-            error = "interrupted (the crawl process was asked to stop)"
+        error = crawl(ctx, campaign, run_id, args.frontier, resume_since)
     except (ConfigError, SearchError) as err:
         log.error("%s", err)
         error = str(err)
@@ -216,9 +229,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         beat.join()
-    if finish_crawl(ctx, run_id, error):
-        drop_frontier(ctx, run_id)
+    if _reported(run_id, error):
+        drop_frontier(process_context(), run_id)
     return 1 if error else 0
+
+
+def _reported(run_id: ObjectId, error: str | None) -> bool:
+    """`finish_crawl` on the servers as they are now, tried again (the servers looked for)
+    while they cannot take it, for a while: else the run is failed as interrupted by
+    whoever looks at it once its heartbeat is old."""
+    for pause in (*STORE_PAUSES, 0.0):
+        try:
+            return finish_crawl(process_context(), run_id, error)
+        except STORE_ERRORS as err:
+            log.warning("cannot report to run %s yet (%s)", run_id, err)
+            with contextlib.suppress(ServerStartError, *STORE_ERRORS):
+                follow_servers(restart_failed=storage_failed(err))
+            time.sleep(pause)
+    return False
 
 
 if __name__ == "__main__":

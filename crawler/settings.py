@@ -127,3 +127,7 @@ COPYTRACK_RENDER_REQUESTS = 50
 COPYTRACK_RENDER_OFFSITE = 1
 # Counts reach the run document at least this often (seconds).
 COPYTRACK_PROGRESS_EVERY = 2.0
+# A page that cannot be stored (a server down or moved, a full disk) is stored again for
+# this long (seconds), the servers looked for between tries; then the crawl stops and its
+# run fails naming the failure (crawler/pipelines.py).
+COPYTRACK_STORE_PATIENCE = 120.0

@@ -6,6 +6,8 @@ what `check URL` does with a fetched page.
 
 from __future__ import annotations
 
+import codecs
+
 from .decoding import UnusableContent, decode_html
 from .extraction import extract
 
@@ -40,10 +42,33 @@ def mostly_chinese(text: str) -> bool:
     return sum("\u4e00" <= ch <= "\u9fff" for ch in text) >= 0.3 * len(text.strip() or "x")
 
 
+#: Byte-order marks of the wide Unicode encodings, UTF-32 first: the UTF-32-LE mark starts
+#: with the UTF-16-LE one. Their text holds NUL bytes (every ASCII character has one).
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
 def decode_text_file(data: bytes) -> str:
-    """Decode a plain-text file: UTF-8 (with or without BOM), else GB18030 for Chinese files."""
+    """Decode a plain-text file: UTF-16 or UTF-32 by its byte-order mark, UTF-8 (with or
+    without BOM), else GB18030 for Chinese files."""
+    for bom, codec in _WIDE_BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"not {codec.upper()} text as its byte-order mark says (invalid bytes at "
+                    f"offset {err.start + len(bom)}); convert the file to UTF-8"
+                ) from None
     if b"\x00" in data[:8192]:
-        raise ValueError("binary file (contains NUL bytes), not text")
+        raise ValueError(
+            "binary file (contains NUL bytes), not text; a UTF-16 text needs its byte-order "
+            "mark, or convert it to UTF-8"
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -16,6 +16,7 @@ import pytest
 import redis
 from pymongo.database import Database
 
+from testbed.testweb import RunningWeb, TestWeb, build_site, serve
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.servers import Endpoints, ensure_servers, stop_servers
@@ -112,3 +113,17 @@ def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> I
     context = open_context(Settings.from_env())
     yield context
     context.close()
+
+
+@pytest.fixture(scope="module")
+def web() -> TestWeb:
+    """A test web of 20 works whose pirate site's pages answer slowly (half a second): a
+    crawl of it lasts long enough to be interrupted (tests of crawls under faults)."""
+    return build_site(n_masters=20, n_pages=60, n_real_pages=0, slow_seconds=0.5)
+
+
+@pytest.fixture(scope="module")
+def running(web: TestWeb) -> Iterator[RunningWeb]:
+    """``web`` served on loopback."""
+    with serve(web) as sites:
+        yield sites

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from crawler.urls import canonicalize
-from testbed.testweb import RunningWeb, TestWeb, build_site, serve
+from testbed.testweb import RunningWeb, TestWeb
 from tests.pirate_site import (
     RUN_TIMEOUT,
     SITE,
@@ -32,17 +32,6 @@ from tracker.context import Context
 from tracker.library import Work, add_work
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module")
-def web() -> TestWeb:
-    return build_site(n_masters=20, n_pages=60, n_real_pages=0, slow_seconds=0.5)
-
-
-@pytest.fixture(scope="module")
-def running(web: TestWeb) -> Iterator[RunningWeb]:
-    with serve(web) as sites:
-        yield sites
 
 
 @contextlib.contextmanager

@@ -114,5 +114,5 @@ def test_a_failed_query_fails_each_lookup_and_the_next_one_asks_again(
     with pytest.raises(pymongo.errors.InvalidOperation):
         _get_all(pages, [f"{SITE}/a/1.html", f"{SITE}/a/2.html"])
     # The site's failed reading is not kept: with a working collection it is read again.
-    pages.pages = mongo_db.pages
+    pages.pages = lambda: mongo_db.pages
     assert _get_all(pages, [f"{SITE}/a/1.html"])[0]["status"] == 200

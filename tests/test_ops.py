@@ -20,14 +20,14 @@ from click.testing import CliRunner
 from pymongo.database import Database
 
 from copytrack.cli import main
-from copytrack.commands.ops import COPYTRACK_COMMAND, recorded, records_dir, stack_processes
+from copytrack.commands.ops import COPYTRACK_COMMAND
 from fingerprinter import CHECK_BITS, DEFAULT_PARAMS
 from tests.processes import clean_env, wait_until
 from tracker.celery_app import sender_app
 from tracker.config import Settings
 from tracker.index import RedisIndex
 from tracker.keys import RedisKeys
-from tracker.processes import descendants, proc_stat
+from tracker.processes import descendants, proc_stat, recorded, records_dir, stack_processes
 from tracker.servers import free_port, server_status, stop_servers
 
 pytestmark = pytest.mark.slow

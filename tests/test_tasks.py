@@ -28,7 +28,7 @@ import redis
 from bson import ObjectId
 from pymongo.database import Database
 
-from copytrack.commands.ops import COPYTRACK_COMMAND, records_dir
+from copytrack.commands.ops import COPYTRACK_COMMAND
 from tests.corpus import texts
 from tests.processes import clean_env, installation_env, process_group, wait_until
 from tracker import tasks
@@ -37,6 +37,7 @@ from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, store_page
+from tracker.processes import records_dir
 from tracker.servers import Endpoints
 
 CELERY_WORKER = [

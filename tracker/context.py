@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -17,6 +18,7 @@ from redis.cluster import RedisCluster
 from fingerprinter import CHECK_BITS, DEFAULT_PARAMS, FingerprintParams
 
 from .config import Settings
+from .failures import room_to_restart
 from .generation import ensure as ensure_generation
 from .index import InvertedIndex, RedisIndex
 from .keys import RedisKeys
@@ -125,26 +127,36 @@ def process_context() -> Context:
     return open_context(check_generation=False)
 
 
-def _servers_moved(ctx: Context) -> bool:
-    return ensure_servers(ctx.settings, replace_unanswering=False) != ctx.endpoints
+def _servers_moved(ctx: Context, restart_failed: bool = False) -> bool:
+    return _found(ctx.settings, restart_failed) != ctx.endpoints
 
 
-def reconnected(ctx: Context) -> Context:
+def _found(settings: Settings, restart_failed: bool) -> Endpoints:
+    """The servers where they run now; a failed one started again if asked to and its data
+    dir has room for it again."""
+    restart = restart_failed and room_to_restart(Path(settings.data_dir))
+    return ensure_servers(settings, replace_unanswering=restart)
+
+
+def reconnected(ctx: Context, restart_failed: bool = False) -> Context:
     """After a connection failure in a long-running process: ``ctx`` again once the
     embedded servers that died run again, each on its port, where ctx's clients reconnect
     by themselves; or, if one had to take another port, a new context there (ctx is
-    closed). Configured servers are left to their operators."""
-    if not _servers_moved(ctx):
+    closed). Configured servers are left to their operators. ``restart_failed``: after an
+    error saying a server's storage failed (`tracker.failures.storage_failed`), an embedded
+    server that runs but does not answer is started again too, once its data dir has room
+    again (never on a mere timeout: a busy server is not a broken one)."""
+    if not _servers_moved(ctx, restart_failed):
         return ctx
     ctx.close()
     return open_context(ctx.settings, ctx.params, check_index=False)
 
 
-def follow_servers() -> None:
-    """`reconnected` for this process's context (Celery tasks): if a server moved, the
-    context is dropped and the next `process_context()` opens one where it is now."""
+def follow_servers(restart_failed: bool = False) -> None:
+    """`reconnected` for this process's context (Celery tasks, crawls): if a server moved,
+    the context is dropped and the next `process_context()` opens one where it is now."""
     if not process_context.cache_info().currsize:
-        ensure_servers(Settings.from_env(), replace_unanswering=False)
-    elif _servers_moved(ctx := process_context()):
+        _found(Settings.from_env(), restart_failed)
+    elif _servers_moved(ctx := process_context(), restart_failed):
         process_context.cache_clear()
         ctx.close()

@@ -52,6 +52,28 @@ def data_dir_error(data_dir: Path, err: OSError) -> str:
     return f"cannot start the embedded servers of {data_dir}: {err.filename or ''}: {reason}"
 
 
+#: Room a data dir needs before a server whose storage failed is started again (SecantusDB
+#: makes room for a 10 MB log as it starts): while its disk is full, a failed server still
+#: answers reads, a stopped one nothing.
+ROOM_TO_RESTART = 32 * 2**20
+
+
+def room_to_restart(data_dir: Path) -> bool:
+    """Whether data_dir's disk has ROOM_TO_RESTART free for writes."""
+    try:
+        stat = os.statvfs(data_dir)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize >= ROOM_TO_RESTART
+
+
+def storage_failed(err: BaseException) -> bool:
+    """Whether ``err`` says a server runs but its storage failed: SecantusDB answers
+    InternalError to every request once a write failed (a full disk), until it is started
+    again (`ensure_servers` replaces a server that does not answer)."""
+    return isinstance(err, OperationFailure) and err.code == 1
+
+
 def _server(settings: Settings, name: str) -> tuple[str, str]:
     """How to name a server in a message (the embedded one by its data dir and free
     space), and what to do when it does not answer."""
@@ -65,10 +87,13 @@ def _server(settings: Settings, name: str) -> tuple[str, str]:
     return f"{name} at {variable}", "check that server (`copytrack status`)"
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """The reason an error gives, in one line of 200 characters at most: pymongo appends
+    its timeouts, topology and the server's whole reply (``full error``) to it."""
     line = (str(err).splitlines() or [type(err).__name__])[0]
-    # pymongo appends its timeouts and topology to the reason: keep the reason.
-    return line.split(" (configured timeouts", 1)[0].split(", Timeout: ", 1)[0][:200]
+    for appended in (" (configured timeouts", ", Timeout: ", ", full error: "):
+        line = line.split(appended, 1)[0]
+    return line[:200]
 
 
 def describe(err: BaseException, settings: Settings) -> str | None:
@@ -76,25 +101,25 @@ def describe(err: BaseException, settings: Settings) -> str | None:
     redis_at, redis_remedy = _server(settings, "Redis")
     mongo_at, mongo_remedy = _server(settings, "MongoDB")
     if isinstance(err, redis.ResponseError) and str(err).startswith("MISCONF"):
-        reason = _first_line(err).partition(": ")[2] or "disk error"
+        reason = first_line(err).partition(": ")[2] or "disk error"
         return (
             f"{redis_at} refuses writes: it cannot write its append-only file ({reason}): "
             f"free space, then run the command again"
         )
     if isinstance(err, redis.ConnectionError | redis.TimeoutError):
-        return f"{redis_at} does not answer ({_first_line(err)}): {redis_remedy}"
+        return f"{redis_at} does not answer ({first_line(err)}): {redis_remedy}"
     if isinstance(err, ConnectionFailure):
-        return f"{mongo_at} does not answer ({_first_line(err)}): {mongo_remedy}"
-    if isinstance(err, OperationFailure) and err.code in (1, None):
+        return f"{mongo_at} does not answer ({first_line(err)}): {mongo_remedy}"
+    if isinstance(err, OperationFailure) and (storage_failed(err) or err.code is None):
         # SecantusDB answers InternalError (code 1) once its storage failed a write.
         return (
-            f"{mongo_at} failed a request ({_first_line(err)}): if its disk is full, free "
+            f"{mongo_at} failed a request ({first_line(err)}): if its disk is full, free "
             f"space and run the command again (that restarts the server)"
         )
     if isinstance(err, PyMongoError):
-        return f"{mongo_at} failed a request: {_first_line(err)}"
+        return f"{mongo_at} failed a request: {first_line(err)}"
     if isinstance(err, redis.RedisError):
-        return f"{redis_at} failed a request: {_first_line(err)}"
+        return f"{redis_at} failed a request: {first_line(err)}"
     if isinstance(err, OSError) and err.errno in DISK_ERRNOS and err.filename:
         return f"cannot write {err.filename} ({err.strerror}; {free_space(Path(err.filename))})"
     return None

@@ -19,8 +19,18 @@ than the library counted (an add or removal interrupted between its two writes) 
 answers every query right: `IndexState.warning` reports it, nothing refuses it.
 
 Counting: the library counts postings after the index gained them (`postings_added`) and
-discounts them before the index loses them (`postings_removing`), so in flight the
+discounts them before the index loses them (`removing_postings`), so in flight the
 library's count is never above the index's, and only a real loss shows as fewer postings.
+The two counts live on two servers and cannot be read at once: a check reads the library's
+first, so postings added meanwhile only raise the index's; a removal racing the check
+would lower the index's count after the library's was read, so every removal is noted
+beside the postings while it runs (`InvertedIndex.begin_removal`), and a reading that a
+removal overlapped is taken again (`inspect`).
+
+The counts say nothing of the postings themselves: blocks deleted or evicted with the
+shards' counters left, or a bad restore, keep them equal. `tracker.index_audit` looks
+sampled works' postings up; a loss it finds is recorded with the generation (``lost``),
+and the index is refused as any other until it is rebuilt.
 """
 
 from __future__ import annotations
@@ -28,8 +38,8 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +56,13 @@ _CACHE_SECONDS = 2.0
 _cache: dict[tuple[int, str], tuple[float, dict[str, Any] | None]] = {}
 
 _REINDEX = "run `copytrack reindex` to rebuild it from the library"
+# How long a removal of postings is taken to be under way at most: a process killed in the
+# middle of one never says it ended.
+REMOVAL_SECONDS = 300.0
+# Readings of both counts `inspect` takes while removals keep overlapping them, and the
+# pause between two.
+_READINGS = 10
+_READING_PAUSE = 0.05
 
 
 class IndexNotReady(RuntimeError):
@@ -65,6 +82,10 @@ class IndexState:
     index_generation: str | None
     index_postings: int
     has_works: bool
+    #: A loss of postings found by looking works up (`record_loss`), if any.
+    lost: str | None = None
+    #: False when removals overlapped every reading: the posting counts are not compared.
+    settled: bool = True
 
     @property
     def problem(self) -> str | None:
@@ -102,7 +123,9 @@ class IndexState:
                 f"{lib[:8]}: Redis holds another copy of the index (an old one, or another "
                 f"installation's); {_REINDEX}"
             )
-        if have < put:
+        if self.lost:
+            return f"{self.lost}; {_REINDEX}"
+        if have < put and self.settled:
             return (
                 f"the index holds {_postings(have)} but the library put {put:,} in it: Redis "
                 f"lost recent writes (a crash?); {_REINDEX}"
@@ -113,7 +136,7 @@ class IndexState:
     def warning(self) -> str | None:
         """Something to tidy that does not make matching wrong, or None."""
         extra = self.index_postings - self.library_postings
-        if self.problem or self.library_generation is None or extra <= 0:
+        if self.problem or self.library_generation is None or extra <= 0 or not self.settled:
             return None
         return (
             f"the index holds {extra:,} postings more than the library counted (an add or "
@@ -141,12 +164,30 @@ def _state(ctx: Context, library: dict[str, Any] | None) -> IndexState:
         index_generation,
         index_postings,
         has_works,
+        _loss_of(library),
     )
 
 
+def _loss_of(library: dict[str, Any] | None) -> str | None:
+    """The loss recorded for the library's generation, if any."""
+    library = library or {}
+    lost = library.get("lost") or {}
+    return lost.get("detail") if lost.get("generation") == library.get("generation") else None
+
+
 def inspect(ctx: Context) -> IndexState:
-    """Both sides of the check, read now (writes nothing)."""
-    return _state(ctx, _read_library(ctx, fresh=True))
+    """Both sides of the check, read now (writes nothing but expired removal notes): the
+    library's count first, then the index's, taken again while a removal overlaps them
+    (its discount read, its removal not, or the other way round); after _READINGS tries
+    the counts go uncompared (``settled`` False) rather than raise a false alarm."""
+    for reading in range(_READINGS):
+        if reading:
+            time.sleep(_READING_PAUSE)
+        begun, under_way = ctx.index.removals(time.time())
+        state = _state(ctx, _read_library(ctx, fresh=True))
+        if not under_way and ctx.index.removals(time.time())[0] == begun:
+            return state
+    return replace(state, settled=False)
 
 
 def ensure(ctx: Context) -> str:
@@ -180,6 +221,7 @@ def require(ctx: Context) -> str:
         and index_generation is not None
         and library.get("generation") == index_generation
         and index_postings >= library.get("postings", 0)
+        and _loss_of(library) is None
     ):
         return index_generation
     return ensure(ctx)
@@ -196,10 +238,28 @@ def postings_added(ctx: Context, count: int) -> None:
         ctx.db[COLLECTION].update_one({"_id": _DOC_ID}, {"$inc": {"postings": count}})
 
 
-def postings_removing(ctx: Context, count: int) -> None:
-    """Discount postings the index is about to lose."""
-    if count:
-        ctx.db[COLLECTION].update_one({"_id": _DOC_ID}, {"$inc": {"postings": -count}})
+@contextlib.contextmanager
+def removing_postings(ctx: Context, count: int) -> Iterator[None]:
+    """Discount ``count`` postings the index is about to lose (the block takes them out),
+    the removal noted beside the postings while it runs (see the module's docstring)."""
+    token = uuid.uuid4().hex
+    ctx.index.begin_removal(token, time.time() + REMOVAL_SECONDS)
+    try:
+        if count:
+            ctx.db[COLLECTION].update_one({"_id": _DOC_ID}, {"$inc": {"postings": -count}})
+        yield
+    finally:
+        ctx.index.end_removal(token)
+
+
+def record_loss(ctx: Context, generation: str, detail: str) -> None:
+    """Record that the index of ``generation`` lost postings (``detail``: which, how it was
+    found): until a rebuild, every check refuses it."""
+    ctx.db[COLLECTION].update_one(
+        {"_id": _DOC_ID, "generation": generation},
+        {"$set": {"lost": {"generation": generation, "detail": detail, "at": datetime.now(UTC)}}},
+    )
+    _cache.clear()
 
 
 def rebuild(ctx: Context, build: Callable[[Context], int]) -> int:
@@ -213,7 +273,10 @@ def rebuild(ctx: Context, build: Callable[[Context], int]) -> int:
     library = ctx.db[COLLECTION]
     library.update_one(
         {"_id": _DOC_ID},
-        {"$set": {"generation": generation, "postings": 0, "started_at": datetime.now(UTC)}},
+        {
+            "$set": {"generation": generation, "postings": 0, "started_at": datetime.now(UTC)},
+            "$unset": {"lost": ""},
+        },
         upsert=True,
     )
     _cache.clear()

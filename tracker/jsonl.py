@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,12 +28,23 @@ class BadLine:
         return f"{self.path}:{self.line_no}: {self.reason}"
 
 
+def not_regular(path: Path) -> str | None:
+    """None for a regular file (or a link to one); else why it is not read: reading a FIFO
+    would wait for a writer forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        return f"cannot read: {err.strerror or err}"
+    return None if stat.S_ISREG(mode) else "not a regular file (a FIFO, socket or device)"
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict] | BadLine]:
     """Yield ``(line_no, object)`` for each JSON object line and ``BadLine`` for the others.
 
     Blank lines are skipped; undecodable bytes, invalid JSON and non-objects are reported
     with their line number, and reading goes on with the next line. Gzip data that is
-    damaged or cut short ends the file with a BadLine where it broke.
+    damaged or cut short ends the file with a BadLine where it broke. (Callers first make
+    sure the path is a regular file: `not_regular`.)
     """
     line_no = 0
     try:
@@ -59,6 +72,8 @@ def _parsed(path: Path, line_no: int, raw: bytes) -> tuple[int, dict] | BadLine:
         )
     except json.JSONDecodeError as err:
         return BadLine(path, line_no, f"invalid JSON ({err.msg} at column {err.colno})")
+    except RecursionError:
+        return BadLine(path, line_no, "JSON nested too deeply to read")
     if not isinstance(obj, dict):
         return BadLine(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
     return line_no, obj

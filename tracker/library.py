@@ -26,15 +26,18 @@ from fingerprinter import index_array, to_letters
 from .batches import batched, worked_ahead
 from .context import Context
 from .durability import wait_index_durable
-from .generation import postings_added, postings_removing
+from .generation import postings_added, removing_postings
 from .index import MAX_MASTER_ID, places_of
 from .master_cache import note_library_edit
-from .store import find_in, last_id, next_id, update_found, update_in
+from .store import find_in, last_id, next_id, update_in
 from .times import now
 
 #: The state of a work whose update is under way, or died midway (adding it again finishes
-#: it); every other work is "indexed".
+#: it); every other work is "indexed", or REMOVING.
 INDEXING = "indexing"
+#: The state of a work being removed (`withdraw_master`), or whose removal died midway
+#: (removing it again finishes it; adding its text again restores it).
+REMOVING = "removing"
 
 #: Where a deleted work's document is kept for the findings it leaves (tracker.library_edits).
 ARCHIVE = "deleted_masters"
@@ -206,11 +209,58 @@ def prepare_works(ctx: Context, works: Sequence[Work]) -> PreparedWorks:
     )
 
 
+# Levels of objects and arrays a work's extra fields may nest (MongoDB refuses documents
+# nested past 100 levels).
+MAX_EXTRA_DEPTH = 20
+_INT64 = range(-(2**63), 2**63)
+
+
+def _storable(name: str, value: Any, depth: int = 0) -> None:
+    """Raise ValueError, naming the field, for a value MongoDB cannot store as given: a
+    string holding a lone surrogate (JSON's ``"\\ud800"`` is one: not a character), an
+    integer beyond 64 bits, nesting past MAX_EXTRA_DEPTH, an odd field name."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"field {name!r} holds {value[err.start : err.end]!a} at character "
+                f"{err.start}, a lone surrogate (half of a UTF-16 pair), not a character: "
+                "fix the text"
+            ) from None
+    elif isinstance(value, bool | float) or value is None:
+        return
+    elif isinstance(value, int):
+        if value not in _INT64:
+            raise ValueError(
+                f"field {name!r} holds an integer beyond 64 bits, which MongoDB cannot store: "
+                "give it as a string"
+            )
+    elif isinstance(value, dict | list):
+        if depth >= MAX_EXTRA_DEPTH:
+            raise ValueError(f"field {name!r} nests more than {MAX_EXTRA_DEPTH} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str):
+                _storable(f"{name}.{key}" if name else key, key)  # the key is stored too
+                if not key or key.startswith("$") or "." in key or "\0" in key:
+                    raise ValueError(
+                        f"field name {key!a} cannot be stored (empty, or with '$', '.' "
+                        "or NUL): rename it"
+                    )
+            _storable(f"{name}.{key}" if name else str(key), item, depth + 1)
+    else:
+        raise ValueError(f"field {name!r} holds a {type(value).__name__}, not JSON data")
+
+
 def _pieces(ctx: Context, work: Work) -> list[_Piece]:
     """The masters of a work (split into chapters when long); ValueError if it cannot be
-    fingerprinted."""
+    fingerprinted or stored."""
     if not isinstance(work.text, str) or not work.text.strip():
         raise ValueError("empty text: nothing to register")
+    for name in ("text", "external_id", *METADATA_FIELDS):
+        _storable("id" if name == "external_id" else name, getattr(work, name))
+    _storable("", work.extra)
     _validate(work, ctx)
     sha = text_sha256(work.text)
     external_id = work.external_id or f"sha256:{sha[:16]}"
@@ -425,8 +475,8 @@ def _settle_known(
     ctx: Context, pieces: list[_Piece], index_on_disk: bool = False
 ) -> tuple[dict[int, AddResult], list[tuple[int, _Piece]]]:
     """The results of pieces whose external id or text is stored (by position), and the
-    new pieces (position, piece). The stored works given a new text, or left unindexed by
-    an earlier add, are indexed last, together (`_index_many`)."""
+    new pieces (position, piece). The stored works given a new text (`_updated`), or left
+    unindexed by an earlier add, are indexed last, together (`_index_many`)."""
     masters = ctx.db.masters
     names = [piece.external_id for piece in pieces]
     existing = {m["external_id"]: m for m in find_in(masters, "external_id", names, {"text": 0})}
@@ -438,27 +488,36 @@ def _settle_known(
     settled: dict[int, AddResult] = {}
     new: list[tuple[int, _Piece]] = []
     indexing: _Indexing = {}
+    updates: list[tuple[int, _Piece, int]] = []
     for i, piece in enumerate(pieces):
         old = existing.get(piece.external_id)
         if old is not None and old["sha256"] == piece.sha:
-            if old.get("state") != "indexed":  # an earlier add died before finishing
+            if old.get("state") != "indexed":  # an earlier add or update died before finishing
                 indexing[old["_id"]] = (piece.text, piece.fingerprints)
-            settled[i] = AddResult(piece.external_id, old["_id"], "unchanged")
+                settled[i] = AddResult(
+                    piece.external_id, old["_id"], "updated", "finished an interrupted update"
+                )
+            else:
+                settled[i] = AddResult(piece.external_id, old["_id"], "unchanged")
         elif old is not None:
-            settled[i] = _update(ctx, piece, old["_id"], indexing)
+            updates.append((i, piece, old["_id"]))
         elif (twin := twins.get(piece.sha)) is not None:
             settled[i] = AddResult(
                 piece.external_id, twin["_id"], "duplicate", f"same text as {twin['external_id']}"
             )
         else:
             new.append((i, piece))
+    settled |= _updated(ctx, updates, indexing)
     _index_many(ctx, indexing, index_on_disk)
     return settled, new
 
 
 def _document(ctx: Context, piece: _Piece) -> dict[str, Any]:
+    # The caller's other fields apart, under ``extra``: none can take a key of the
+    # library's (``_id``, ``state``, ``sha256``…).
+    extra = {"extra": piece.work.extra} if piece.work.extra else {}
     return {
-        **piece.work.extra,
+        **extra,
         **{name: getattr(piece.work, name) for name in METADATA_FIELDS},
         "external_id": piece.external_id,
         "work_id": piece.work_id,
@@ -545,8 +604,8 @@ def _results_of_new(
         zip(new.ids, new.fresh, new.values, strict=True)
     ):
         if n in lost:
-            postings_removing(ctx, len(fps))
-            ctx.index.remove(master_id, fps.values)
+            with removing_postings(ctx, len(fps)):
+                ctx.index.remove(master_id, fps.values)
             yield i, _winner(ctx, piece)
         else:
             yield i, AddResult(piece.external_id, master_id, "added")
@@ -581,49 +640,77 @@ def _winner(ctx: Context, piece: _Piece, by_id: bool = True) -> AddResult:
     )
 
 
-def _update(ctx: Context, piece: _Piece, master_id: int, indexing: _Indexing) -> AddResult:
-    """A new text under an existing external id: the old postings go first, so a kill
-    midway leaves the master marked unindexed (re-adding finishes it), never matched by
-    its old text; the text to index is left in ``indexing`` (`_index_many`). A text
-    another master has already is not taken (duplicate)."""
-    twin = ctx.db.masters.find_one({"sha256": piece.sha}, {"external_id": 1})
-    if twin is not None:
-        return AddResult(
-            piece.external_id,
-            twin["_id"],
-            "duplicate",
-            f"not updated: same text as {twin['external_id']}",
-        )
-    old = update_found(
-        ctx.db.masters,
-        {"_id": master_id},
-        {"$set": {"state": INDEXING, "updated_at": now()}},
-        {"text": 1, "state": 1},
-    )
-    values = fingerprint_values(ctx, old["text"])
-    if old.get("state") != INDEXING:  # else an interrupted update discounted them already
-        postings_removing(ctx, len(values))
-    ctx.index.remove(master_id, values.values)
-    try:
-        ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
-        note_library_edit(ctx)  # before the new postings: none is aligned on the old text
-    except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
-        indexing[master_id] = (old["text"], values)
-        return _winner(ctx, piece, by_id=False)
-    indexing[master_id] = (piece.text, piece.fingerprints)
-    return AddResult(piece.external_id, master_id, "updated")
+def _updated(
+    ctx: Context, updates: list[tuple[int, _Piece, int]], indexing: _Indexing
+) -> dict[int, AddResult]:
+    """New texts under existing external ids (position, piece, master id): the results by
+    position; the texts to index are left in ``indexing`` (`_index_many`). A text another
+    master has already is not taken (duplicate).
+
+    Each work is marked unindexed (the matcher leaves it out from then on) and its old
+    postings go first; the new texts are stored only once those removals are on the
+    index's disk. A kill midway leaves a work marked NOT INDEXED and never matched, by its
+    old text or any (re-adding finishes it); once it holds its new text, its old postings
+    are gone for good, even if Redis dies then and loses what it had not written."""
+    results: dict[int, AddResult] = {}
+    replacing: list[tuple[int, _Piece, int, str, MasterFingerprints]] = []
+    for i, piece, master_id in updates:
+        twin = ctx.db.masters.find_one({"sha256": piece.sha}, {"external_id": 1})
+        if twin is not None:
+            results[i] = AddResult(
+                piece.external_id,
+                twin["_id"],
+                "duplicate",
+                f"not updated: same text as {twin['external_id']}",
+            )
+            continue
+        old = ctx.db.masters.find_one({"_id": master_id}, {"text": 1, "state": 1})
+        values = fingerprint_values(ctx, old["text"])
+        _withdraw(ctx, master_id, old.get("state"), INDEXING, values)
+        replacing.append((i, piece, master_id, old["text"], values))
+    if replacing:
+        wait_index_durable(ctx)
+    for i, piece, master_id, old_text, values in replacing:
+        try:
+            ctx.db.masters.update_one({"_id": master_id}, {"$set": _document(ctx, piece)})
+            note_library_edit(ctx)  # before the new postings: none is aligned on the old text
+        except DuplicateKeyError:  # another master took this text meanwhile: keep the old one
+            indexing[master_id] = (old_text, values)
+            results[i] = _winner(ctx, piece, by_id=False)
+            continue
+        indexing[master_id] = (piece.text, piece.fingerprints)
+        results[i] = AddResult(piece.external_id, master_id, "updated")
+    return results
+
+
+def _withdraw(
+    ctx: Context, master_id: int, state: str | None, to: str, values: MasterFingerprints
+) -> None:
+    """Take a master's postings (``values``) out of the index, the master marked ``to``
+    (INDEXING or REMOVING) first: the matcher leaves it out from then on. Discounted first,
+    unless an interrupted update or removal (``state`` other than indexed) discounted them
+    already: a kill in between leaves the index holding more postings than counted (a
+    warning), never fewer (a loss)."""
+    with removing_postings(ctx, len(values) if state == "indexed" else 0):
+        ctx.db.masters.update_one({"_id": master_id}, {"$set": {"state": to, "updated_at": now()}})
+        note_library_edit(ctx)
+        ctx.index.remove(master_id, values.values)
 
 
 def _index_many(ctx: Context, masters: _Indexing, index_on_disk: bool = False) -> None:
-    """Index masters and mark them indexed. index_on_disk: count their postings and mark
-    them only once the postings are on the index's disk (`_insert_documents`)."""
+    """Index masters being updated, or whose update died midway, and mark them indexed.
+    None of their postings is counted yet (`_withdraw` discounted the old text's; the new
+    one's count once the masters are marked): counted afterwards, all of them, a kill in
+    between leaving more postings than counted. index_on_disk: marked only once the
+    postings are on the index's disk (`_insert_documents`)."""
     if not masters:
         return
     values = [
         fingerprint_values(ctx, text) if fps is None else fps for text, fps in masters.values()
     ]
-    counts = _add_postings(ctx, list(masters), values, fresh=False, index_on_disk=index_on_disk)
+    _, counts = _add_postings(ctx, list(masters), values, fresh=False, index_on_disk=index_on_disk)
     _mark_indexed(ctx, counts, {})
+    postings_added(ctx, sum(counts.values()))
 
 
 def _add_postings(
@@ -632,16 +719,15 @@ def _add_postings(
     values: Sequence[MasterFingerprints],
     fresh: bool,
     index_on_disk: bool = False,
-) -> dict[int, int]:
-    """Add the masters' postings to the index and count them (once they are on its disk,
-    with ``index_on_disk``); their fingerprint counts. fresh: none of the masters has a
-    posting yet (`InvertedIndex.add_many`)."""
+) -> tuple[int, dict[int, int]]:
+    """Add the masters' postings to the index (and wait until they are on its disk, with
+    ``index_on_disk``); the postings the index gained, and the masters' fingerprint counts.
+    fresh: none of the masters has a posting yet (`InvertedIndex.add_many`)."""
     indexed = [(i, fps.values, fps.places) for i, fps in zip(master_ids, values, strict=True)]
     added = ctx.index.add_many(indexed, fresh=fresh)
     if index_on_disk:
         wait_index_durable(ctx)
-    postings_added(ctx, added)
-    return {master_id: len(fps) for master_id, fps in zip(master_ids, values, strict=True)}
+    return added, {master_id: len(fps) for master_id, fps in zip(master_ids, values, strict=True)}
 
 
 def _mark_indexed(ctx: Context, counts: dict[int, int], stored: Mapping[int, int]) -> None:
@@ -659,12 +745,6 @@ def _mark_indexed(ctx: Context, counts: dict[int, int], stored: Mapping[int, int
         ctx.db.masters.bulk_write(changed, ordered=False)
     unchanged = [master_id for master_id, count in counts.items() if stored.get(master_id) == count]
     update_in(ctx.db.masters, "_id", unchanged, {"$set": marks})
-
-
-def _unindex(ctx: Context, master_id: int, text: str) -> None:
-    values = fingerprint_values(ctx, text)
-    postings_removing(ctx, len(values))
-    ctx.index.remove(master_id, values.values)
 
 
 def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:
@@ -694,7 +774,7 @@ def replace_text(ctx: Context, master_id: int, text: str) -> AddResult:
     fingerprints = fingerprint_values(ctx, text)
     piece = _Piece(work, master["external_id"], text, sha, master.get("work_id"), fingerprints)
     indexing: _Indexing = {}
-    result = _update(ctx, piece, master_id, indexing)
+    (result,) = _updated(ctx, [(0, piece, master_id)], indexing).values()
     _index_many(ctx, indexing)
     return result
 
@@ -712,11 +792,17 @@ def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
     return [found[i] for i in sorted(found)]
 
 
-def remove_master(ctx: Context, master: dict[str, Any]) -> None:
-    """Take a master (its document, with its text) out of the index, then the library;
-    what becomes of its findings is tracker.library_edits'."""
-    _unindex(ctx, master["_id"], master["text"])
-    ctx.db.masters.delete_one({"_id": master["_id"]})
+def withdraw_master(ctx: Context, master: dict[str, Any]) -> None:
+    """Mark a master (its document, with its text) REMOVING and take it out of the index:
+    from then on no scan records a finding of it (`tracker.findings.record`); what becomes
+    of its findings is tracker.library_edits', which then deletes it (`delete_master`)."""
+    values = fingerprint_values(ctx, master["text"])
+    _withdraw(ctx, master["_id"], master.get("state"), REMOVING, values)
+
+
+def delete_master(ctx: Context, master_id: int) -> None:
+    """Delete a withdrawn master's document."""
+    ctx.db.masters.delete_one({"_id": master_id})
     _library_size_changed(ctx)
 
 
@@ -886,7 +972,10 @@ def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
         for batch, values in worked_ahead(batches, fingerprinted, ahead):
             if marking is None:  # the first batch
                 _make_room(ctx, sum(map(len, values)), len(batch), total)
-            counts = _add_postings(ctx, [master["_id"] for master in batch], values, fresh=True)
+            added, counts = _add_postings(
+                ctx, [master["_id"] for master in batch], values, fresh=True
+            )
+            postings_added(ctx, added)
             # The batch before was marked indexed (MongoDB) while these postings were
             # written (Valkey): 100,000 works in 183 s of the two back to back, 132 of them
             # the postings.

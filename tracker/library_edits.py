@@ -4,11 +4,13 @@
 - New text: the work is re-indexed and every page that copies it is scanned again, so its
   findings show passages of the new text; a page that no longer copies the new text has
   its finding closed ``removed`` (with the reason in its history).
-- Deleting: the work leaves the library and the index. Its findings that nobody decided on
-  (still ``new``, or only ever changed by copytrack) go with it; those a reviewer decided
-  on (confirmed, notice sent, dismissed, …) are records a legal team may need: they are
-  kept, marked ``work_deleted``, and the work's document is archived in
-  ``deleted_masters`` so their evidence can still be shown.
+- Deleting: the work leaves the index, then the library. Its findings that nobody decided
+  on (still ``new``, or only ever changed by copytrack) go with it; those a reviewer
+  decided on (confirmed, notice sent, dismissed, …) are records a legal team may need: they
+  are kept, marked ``work_deleted``, and the work's document is archived in
+  ``deleted_masters`` so their evidence can still be shown. The work is marked removing and
+  out of the index before its findings are touched, and a scan records no finding of a work
+  so marked or gone (`tracker.findings.record`): a scan racing the removal leaves none.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from typing import Any
 
 from .context import Context
 from .findings import REMOVED, SYSTEM, invalidate_dashboard
-from .library import ARCHIVE, AddResult, find_masters, remove_master, replace_text
+from .library import (
+    ARCHIVE,
+    AddResult,
+    delete_master,
+    find_masters,
+    replace_text,
+    withdraw_master,
+)
 from .master_cache import note_library_edit
 from .pages import scan_page
 from .times import now
@@ -108,9 +117,14 @@ def delete_works(ctx: Context, key: str, by: str) -> list[DeleteResult]:
 
 def _delete(ctx: Context, master: dict[str, Any], by: str) -> DeleteResult:
     master_id, at = master["_id"], now()
-    # Archived first: a kill midway leaves the work in both places, never in neither.
+    # Out of the index, marked removing: no scan records a finding of it from now on.
+    withdraw_master(ctx, master)
+    # Archived before it is deleted: a kill midway leaves the work in both places, never in
+    # neither (removing it again finishes the job).
     ctx.db[ARCHIVE].replace_one(
-        {"_id": master_id}, {**master, "deleted_at": at, "deleted_by": by}, upsert=True
+        {"_id": master_id},
+        {**master, "deleted_at": at, "deleted_by": by},
+        upsert=True,
     )
     kept = ctx.db.findings.update_many(
         _reviewed(master_id), {"$set": {"work_deleted": {"at": at, "by": by}}}
@@ -118,7 +132,7 @@ def _delete(ctx: Context, master: dict[str, Any], by: str) -> DeleteResult:
     deleted = ctx.db.findings.delete_many(
         {"master_id": master_id, "work_deleted": {"$exists": False}}
     ).deleted_count
-    remove_master(ctx, master)
+    delete_master(ctx, master_id)
     if not kept:
         ctx.db[ARCHIVE].delete_one({"_id": master_id})  # no finding needs it
     invalidate_dashboard(ctx)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jsonl import BadLine, count_lines, read_jsonl
+from .jsonl import BadLine, count_lines, not_regular, read_jsonl
 from .library import METADATA_FIELDS, Work
 
 TEXT_SUFFIXES = (".txt", ".md")
@@ -33,7 +32,25 @@ class LoadError:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.reason}"
+        return f"{shown(self.where)}: {self.reason}"
+
+
+def shown(where: str) -> str:
+    """A path as it can be printed: bytes of a file name that are not UTF-8 (which Python
+    keeps as lone surrogates) as ``\\xNN`` escapes."""
+    return where.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _utf8_name(path: Path) -> LoadError | None:
+    """None when the path is UTF-8; else why its works are not read (a work's id and
+    source come from its name, and the library stores UTF-8 only)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return LoadError(
+            str(path), "the file name is not UTF-8: rename the file, then add it again"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -95,13 +112,8 @@ _SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES)
 
 def _regular(path: Path) -> LoadError | None:
     """None for a regular file (or a link to one); else why it is not read."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as err:
-        return LoadError(str(path), f"cannot read: {err.strerror or err}")
-    if stat.S_ISREG(mode):
-        return None
-    return LoadError(str(path), "not a regular file (a FIFO, socket or device): skipped")
+    problem = not_regular(path)
+    return LoadError(str(path), f"{problem}: skipped") if problem else None
 
 
 def _files(path: Path) -> Iterator[Path | LoadError]:
@@ -113,11 +125,11 @@ def _files(path: Path) -> Iterator[Path | LoadError]:
             for name in sorted(names):
                 child = Path(root) / name
                 if _suffix(child) in _SUFFIXES:
-                    yield _regular(child) or child
+                    yield _utf8_name(child) or _regular(child) or child
         yield from _unreadable(unreadable)
     elif not path.exists():
         yield LoadError(str(path), "no such file or directory")
-    elif problem := _regular(path):
+    elif problem := _utf8_name(path) or _regular(path):
         yield problem
     elif _suffix(path) in _SUFFIXES:
         yield path

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 
 _KEPT_FIELDS = ("_id", "external_id", "title", "text", "sha256")
+_INDEXED = "indexed"  # the state of a work that is neither being updated nor removed
 
 
 def note_library_edit(ctx: Context) -> None:
@@ -38,7 +39,7 @@ def note_library_edit(ctx: Context) -> None:
 
 
 def cached_masters(ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """The masters of ``master_ids`` that exist, through the context's cache."""
+    """The masters of ``master_ids`` stored as indexed, through the context's cache."""
     return ctx.masters.load(ctx, master_ids)
 
 
@@ -55,7 +56,11 @@ class MasterCache:
         self._lock = threading.Lock()
 
     def load(self, ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """The masters of ``master_ids`` that exist, from memory or else from MongoDB."""
+        """The masters of ``master_ids`` that exist and are indexed, from memory or else
+        from MongoDB. A work being updated or removed (its ``state`` another one; the change
+        of state is a library edit) is left out: postings of its old text, which an update
+        interrupted before they were gone for good may have left, never match it, and no
+        finding is recorded for a work on its way out."""
         wanted = list(master_ids)
         with self._lock:
             kept = {i: self._docs.get(i) for i in wanted}
@@ -76,6 +81,7 @@ class MasterCache:
         fetched = {
             m["_id"]: {field: m[field] for field in _KEPT_FIELDS if field in m}
             for m in ctx.db.masters.find({"_id": {"$in": missing}})
+            if m.get("state", _INDEXED) == _INDEXED
         }
         with self._lock:
             if mark == self._mark:  # else read under an older mark: used once, not kept

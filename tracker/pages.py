@@ -15,6 +15,7 @@ from .captures import FILE_FIELDS, drop_replaced, page_capture, page_text, store
 from .context import Context
 from .findings import RecordResult, record_findings, suppress_licensed
 from .generation import IndexNotReady, current, require
+from .index_audit import audit_sample, audit_works
 from .matcher import match_text
 from .store import update_found
 
@@ -223,9 +224,12 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
     """Match a stored page against the library and record its findings (idempotent).
 
     Raises `tracker.generation.IndexNotReady`, before reading anything, when the index is
-    not the library's: a scan against it would close real findings.
+    not the library's (its counts, and now and then a sample of works looked up:
+    `tracker.index_audit`), and before closing a finding whose work's postings are not all
+    in the index: a scan against it would close real findings.
     """
     mark = [ctx.params.version, require(ctx)]
+    audit_sample(ctx)
     page = ctx.db.pages.find_one({"_id": page_id})
     if page is None:
         raise LookupError(f"page {page_id} not found: it was deleted before the scan ran")
@@ -238,7 +242,9 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
     # A page of a chain is matched as part of its joined chapter only.
     matches = [] if page.get("chained") else match_text(ctx, page_text(ctx, page))
-    record = record_findings(ctx, page, matches, run_id=page.get("run_id"))
+    record = record_findings(
+        ctx, page, matches, run_id=page.get("run_id"), keep_open=lambda ids: audit_works(ctx, ids)
+    )
     if matches:  # a syndication partner's copy is licensed, not new
         suppress_licensed(ctx, page_id)
     scanned = {

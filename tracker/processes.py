@@ -1,19 +1,28 @@
 """Process supervision: what a process is, whether it still runs, and stopping it.
 
 One place for the procfs look-ups, the wait loops and the SIGTERM-then-SIGKILL sequence
-that the embedded servers, the stack's workers and the crawl processes all need.
+that the embedded servers, the stack's workers and the crawl processes all need, and the
+records by which `copytrack down` and `status` find the stack's processes: each process of
+the stack (`up`, a worker, the scheduler, a crawl) is recorded in DATA/run/<pid>.json while
+it lives. A record is a file its process holds an flock on: a record nobody holds belongs
+to a process that is gone (even after kill -9), whatever process its pid now names, and is
+removed by whoever finds it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import logging
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +30,7 @@ POLL = 0.05  # seconds between two looks at a process
 KILL_WAIT = 5.0  # seconds a SIGKILLed process is given to disappear
 
 _HAVE_PROCFS = os.path.isdir("/proc/self")
+RUN_DIR = "run"  # DATA/run/HOSTNAME/PID.json: containers sharing DATA each have their pids
 
 
 def proc_stat(pid: int | str) -> list[str] | None:
@@ -145,3 +155,79 @@ def terminate(
     if not wait_for(all_gone, KILL_WAIT):
         log.error("pids %s still present after SIGKILL", alive)
     return alive
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class StackProcess:
+    """A live process of the stack recorded in DATA/run: `up`, a worker, the scheduler, a
+    crawl."""
+
+    pid: int
+    role: str
+    parent: int  # pid of the process that started it
+    started_at: float
+    record: Path
+
+
+def records_dir(data_dir: Path) -> Path:
+    """Where this host's processes are recorded. Only these: a pid names a process on its
+    own host (container) only, and `down` must never signal another host's pid."""
+    return data_dir / RUN_DIR / socket.gethostname()
+
+
+@contextlib.contextmanager
+def recorded(data_dir: Path, role: str) -> Iterator[None]:
+    """Record this process in DATA/run for as long as the block runs."""
+    run_dir = records_dir(data_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    path, tmp = run_dir / f"{pid}.json", run_dir / f".{pid}.tmp"
+    with open(tmp, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        entry = {"pid": pid, "role": role, "parent": os.getppid(), "started_at": time.time()}
+        json.dump(entry, fh)
+        fh.flush()
+        # Locked before it appears under its real name: no reader can take it for stale.
+        os.replace(tmp, path)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def record_held(record: Path) -> bool:
+    """True while some process holds the record's lock (its process, or its forks)."""
+    try:
+        with open(record) as fh:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def stack_processes(data_dir: Path) -> list[StackProcess]:
+    """The live processes recorded for data_dir, oldest first; stale records are removed."""
+    found = []
+    for record in records_dir(data_dir).glob("*.json"):
+        if not record_held(record):
+            record.unlink(missing_ok=True)
+            continue
+        try:
+            entry = json.loads(record.read_text())
+            found.append(
+                StackProcess(
+                    pid=int(entry["pid"]),
+                    role=str(entry["role"]),
+                    parent=int(entry["parent"]),
+                    started_at=float(entry["started_at"]),
+                    record=record,
+                )
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("ignoring unreadable process record %s", record)
+    return sorted(found, key=lambda p: p.started_at)

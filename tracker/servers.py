@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 STATE_FILE = "servers.json"
 LOCK_FILE = "servers.lock"
+STOPPING_FILE = "stopping.lock"  # held (shared) by whoever stops the stack: `stopping`
 VALKEY = "valkey"
 MONGO = "mongo"
 _STATE_VERSION = 1
@@ -309,6 +310,29 @@ def _locked(data_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def stopping(data_dir: Path) -> Iterator[None]:
+    """While the block runs, the stack of ``data_dir`` is being stopped (`copytrack down`,
+    or `up` on its way out): `ensure_servers` starts no server of it, so a process that is
+    itself being stopped (a worker finishing its tasks, a crawl) cannot bring the servers
+    back behind the stop. Several stoppers may hold it at once (`down` stopping an `up`)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / STOPPING_FILE, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        yield
+
+
+def _being_stopped(data_dir: Path) -> bool:
+    try:
+        with open(data_dir / STOPPING_FILE) as fh:  # closing it lets the lock go
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        return False
+    except BlockingIOError:
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------- processes
@@ -574,6 +598,11 @@ def ensure_servers(
                 for name in needed
                 if _needs_start(name, servers.get(name), secret, replace_unanswering)
             ]
+            if to_start and _being_stopped(data_dir):
+                raise ServerStartError(
+                    f"the stack of {data_dir} is being stopped (`copytrack down`): no server "
+                    f"is started; run the command again once it is down"
+                )
             if to_start:
                 ports = {name: int(servers[name]["port"]) for name in to_start if name in servers}
                 started = _start(to_start, data_dir, timeout, ports)

@@ -31,9 +31,10 @@ from tracker.config import Settings
 from tracker.context import Context, open_context, reconnected
 from tracker.failures import CONNECTION_ERRORS
 from tracker.operators.grouping import update_operators
+from tracker.processes import recorded
 from tracker.servers import ServerStartError
 
-from .ops import interrupt_on_termination, recorded
+from .ops import interrupt_on_termination
 from .recheck import describe_recheck, recheck_due_pages
 
 HISTORY = 10

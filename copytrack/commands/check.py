@@ -14,7 +14,8 @@ import click
 
 from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.jsonl import BadLine, read_jsonl
+from tracker.index_audit import audit_sample
+from tracker.jsonl import BadLine, not_regular, read_jsonl
 from tracker.loaders import HTML_SUFFIXES
 from tracker.match_pool import MatchPool, Timed
 from tracker.matcher import Match, match_text
@@ -164,6 +165,9 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
     if (source is None) == (jsonl_path is None):
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
     if jsonl_path is not None:
+        if problem := not_regular(jsonl_path):
+            click.echo(f"copytrack: {jsonl_path}: {problem}: give a file of JSON lines", err=True)
+            sys.exit(2)
         settings = Settings.from_env()
         # A small file is matched in this process: other processes each open their own
         # connections first (a few tenths of a second).
@@ -171,7 +175,9 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
         try:
             # The pool first: its workers are forked before this process runs threads.
             with MatchPool(settings, processes, preload=["copytrack.cli"]) as pool:
-                pool.match_here(open_context(settings))
+                ctx = open_context(settings)
+                audit_sample(ctx, every=0)
+                pool.match_here(ctx)
                 bad = _check_jsonl(pool, jsonl_path, processes)
         except BrokenProcessPool:
             click.echo(
@@ -183,5 +189,6 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
             sys.exit(2)
         sys.exit(1 if bad else 0)
     ctx = open_context()
+    audit_sample(ctx, every=0)  # "no match" must not come of an index that lost postings
     text = _read_source(source)
     _print_matches(ctx, text, match_text(ctx, text))

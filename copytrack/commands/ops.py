@@ -1,26 +1,23 @@
 """`copytrack worker | up | down | status`: run, stop and inspect the stack of a data dir.
 
 The stack is the embedded servers (tracker.servers, recorded in DATA/servers.json) plus
-the processes `up` and `worker` run on them, each recorded in DATA/run/<pid>.json while
-it lives, so that `down` and `status` find them. A record is a file its process holds an
-flock on: a record nobody holds belongs to a process that is gone (even after kill -9),
-whatever process its pid now names, and is removed by whoever finds it.
+the processes run on them: `up`, workers, schedulers and crawls, each recorded in
+DATA/run/<pid>.json while it lives (`tracker.processes.recorded`), so that `down` and
+`status` find them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -33,8 +30,9 @@ from fingerprinter import DEFAULT_PARAMS
 from tracker.celery_app import QUEUES, app, configure
 from tracker.config import Settings
 from tracker.context import Context, open_index
+from tracker.failures import first_line
 from tracker.health import health, unprobed
-from tracker.processes import terminate
+from tracker.processes import StackProcess, record_held, recorded, stack_processes, terminate
 from tracker.servers import (
     MONGO,
     VALKEY,
@@ -43,13 +41,15 @@ from tracker.servers import (
     ensure_servers,
     server_status,
     stop_servers,
+    stopping,
 )
 from tracker.times import mongo_client
 
 log = logging.getLogger(__name__)
 
-RUN_DIR = "run"  # DATA/run/HOSTNAME/PID.json: containers sharing DATA each have their pids
 WORKER_STOP_TIMEOUT = 30.0  # a worker's warm shutdown waits for its running tasks
+# A crawl asked to stop finishes the requests under way and records its run as interrupted.
+CRAWL_STOP_TIMEOUT = 30.0
 _POLL = 0.1
 #: Runs the copytrack CLI with this interpreter, wherever the console script is (or isn't).
 COPYTRACK_COMMAND = [
@@ -58,78 +58,6 @@ COPYTRACK_COMMAND = [
 
 
 # --------------------------------------------------------------------------- process records
-
-
-@dataclass(frozen=True)
-class StackProcess:
-    """A live `up` or worker process recorded in DATA/run."""
-
-    pid: int
-    role: str
-    parent: int  # pid of the process that started it
-    started_at: float
-    record: Path
-
-
-def records_dir(data_dir: Path) -> Path:
-    """Where this host's processes are recorded. Only these: a pid names a process on its
-    own host (container) only, and `down` must never signal another host's pid."""
-    return data_dir / RUN_DIR / socket.gethostname()
-
-
-@contextlib.contextmanager
-def recorded(data_dir: Path, role: str) -> Iterator[None]:
-    """Record this process in DATA/run for as long as the block runs."""
-    run_dir = records_dir(data_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    pid = os.getpid()
-    path, tmp = run_dir / f"{pid}.json", run_dir / f".{pid}.tmp"
-    with open(tmp, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        entry = {"pid": pid, "role": role, "parent": os.getppid(), "started_at": time.time()}
-        json.dump(entry, fh)
-        fh.flush()
-        # Locked before it appears under its real name: no reader can take it for stale.
-        os.replace(tmp, path)
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)
-
-
-def _held(record: Path) -> bool:
-    """True while some process holds the record's lock (its process, or its forks)."""
-    try:
-        with open(record) as fh:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def stack_processes(data_dir: Path) -> list[StackProcess]:
-    """The live processes recorded for data_dir, oldest first; stale records are removed."""
-    found = []
-    for record in records_dir(data_dir).glob("*.json"):
-        if not _held(record):
-            record.unlink(missing_ok=True)
-            continue
-        try:
-            entry = json.loads(record.read_text())
-            found.append(
-                StackProcess(
-                    pid=int(entry["pid"]),
-                    role=str(entry["role"]),
-                    parent=int(entry["parent"]),
-                    started_at=float(entry["started_at"]),
-                    record=record,
-                )
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            log.warning("ignoring unreadable process record %s", record)
-    return sorted(found, key=lambda p: p.started_at)
 
 
 def _stop(pid: int, gone: Callable[[], bool], timeout: float) -> None:
@@ -325,8 +253,9 @@ def up(concurrency: int | None, admin_port: int) -> None:
     own_servers = bool(needed - running)
     children: list[_Child] = []
     code = 0
-    try:
-        with recorded(settings.data_dir, "up"):
+    # Recorded until the stack it started is down: `copytrack down` waits for it.
+    with recorded(settings.data_dir, "up"):
+        try:
             ensure_servers(settings)
             # Children find the embedded servers as any command does, through the data
             # dir's state file: so they follow a server that died and came back.
@@ -338,19 +267,39 @@ def up(concurrency: int | None, admin_port: int) -> None:
                 time.sleep(0.5)
             log.error("%s exited with code %d; stopping", dead[0].name, dead[0].proc.returncode)
             code = 1
-    except KeyboardInterrupt:
-        log.info("stopping: the worker first finishes its running tasks")
-    finally:
-        # A second Ctrl-C must not cut the cleanup short; every step has a timeout.
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        except KeyboardInterrupt:
+            log.info("stopping: the worker first finishes its running tasks")
+        finally:
+            # A second Ctrl-C must not cut the cleanup short; every step has a timeout.
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
+            _stop_stack(settings, children, own_servers)
+    sys.exit(code)
+
+
+def _stop_stack(settings: Settings, children: list[_Child], own_servers: bool) -> None:
+    """`up` on its way out: its children, then, if it started the servers, the crawls of
+    the data dir (its scheduler's among them: they would find no servers) and the servers;
+    meanwhile no process starts a server of the data dir again (`stopping`)."""
+    with stopping(settings.data_dir) if own_servers else contextlib.nullcontext():
         for child in reversed(children):
             _stop_child(child)
         if not own_servers:
-            log.info("leaving the servers running: `up` did not start them")
-        elif stop_servers(settings.data_dir):
+            log.info("leaving the servers and the crawls running: `up` did not start them")
+            return
+        for crawl in _stop_recorded(settings.data_dir, ["crawl"], CRAWL_STOP_TIMEOUT):
+            log.info("stopped crawl (pid %d)", crawl.pid)
+        if stop_servers(settings.data_dir):
             log.info("stopped the embedded servers")
-    sys.exit(code)
+
+
+def _stop_recorded(data_dir: Path, roles: list[str], timeout: float) -> list[StackProcess]:
+    """Stop the recorded processes of these roles, each waited for until its record is let
+    go (SIGKILL after ``timeout``); returns them."""
+    procs = [p for p in stack_processes(data_dir) if p.role in roles]
+    for proc in procs:
+        _stop(proc.pid, lambda p=proc: not record_held(p.record), timeout)
+    return procs
 
 
 # --------------------------------------------------------------------------- down
@@ -365,25 +314,32 @@ def up(concurrency: int | None, admin_port: int) -> None:
     help="Seconds a worker gets to finish its running tasks before it is killed.",
 )
 def down(timeout: float) -> None:
-    """Stop the stack of the data dir: workers, `up` processes, then the embedded servers."""
+    """Stop the stack of the data dir: crawls, workers and schedulers, `up` processes, then
+    the embedded servers; returns once each is gone. Meanwhile no process starts a server
+    of the data dir (a worker finishing its tasks would start them again)."""
     settings = Settings.from_env()
-    procs = stack_processes(settings.data_dir)
-    up_pids = {p.pid for p in procs if p.role == "up"}
-    # Workers first, while the servers still run for their warm shutdown; except those an
-    # `up` started, which it stops itself before the servers. Then the `up` processes.
-    order = [p for p in procs if p.role == "worker" and p.parent not in up_pids]
-    order += [p for p in procs if p.role == "up"]
-    for proc in order:
-        # An `up` waits for its worker, then for the servers it stops (20 s at most).
-        allowance = timeout if proc.role == "worker" else timeout + 30.0
-        _stop(proc.pid, lambda p=proc: not _held(p.record), allowance)
-        click.echo(f"stopped {proc.role} (pid {proc.pid})")
-    stopped = bool(order)
-    if stop_servers(settings.data_dir):
-        click.echo("stopped the embedded servers")
-        stopped = True
+    data_dir = settings.data_dir
+    stopped = False
+    with stopping(data_dir) if data_dir.is_dir() else contextlib.nullcontext():
+        procs = stack_processes(data_dir)
+        up_pids = {p.pid for p in procs if p.role == "up"}
+        # Crawls first, while the servers run: each records its run as interrupted (the
+        # campaign's next run resumes it). Then workers and schedulers, but those an `up`
+        # started, which it stops itself before the servers. Then the `up` processes.
+        order = [p for p in procs if p.role == "crawl"]
+        order += [p for p in procs if p.role not in ("crawl", "up") and p.parent not in up_pids]
+        order += [p for p in procs if p.role == "up"]
+        for proc in order:
+            # An `up` waits for its worker, then for the servers it stops (20 s at most).
+            allowance = {"crawl": CRAWL_STOP_TIMEOUT, "up": timeout + 30.0}.get(proc.role, timeout)
+            _stop(proc.pid, lambda p=proc: not record_held(p.record), allowance)
+            click.echo(f"stopped {proc.role} (pid {proc.pid})")
+            stopped = True
+        if stop_servers(data_dir):
+            click.echo("stopped the embedded servers")
+            stopped = True
     if not stopped:
-        click.echo(f"nothing was running in {settings.data_dir}")
+        click.echo(f"nothing was running in {data_dir}")
 
 
 # --------------------------------------------------------------------------- status
@@ -505,7 +461,7 @@ def _library_section(ctx: Context, report: dict[str, Any]) -> bool:
             for name in ("masters", "pages", "findings"):
                 click.echo(f"  {name:<12} {ctx.db[name].estimated_document_count():>10}")
         except PyMongoError as err:
-            click.echo(f"  unavailable: {err}")
+            click.echo(f"  unavailable: {first_line(err)}")
             ok = False
     if not report["servers"]["redis"]["ok"]:
         click.echo("  postings unavailable: Redis does not answer")
@@ -513,7 +469,7 @@ def _library_section(ctx: Context, report: dict[str, Any]) -> bool:
     try:
         stats = ctx.index.stats()
     except redis.RedisError as err:
-        click.echo(f"  postings unavailable: {err}")
+        click.echo(f"  postings unavailable: {first_line(err)}")
         return False
     click.echo(
         f"  {'postings':<12} {stats.postings:>10}  "

@@ -8,6 +8,7 @@ import click
 from tqdm import tqdm
 
 from tracker.context import open_context
+from tracker.index_audit import audit_sample
 from tracker.pages import scan_page, unscanned_pages
 from tracker.tasks import enqueue_scan
 
@@ -34,6 +35,7 @@ def rescan(campaign: str | None, every_page: bool, inline: bool) -> None:
     --inline. Findings are updated in place: one per page and work, never twice.
     """
     ctx = open_context()
+    audit_sample(ctx, every=0)  # a scan on an index that lost postings would close findings
     if every_page:
         query = {} if campaign is None else {"campaign": campaign}
         page_ids = [page["_id"] for page in ctx.db.pages.find(query, {"_id": 1})]

@@ -13,7 +13,19 @@ prints one line that names the input or server and what to do:
 - ``test_disk_full``: the data dir's disk filling up during `library add`, or full before
   the servers start (item 4; a tmpfs, so root only: skipped with the reason elsewhere);
 - ``test_one_line_errors``: bad inputs, servers that do not answer, a read-only data dir
-  (item 7).
+  (item 7);
+- ``test_hostile_input``: file names that are not UTF-8, lone surrogates, integers past 64
+  bits and fields named as the library's keys in JSONL, UTF-16 texts;
+- ``test_removal_races``: `library rm` racing the scans of the work's copies;
+- ``test_stack_stop``: `copytrack down` under `copytrack up`, crawls included;
+- ``test_crawl_follows_servers``: a crawl under way when the servers move to other ports;
+- ``test_full_disk_crawl``: the disk filling up during a crawl, freed later or not;
+- ``test_small_faults``: FIFOs given to `check --jsonl` and `campaign import`, `status` on a
+  full disk, a URL redirecting to itself.
+
+`test_index_loss` also covers index blocks lost with their counters kept, `test_racing_adds`
+a racer's removal between the two counts' readings, `test_interrupted_adds` Valkey killed
+during an update.
 
 Durable acknowledged writes (item 3) rest on SecantusDB's sync-on-commit and
 `tracker.durability.wait_durable`.

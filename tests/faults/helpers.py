@@ -160,6 +160,16 @@ def one_line_failure(done: subprocess.CompletedProcess[str], *words: str) -> str
     return lines[0]
 
 
+def one_error_per_place(stderr: str, expected: dict[str, str]) -> None:
+    """`library add`'s stderr holds one ``error:`` line per place (``file`` or
+    ``file:line``) of expected, holding its reason, and no other."""
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == len(expected), stderr
+    for where, reason in expected.items():
+        [line] = [line for line in errors if f"{where}:" in line or line.endswith(where)]
+        assert reason in line, line
+
+
 def send_scans(redis_url: str, page_ids: list[ObjectId]) -> None:
     """Queue scans as tracker.tasks.enqueue_scan does (same task name, same route), through
     a Celery app of the test's own: the module-level app keeps its first broker."""

@@ -5,6 +5,7 @@ reopens a finding copytrack itself had closed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,75 @@ def test_a_copy_seen_again_reopens_only_what_copytrack_closed(ctx: Context) -> N
         ("confirmed", "copytrack"),
     ]
     assert "again" in history[-1]["note"]
+
+
+def _index_blocks(ctx: Context) -> list[bytes]:
+    """The index's blocks (``{prefix}:{SS}:NNNNNNNNNN``): the postings, without the meta and
+    shard hashes that count them."""
+    return sorted(ctx.redis.scan_iter(match=f"{ctx.keys.index}:{{*}}:*", count=1000))
+
+
+def test_blocks_lost_with_their_counters_kept_close_nothing(own: Settings, tmp_path: Path) -> None:
+    """Index blocks gone while the meta and shard hashes (the counters) stay, as after an
+    eviction or a bad restore: the counts agree, the postings are not there. Works' postings
+    looked up from their texts show it: `status`, `check` and `rescan` refuse, nothing is
+    closed, and `reindex` then `rescan` recover."""
+    works = texts("zh_news", 3)
+    env = embedded_env(own)
+    ctx = open_context(own)
+    try:
+        for n, text in enumerate(works):
+            add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+        copies = pirate_copies(works, 1)
+        pages = store_pages(ctx, copies, "pirate")
+        for page_id in pages:
+            scan_page(ctx, page_id)
+        before = _statuses(ctx)
+        assert len(before) == 3 and set(before.values()) == {"new"}
+        suspect = tmp_path / "suspect.txt"
+        suspect.write_text(copies[1])
+
+        blocks = _index_blocks(ctx)
+        ctx.redis.delete(*blocks[: len(blocks) * 3 // 10])  # 30% of the blocks
+        status = copytrack(["status"], env)
+        assert status.returncode == 1 and "the index lacks" in status.stdout, status.stdout
+        one_line_failure(copytrack(["rescan", "--all", "--inline"], env), "lacks", "reindex")
+        ctx.redis.delete(*blocks)  # all of them: every copy would look gone
+        one_line_failure(copytrack(["check", str(suspect)], env), "lacks", "reindex")
+        one_line_failure(copytrack(["rescan", "--all", "--inline"], env), "lacks", "reindex")
+        assert not index_health(ctx)["ok"]
+        assert _statuses(ctx) == before  # nothing closed
+
+        assert copytrack(["reindex"], env).returncode == 0
+        rescan = copytrack(["rescan", "--all", "--inline"], env)
+        assert rescan.returncode == 0 and "scanned 3 pages: 3 copy a work" in rescan.stdout
+        assert _statuses(ctx) == before and index_health(ctx)["ok"]
+    finally:
+        ctx.close()
+
+
+def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -> None:
+    """The blocks vanish after a process last took its sample: its scan that would close
+    the findings looks their works up first, refuses, and records the loss for every
+    process. (A process that keeps no index blocks: one that does still has them.)"""
+    works = texts("zh_news", 2)
+    for n, text in enumerate(works):
+        add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+    pages = store_pages(ctx, pirate_copies(works, 1), "pirate")
+    scanner = open_context(replace(ctx.settings, index_cache_mb=0))
+    try:
+        for page_id in pages:
+            scan_page(scanner, page_id)  # the first scan took this process's sample
+        ctx.redis.delete(*_index_blocks(ctx))
+
+        with pytest.raises(generation.IndexNotReady, match="lacks"):
+            scan_page(scanner, pages[0], force=True)
+        assert set(_statuses(ctx).values()) == {"new"}
+        assert "lacks" in generation.inspect(ctx).problem  # recorded: every process refuses
+        with pytest.raises(generation.IndexNotReady, match="lacks"):
+            open_context(ctx.settings).close()
+        generation.rebuild(ctx, reindex)
+        assert generation.inspect(ctx).problem is None
+        assert scan_page(scanner, pages[1], force=True).matches == 1
+    finally:
+        scanner.close()

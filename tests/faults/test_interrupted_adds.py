@@ -1,26 +1,34 @@
-"""An update killed midway: the work shows as NOT INDEXED in `library list` and as a
-warning of `status`/health, matches neither its old text nor wrongly, and adding it again
-finishes it exactly (the index holds the new text's postings, counted once)."""
+"""An update killed midway, or Valkey killed under it: the work shows as NOT INDEXED in
+`library list` and as a warning of `status`/health, matches neither its old text nor
+wrongly, and adding it again finishes it exactly (the index holds the new text's postings,
+counted once) and says it did."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
+import redis
 from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.corpus import texts
-from tracker.context import Context
+from tests.faults.helpers import add_statuses, copytrack, data_dir_env, kill_server
+from tracker.config import Settings
+from tracker.context import Context, open_context
 from tracker.generation import inspect
 from tracker.health import index_health
 from tracker.library import Work, add_work, fingerprint_values
 from tracker.matcher import match_text
+from tracker.servers import VALKEY, ensure_servers
 
 OLD, NEW, OTHER = texts("zh_news", 3)
 
 
 def _killed_midway(ctx: Context, master_id: int) -> None:
-    """What an update leaves when killed after its first steps (`library._update`): the
+    """What an update leaves when killed after its first steps (`library._updated`): the
     work marked indexing, the old text's postings discounted and removed, the new text
     not written yet."""
     old = ctx.db.masters.find_one_and_update(
@@ -57,3 +65,59 @@ def test_an_interrupted_update_shows_and_adding_again_finishes_it(ctx: Context) 
     assert index_health(ctx)["unindexed_works"] == 0
     listed = CliRunner().invoke(main, ["library", "list"]).output
     assert "NOT INDEXED" not in listed
+
+
+@pytest.mark.slow
+def test_valkey_killed_during_an_update_leaves_the_old_text_unmatched(
+    own: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 of Valkey in the middle of an update of existing works, once the first work
+    is marked unindexed and before its old postings are removed: the work shows NOT INDEXED
+    and matches nothing, its old text included; the next `library add` finishes it and
+    says so."""
+    env = data_dir_env(own.data_dir)
+    old_file, new_file = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    for path, stories in ((old_file, (OLD, OTHER)), (new_file, (NEW, OTHER))):
+        lines = [json.dumps({"id": f"s{n}", "text": t}, ensure_ascii=False) for n, t in
+                 enumerate(stories)]  # fmt: skip
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert copytrack(["library", "add", str(old_file)], env).returncode == 0
+    ctx = open_context(own)
+    remove = ctx.index.remove
+
+    def killed_first(master_id: int, fingerprints: object) -> int:
+        kill_server(own, VALKEY)
+        return remove(master_id, fingerprints)
+
+    monkeypatch.setattr(ctx.index, "remove", killed_first)
+    try:
+        with pytest.raises(redis.ConnectionError):
+            add_work(ctx, Work(text=NEW, external_id="s0"))
+    finally:
+        ctx.close()
+    ensure_servers(own)  # Valkey back, with the old postings it never removed
+
+    listed = copytrack(["library", "list"], env)
+    assert [
+        line.split("\t")[1] for line in listed.stdout.splitlines() if "NOT INDEXED" in line
+    ] == ["s0"]
+    for text in (OLD, NEW):
+        suspect = tmp_path / "suspect.txt"
+        suspect.write_text(text, encoding="utf-8")
+        found = copytrack(["check", str(suspect)], env)
+        assert found.returncode == 0 and found.stdout.startswith("no match"), found.stdout
+
+    again = copytrack(["library", "add", str(new_file)], env)
+    assert again.returncode == 0, again.stderr
+    assert add_statuses(again.stdout) == {"s0": "updated", "s1": "unchanged"}
+    assert "NOT INDEXED" not in copytrack(["library", "list"], env).stdout
+    suspect.write_text(OLD, encoding="utf-8")
+    assert copytrack(["check", str(suspect)], env).stdout.startswith("no match")
+    suspect.write_text(NEW, encoding="utf-8")
+    assert copytrack(["check", str(suspect)], env).stdout.startswith("s0")
+    ctx = open_context(own)
+    try:
+        state = inspect(ctx)
+        assert state.problem is None and state.index_postings == state.library_postings
+    finally:
+        ctx.close()

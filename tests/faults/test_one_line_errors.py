@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import texts
-from tests.faults.helpers import copytrack, data_dir_env, one_line_failure, servers_of
+from tests.faults.helpers import (
+    copytrack,
+    data_dir_env,
+    one_error_per_place,
+    one_line_failure,
+    servers_of,
+)
 from tests.processes import clean_env
 from tracker.servers import free_port
 
@@ -46,7 +52,6 @@ def test_bad_inputs_each_get_one_line_with_their_place_and_the_rest_goes_in(
     env = data_dir_env(tmp_path / "data")
     done = copytrack(["library", "add", str(library)], env, timeout=120, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     expected = {
         "works.jsonl:2": "another text",
         "works.jsonl:3": "too short",
@@ -54,10 +59,7 @@ def test_bad_inputs_each_get_one_line_with_their_place_and_the_rest_goes_in(
         "image.txt": "",
         "pipe.txt": "not a regular file",
     }
-    assert len(errors) == len(expected), done.stderr
-    for where, reason in expected.items():
-        [line] = [line for line in errors if f"{where}:" in line or line.endswith(where)]
-        assert reason in line, line
+    one_error_per_place(done.stderr, expected)
     added = [line.split("\t") for line in done.stdout.splitlines() if line.startswith("added")]
     assert sorted(fields[1] for fields in added) == ["a", "gbk", "good"]
     listed = copytrack(["library", "list"], env, cwd=tmp_path)

@@ -1,6 +1,7 @@
 """Concurrent `library add` runs of the same texts: each text is stored once (its hash is
 claimed by a unique index), the other run reports it as a duplicate, and the index holds
-exactly one master's postings per text."""
+exactly one master's postings per text; and a racer's removal of postings between the two
+counts' readings (the library's, then the index's) raises no false alarm of a loss."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from tests.corpus import texts
+from tracker import generation
 from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.library import Work, add_works
+from tracker.library import Work, add_work, add_works
+from tracker.library_edits import delete_works
 from tracker.store import ensure_indexes
 
 pytestmark = pytest.mark.slow
@@ -71,3 +74,32 @@ def test_a_library_from_before_gets_the_unique_claim(mongo_db, caplog) -> None:
 
 def _unique(collection) -> bool:
     return bool(collection.index_information()["sha256_1"].get("unique"))
+
+
+def test_a_removal_between_the_two_counts_is_no_loss(
+    ctx: Context, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check reads the library's count; a racer then takes a work out (its discount,
+    then its postings); then the check reads the index's count, lower than the library's
+    it read: not a loss, since the racer's removal is noted beside the postings."""
+    for n, text in enumerate(TEXTS[:3]):
+        add_work(ctx, Work(text=text, external_id=f"w{n}"))
+    racer = open_context(Settings.from_env(tracker_env))
+    read_library = generation._read_library
+    raced: list[str] = []
+
+    def read_then_race(context: Context, fresh: bool = False) -> dict | None:
+        library = read_library(context, fresh)
+        if fresh and not raced:
+            raced.extend(r.external_id for r in delete_works(racer, "w1", by="racer"))
+        return library
+
+    monkeypatch.setattr(generation, "_read_library", read_then_race)
+    try:
+        state = generation.inspect(ctx)
+        generation.ensure(ctx)  # raises IndexNotReady on a loss
+    finally:
+        racer.close()
+    assert raced == ["w1"]
+    assert state.problem is None and state.settled
+    assert state.index_postings == state.library_postings  # read again, after the removal

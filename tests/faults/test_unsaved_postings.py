@@ -79,14 +79,16 @@ def test_an_update_whose_postings_are_not_on_disk_is_left_unindexed_and_finished
     assert _add(own_ctx, "story", [old]) == ["added"]
     with _disk_not_written(own_ctx, monkeypatch), pytest.raises(durability.NotDurable, match=_SAY):
         _add(own_ctx, "story", [new])
-    # The new text is stored but not counted as indexed: shown NOT INDEXED, never matched
-    # by the old text, and scans go on (the old text's postings were discounted and gone).
-    assert own_ctx.db.masters.find_one({"external_id": "story0"})["state"] == "indexing"
+    # The old text's removal is not on disk: the new text is not stored, and the work is
+    # shown NOT INDEXED, matched neither by the old text nor by the new, and scans go on
+    # (the old text's postings were discounted).
+    stored = own_ctx.db.masters.find_one({"external_id": "story0"})
+    assert (stored["state"], stored["text"]) == ("indexing", old)
     state = inspect(own_ctx)
     assert state.problem is None and state.library_postings == 0
-    assert match_text(own_ctx, old) == []
+    assert match_text(own_ctx, old) == [] and match_text(own_ctx, new) == []
 
-    assert _add(own_ctx, "story", [new]) == ["unchanged"]  # stored already, now indexed
+    assert _add(own_ctx, "story", [new]) == ["updated"]
     assert own_ctx.db.masters.find_one({"external_id": "story0"})["state"] == "indexed"
     assert inspect(own_ctx).problem is None
     assert [m.master.external_id for m in match_text(own_ctx, new)] == ["story0"]

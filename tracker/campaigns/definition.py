@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import yaml
 from croniter import croniter
 
+from ..jsonl import not_regular
 from ..netguard import check_url
 
 # Letters of any script (盗版小说站 is a name), digits, '_', '.', '-'; no spaces or slashes:
@@ -206,6 +207,8 @@ def load_campaign_file(path: Path) -> list[Campaign]:
 
     Raises CampaignError naming the file, and the campaign and field at fault.
     """
+    if problem := not_regular(path):
+        raise CampaignError(f"{path}: {problem}: give a YAML or JSON file")
     try:
         raw = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

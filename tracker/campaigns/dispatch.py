@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,12 +47,10 @@ def launch_crawl(ctx: Context, name: str, run_id: ObjectId) -> subprocess.Popen[
     """Start the crawl process of a run, detached, logging to DATA/logs/crawl-RUN.log."""
     log_path = crawl_log_path(ctx, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The child works on exactly this context's installation: its settings, and the
-    # servers it found (the embedded ones by their URLs).
-    settings = replace(
-        ctx.settings, mongo_url=ctx.endpoints.mongo_url, redis_url=ctx.endpoints.redis_url
-    )
-    env = {**os.environ, **settings.to_env()}
+    # The child works on exactly this context's installation: its settings, configured
+    # servers by their URLs, embedded ones through the data dir, where it finds them again
+    # when they move to other ports.
+    env = {**os.environ, **ctx.settings.to_env()}
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
             [*CRAWL_COMMAND, "--campaign", name, "--run-id", str(run_id)],

@@ -44,6 +44,7 @@ REASONS: dict[str, str] = {
     "too_many_redirects": "too many redirects",
     "headers_too_large": "headers over the cap (COPYTRACK_MAX_HEADER_BYTES, COPYTRACK_MAX_HEADERS)",
     "headers_too_slow": "headers not all sent within COPYTRACK_HEADER_SECONDS",
+    "redirect_loop": "redirects to itself (or back along its own redirects)",
     "links_over_limit": "links over the per-page limit, not followed",
     "bad_url": "links that are not usable URLs",
     "invalid_sitemap": "a sitemap that cannot be read",
@@ -61,6 +62,10 @@ REASONS: dict[str, str] = {
     "too_slow": "extracting its text took too long",
     "ignored": "dropped by the crawler",
     "unreadable_book": "a book download that cannot be read (damaged, or over the size cap)",
+    "not_stored": (
+        "fetched, but could not be stored (a server down or its disk full): the run failed; "
+        "run it again once the servers are back"
+    ),
 }
 
 

@@ -16,6 +16,7 @@ are not fetched again.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import time
@@ -23,12 +24,16 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import redis
 from bson import ObjectId
 from pymongo import DESCENDING, ReturnDocument
+from pymongo.errors import PyMongoError
 
-from ..context import Context
+from ..context import Context, reconnected
+from ..failures import storage_failed
 from ..pages import needs_scan, scan_mark, scan_page
 from ..processes import pid_space, process_running
+from ..servers import ServerStartError
 from .definition import CampaignError
 from .lock import LOCK_TTL, CampaignBusy, lock_holder, release_lock, renew_lock, take_lock
 from .store import get_campaign
@@ -40,8 +45,13 @@ HEARTBEAT_STALE = timedelta(seconds=90)  # a crawl silent this long has died
 QUEUE_WAIT = timedelta(hours=24)
 ACTIVE_STATES = ("queued", "starting", "running")
 DONE_STATES = ("finished", "failed")
+log = logging.getLogger(__name__)
 _REASON = re.compile(r"[^a-z0-9_-]+")
 _COUNTER_GROUPS = ("pages", "skipped", "failed")
+# How long `wait_for_run` rides out servers that fail (as long as a crawl retries storing
+# a page, and some), and how often it tries them again meanwhile.
+WAIT_FOR_SERVERS = 180.0
+WAIT_FOR_SERVERS_POLL = 2.0
 
 
 def start_run(ctx: Context, name: str, trigger: str = "manual", queued: bool = False) -> ObjectId:
@@ -292,16 +302,31 @@ def wait_for_run(
     ``progress`` gets the run at every poll (a progress bar's hook). Raises TimeoutError
     after ``timeout`` seconds. A poll is two small indexed queries: a quarter of a second
     between them keeps the end of a run from waiting (a second was 4% of a 25 s crawl).
+    A server that fails (a full disk, a restart) is waited for, as the crawl waits, for up
+    to WAIT_FOR_SERVERS seconds, then its error is raised.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
+    failing_since: float | None = None
     while True:
-        if scan:
-            for page_id in pending_scans(ctx, run_id):
-                try:
-                    scan_page(ctx, page_id)
-                except LookupError:
-                    continue  # deleted meanwhile: nothing to scan
-        run = refresh_run(ctx, run_id)
+        try:
+            if scan:
+                for page_id in pending_scans(ctx, run_id):
+                    try:
+                        scan_page(ctx, page_id)
+                    except LookupError:
+                        continue  # deleted meanwhile: nothing to scan
+            run = refresh_run(ctx, run_id)
+        except (PyMongoError, redis.RedisError) as err:
+            failing_since = failing_since or time.monotonic()
+            if time.monotonic() - failing_since > WAIT_FOR_SERVERS:
+                raise
+            log.warning("run %s: the servers fail (%s); trying again", run_id, err)
+            time.sleep(WAIT_FOR_SERVERS_POLL)
+            with contextlib.suppress(ServerStartError, PyMongoError, redis.RedisError):
+                # A server that died, or whose storage failed, is started again, or followed.
+                ctx = reconnected(ctx, restart_failed=storage_failed(err))
+            continue
+        failing_since = None
         if progress is not None:
             progress(run)
         if run["state"] in DONE_STATES:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -10,8 +11,9 @@ from urllib.parse import urlsplit
 from pymongo import UpdateOne
 
 from ..context import Context
+from ..library import REMOVING
 from ..matcher import Match
-from .status import CLOSED, NEW, REMOVED, history_entry
+from .status import CLOSED, NEW, REMOVED, SYSTEM, history_entry
 
 #: Set on a finding that a scan closed (``removed``): the status to reopen it with if the
 #: page copies the work again. A reviewer's change of status drops it.
@@ -54,12 +56,19 @@ def site_of(url: str) -> str:
 
 
 def record_findings(
-    ctx: Context, page: dict[str, Any], matches: list[Match], run_id: Any = None
+    ctx: Context,
+    page: dict[str, Any],
+    matches: list[Match],
+    run_id: Any = None,
+    keep_open: Callable[[list[int]], Collection[int]] | None = None,
 ) -> RecordResult:
     """Upsert the findings of one scanned page; copies that disappeared become ``removed``.
 
     Keyed by (page, master): a re-scan updates ``last_seen`` and the evidence and keeps
     ``first_seen`` and the reviewer's status, so a redelivered task changes nothing.
+    ``keep_open``, given the works whose open findings of the page would be closed, names
+    those to stay open (it may refuse the scan: `tracker.index_audit.audit_works`).
+    A finding of a work removed meanwhile (`tracker.library_edits`) is not kept.
     """
     now = datetime.now(UTC)
     page_fields = {
@@ -88,28 +97,63 @@ def record_findings(
         for match in matches
     ]
     new = updated = 0
+    matched = [m.master.id for m in matches]
     if ops:
         result = ctx.db.findings.bulk_write(ops, ordered=False)
         new, updated = result.upserted_count, result.matched_count
-        _reopen(ctx, page["_id"], [m.master.id for m in matches], now)
-    removed = _close_gone(ctx, page["_id"], [m.master.id for m in matches], now)
+        new = max(0, new - _drop_of_removed(ctx, page["_id"], matched))
+        _reopen(ctx, page["_id"], matched, now)
+    removed = _close_gone(ctx, page["_id"], matched, now, keep_open)
     return RecordResult(new=new, updated=updated, removed=removed)
 
 
-def _ids_by(ctx: Context, query: dict[str, Any], field: str) -> dict[str, list[Any]]:
-    """Ids of the findings matching query, grouped by the value of field (usually none)."""
+def _drop_of_removed(ctx: Context, page_id: Any, matched: list[int]) -> int:
+    """Delete the page's findings nobody decided on of works removed since they matched
+    (marked removing, or gone); returns how many. The removal marks a work before it
+    deletes its findings: read after the findings were written, the mark shows every
+    removal that could have missed them."""
+    present = {  # by id alone, which the embedded MongoDB answers from its index at once
+        m["_id"]
+        for m in ctx.db.masters.find({"_id": {"$in": matched}}, {"state": 1})
+        if m.get("state") != REMOVING
+    }
+    if not (removed := [master_id for master_id in matched if master_id not in present]):
+        return 0
+    return ctx.db.findings.delete_many(
+        {
+            "page_id": page_id,
+            "master_id": {"$in": removed},
+            "work_deleted": {"$exists": False},
+            "history": {"$not": {"$elemMatch": {"by": {"$ne": SYSTEM}}}},
+        }
+    ).deleted_count
+
+
+def _ids_by(findings: Iterable[dict[str, Any]], field: str) -> dict[str, list[Any]]:
+    """Ids of the findings, grouped by the value of field (usually one)."""
     groups: dict[str, list[Any]] = {}
-    for finding in ctx.db.findings.find(query, {field: 1}):
+    for finding in findings:
         groups.setdefault(finding[field], []).append(finding["_id"])
     return groups
 
 
-def _close_gone(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> int:
-    """Mark ``removed`` the open findings of the page for works it no longer copies,
-    remembering each one's status to reopen it with."""
+def _close_gone(
+    ctx: Context,
+    page_id: Any,
+    matched: list[int],
+    now: datetime,
+    keep_open: Callable[[list[int]], Collection[int]] | None,
+) -> int:
+    """Mark ``removed`` the open findings of the page for works it no longer copies (but
+    those of the works ``keep_open`` names), remembering each one's status to reopen it
+    with."""
     query = {"page_id": page_id, "master_id": {"$nin": matched}, "status": {"$nin": list(CLOSED)}}
+    closing = list(ctx.db.findings.find(query, {"master_id": 1, "status": 1}))
+    if closing and keep_open is not None:
+        kept = set(keep_open(sorted({f["master_id"] for f in closing})))
+        closing = [f for f in closing if f["master_id"] not in kept]
     removed = 0
-    for status, ids in _ids_by(ctx, query, "status").items():
+    for status, ids in _ids_by(closing, "status").items():
         removed += ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": status},
             {
@@ -132,7 +176,7 @@ def _reopen(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> No
         "status": REMOVED,
         REOPEN_AS: {"$exists": True},
     }
-    for status, ids in _ids_by(ctx, query, REOPEN_AS).items():
+    for status, ids in _ids_by(ctx.db.findings.find(query, {REOPEN_AS: 1}), REOPEN_AS).items():
         ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": REMOVED},
             {

@@ -112,6 +112,20 @@ class InvertedIndex(ABC):
         """Record which build of the index this is (`tracker.generation`)."""
 
     @abstractmethod
+    def begin_removal(self, token: str, until: float) -> None:
+        """Note, beside the postings, that a removal of postings (token) is under way, until
+        time ``until`` at the latest (a process killed midway never ends it), and count it
+        among the removals begun (`removals`)."""
+
+    @abstractmethod
+    def end_removal(self, token: str) -> None:
+        """The removal ``token`` is done (both its counts changed)."""
+
+    @abstractmethod
+    def removals(self, now: float) -> tuple[int, int]:
+        """(removals begun since the index was made, those still under way at time now)."""
+
+    @abstractmethod
     def reserve(self, postings: int) -> None:
         """Make room ahead for about ``postings`` postings to come (a large import)."""
 
@@ -125,8 +139,11 @@ class InvertedIndex(ABC):
         """Posting list (sorted master ids) of each fingerprint, in query order."""
         return [ids or () for ids in self._read(as_ints(fingerprints), None)]
 
-    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
-        """The postings of the fingerprints listed by 1..max_df masters (see `Postings`)."""
+    def postings(
+        self, fingerprints: Sequence[int], max_df: int | None = None, kept: bool = True
+    ) -> Postings:
+        """The postings of the fingerprints listed by 1..max_df masters (see `Postings`);
+        ``kept=False``: as stored, never from what the process keeps of the index."""
         query, master, df = [], [], []
         for i, ids in enumerate(self._read(as_ints(fingerprints), max_df)):
             if ids:

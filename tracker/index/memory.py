@@ -33,6 +33,8 @@ class MemoryIndex(InvertedIndex):
         self._postings = 0
         self._version: str | None = None
         self._generation: str | None = None
+        self._removals = 0
+        self._removing: dict[str, float] = {}  # token -> until when
 
     def add(
         self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
@@ -76,7 +78,9 @@ class MemoryIndex(InvertedIndex):
             raise width_error(self._bits, self._check_bits)
         return fingerprints
 
-    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
+    def postings(
+        self, fingerprints: Sequence[int], max_df: int | None = None, kept: bool = True
+    ) -> Postings:
         found = super().postings(fingerprints, max_df)
         asked = as_ints(fingerprints)
         kept = [
@@ -102,6 +106,8 @@ class MemoryIndex(InvertedIndex):
         self._postings = 0
         self._version = None
         self._generation = None
+        self._removals = 0
+        self._removing.clear()
 
     def ensure_version(self, version: str) -> None:
         if self._postings == 0:
@@ -114,6 +120,16 @@ class MemoryIndex(InvertedIndex):
 
     def set_generation(self, generation: str) -> None:
         self._generation = generation
+
+    def begin_removal(self, token: str, until: float) -> None:
+        self._removing[token] = until
+        self._removals += 1
+
+    def end_removal(self, token: str) -> None:
+        self._removing.pop(token, None)
+
+    def removals(self, now: float) -> tuple[int, int]:
+        return self._removals, sum(until > now for until in self._removing.values())
 
     def reserve(self, postings: int) -> None:
         """Dicts grow as postings come at no extra cost: nothing to do."""

@@ -12,8 +12,9 @@ evenly); the low ``SHARD_BITS`` of the mixed value pick one of 16 shards, the re
 a block of the shard by linear hashing, and ``h`` without its low ``MIN_LEVEL`` bits (which
 every block number holds) is the record's key:
 
-- ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout`` and
-  ``generation`` (see `tracker.generation`).
+- ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout``,
+  ``generation``, ``removals`` (removals of postings begun) and ``removing:TOKEN`` (the
+  time until which a removal is under way): see `tracker.generation`.
 - ``{prefix}:{SS}``  HASH per shard (SS = shard number in hex, a Redis Cluster hash tag):
   ``level`` and ``split`` of its linear hashing, ``postings`` and ``blocks`` counters,
   ``layout``, and ``born`` (when it was created) and ``writes`` (how many times its blocks
@@ -335,11 +336,13 @@ class RedisIndex(InvertedIndex):
     def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
         return self._mutate(self._remove, [(master_id, fingerprints)], [])
 
-    def postings(self, fingerprints: Sequence[int], max_df: int | None = None) -> Postings:
+    def postings(
+        self, fingerprints: Sequence[int], max_df: int | None = None, kept: bool = True
+    ) -> Postings:
         self._check_layout()
         x = self._mixed(fingerprints)
         found = [
-            self._found_in_blocks(x[start : start + _LOOKED_UP_AT_ONCE], start)
+            self._found_in_blocks(x[start : start + _LOOKED_UP_AT_ONCE], start, kept)
             for start in range(0, len(x), _LOOKED_UP_AT_ONCE)
         ]
         query = np.concatenate([np.empty(0, dtype=np.int64), *(f[0] for f in found)])
@@ -357,7 +360,7 @@ class RedisIndex(InvertedIndex):
         return Postings(query[order], master[order], df[order], exact[order], place[order])
 
     def _found_in_blocks(
-        self, x: np.ndarray, first: int
+        self, x: np.ndarray, first: int, kept: bool = True
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(position + first, master id, exact, place) of every posting of the mixed
         fingerprints x, read in one round trip per state of the shards (a shard that split
@@ -371,7 +374,7 @@ class RedisIndex(InvertedIndex):
             shard, block, keys, position = shard[order], block[order], keys[order], position[order]
             new = np.ones(len(order), dtype=bool)
             new[1:] = (shard[1:] != shard[:-1]) | (block[1:] != block[:-1])
-            blocks, stale = self._read_blocks(shard[new], block[new])
+            blocks, stale = self._read_blocks(shard[new], block[new], kept)
             of_block = np.cumsum(new) - 1
             hit_query, hit_master, hit_exact, hit_place = self._records_with_keys(
                 blocks, of_block, keys
@@ -388,15 +391,15 @@ class RedisIndex(InvertedIndex):
         return tuple(np.concatenate(column) for column in (query, master, exact, place))
 
     def _read_blocks(
-        self, shards: np.ndarray, blocks: np.ndarray
+        self, shards: np.ndarray, blocks: np.ndarray, use_kept: bool = True
     ) -> tuple[list[bytes | None] | np.ndarray, list[int]]:
         """The blocks (numbers, grouped by shard) as stored now (None or b"" for none; a
         list, or an array of objects when some were kept), and the shards whose state
         changed since they were routed, or whose kept blocks another process changed
-        meanwhile (their blocks read as none)."""
+        meanwhile (their blocks read as none). ``use_kept=False``: every block is read."""
         bounds = np.searchsorted(shards, np.arange(SHARDS + 1))
         read = [n for n in range(SHARDS) if bounds[n] < bounds[n + 1]]
-        kept_blocks = self._blocks_kept if self._keeps_blocks() else None
+        kept_blocks = self._blocks_kept if use_kept and self._keeps_blocks() else None
         if kept_blocks is None:  # every block is read
             kept, cut = None, bounds
             names = self._block_names(shards, blocks)
@@ -725,6 +728,23 @@ class RedisIndex(InvertedIndex):
     def set_generation(self, generation: str) -> None:
         self.client.hset(self._meta, "generation", generation)
 
+    def begin_removal(self, token: str, until: float) -> None:
+        # One transaction on one key (a cluster's too): counted only once noted.
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(self._meta, f"{_REMOVING}{token}", repr(until))
+        pipe.hincrby(self._meta, "removals", 1)
+        pipe.execute()
+
+    def end_removal(self, token: str) -> None:
+        self.client.hdel(self._meta, f"{_REMOVING}{token}")
+
+    def removals(self, now: float) -> tuple[int, int]:
+        meta = self.client.hgetall(self._meta)
+        under_way = [(k, float(v)) for k, v in meta.items() if k.startswith(_REMOVING.encode())]
+        if expired := [k for k, until in under_way if until <= now]:
+            self.client.hdel(self._meta, *expired)  # ended by a process that died midway
+        return int(meta.get(b"removals", 0)), len(under_way) - len(expired)
+
     def ensure_version(self, version: str) -> None:
         built, layout = (
             v.decode() if v else None for v in self.client.hmget(self._meta, "version", "layout")
@@ -856,6 +876,8 @@ class RedisIndex(InvertedIndex):
         return self.client.scan_iter(match=pattern, count=1000)
 
 
+#: Fields of the meta hash naming the removals under way (`begin_removal`).
+_REMOVING = "removing:"
 _STATE_FIELDS = (b"layout", b"level", b"split", b"born", b"writes", b"postings")
 
 
