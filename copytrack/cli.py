@@ -34,6 +34,7 @@ from tracker.servers import ServerStartError, stop_started_servers
 # sooner than with every command imported).
 COMMANDS = {
     "admin": "admin:admin",
+    "alert": "alert:alert",
     "campaign": "campaign:campaign",
     "check": "check:check",
     "demo": "demo:demo",

@@ -230,6 +230,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("COPYTRACK_TSA_CA_FILE", "tsa_ca_file", _pem_file, "", "(unset: the system's)",
             "PEM certificates of the authority's chain, against which the admin verifies "
             "the tokens it shows"),
+    Setting("COPYTRACK_SMTP_URL", "smtp_url",
+            _url(("smtp://", "smtps://"), "to send no e-mail"), "", "(unset)",
+            "the mail relay alerts and notices go through: `smtp://host:587` (STARTTLS "
+            "whenever the relay offers it) or `smtps://host:465` (TLS from the start); "
+            "`smtp://user:password@host` or the two settings below for its login"),
+    Setting("COPYTRACK_SMTP_USER", "smtp_user", _secret, "", "(unset)",
+            "the relay's login, when not in `COPYTRACK_SMTP_URL`"),
+    Setting("COPYTRACK_SMTP_PASSWORD", "smtp_password", _secret, "", "(unset)",
+            "the relay's password (never shown, logged or exported)"),
+    Setting("COPYTRACK_SMTP_CA_FILE", "smtp_ca_file", _pem_file, "", "(unset: the system's)",
+            "PEM certificates the relay's TLS certificate is verified against"),
+    Setting("COPYTRACK_RDAP_BOOTSTRAP_URL", "rdap_bootstrap_url",
+            _url(("http://", "https://"), "for IANA's"), "https://data.iana.org/rdap/",
+            "https://data.iana.org/rdap/",
+            "where the RDAP bootstrap files (`dns.json`, `ipv4.json`, `ipv6.json`) are: which "
+            "registry answers for a domain or an address (cached a day)"),
 )  # fmt: skip
 
 #: variable -> its declaration.
@@ -272,6 +288,11 @@ class Settings:
     index_cache_mb: int = _DEFAULTS["index_cache_mb"]
     tsa_url: str | None = None
     tsa_ca_file: Path | None = None
+    smtp_url: str | None = field(default=None, repr=False)
+    smtp_user: str | None = None
+    smtp_password: str | None = field(default=None, repr=False)
+    smtp_ca_file: Path | None = None
+    rdap_bootstrap_url: str | None = _DEFAULTS["rdap_bootstrap_url"]
 
     @property
     def embedded_mongo(self) -> bool:

@@ -70,6 +70,22 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
     "run_problems": [
         ([("run_id", ASCENDING), ("outcome", ASCENDING), ("reason", ASCENDING)], {}),
     ],
+    # Alerts (tracker.enforcement): subscriptions by name; deliveries still to be tried,
+    # those of a finding (its timeline) and the log, newest first.
+    "subscriptions": [([("name", ASCENDING)], {"unique": True})],
+    "deliveries": [
+        ([("next_attempt_at", ASCENDING)], {"sparse": True}),
+        ([("finding_ids", ASCENDING)], {}),
+        ([("created_at", DESCENDING)], {}),
+    ],
+    # Search-engine delisting requests, one per (URL, engine); re-checked by date.
+    "delistings": [
+        ([("url", ASCENDING), ("engine", ASCENDING)], {"unique": True}),
+        ([("finding_ids", ASCENDING)], {}),
+        ([("recheck_due", ASCENDING)], {"sparse": True}),
+    ],
+    # RDAP answers and bootstrap files, by what was asked (tracker.enforcement.rdap).
+    "rdap_cache": [([("fetched_at", ASCENDING)], {})],
 }
 
 

@@ -37,6 +37,7 @@ from . import campaigns, generation, library, pages
 from .celery_app import CRAWL_TASK, app, sweep_interval
 from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
+from .enforcement import alerts
 from .evidence import timestamps
 from .failures import CONNECTION_ERRORS
 from .index import IndexVersionMismatch
@@ -68,6 +69,8 @@ TIME_LIMITS = {
     # A sweep stops at the first request that fails (REQUEST_TIMEOUT, 10 s); 200 tokens
     # from a slow authority (a second each) are well within.
     "tracker.stamp_captures": (900, 960),
+    # 50 deliveries, each at most a relay's or a receiver's timeouts (30 s, 15 s).
+    "tracker.send_alerts": (1500, 1560),
 }
 
 
@@ -182,6 +185,15 @@ def stamp_captures() -> dict[str, Any]:
         return asdict(timestamps.stamp_due_captures(ctx))
     finally:
         timestamps.release_sweep(ctx)
+
+
+@app.task(**_RETRY, **_limits("tracker.send_alerts"))
+def send_alerts() -> dict[str, Any]:
+    """Queue the subscriptions' due alerts and attempt the deliveries whose time has come
+    (`tracker.enforcement.alerts.send_due_alerts`); `copytrack scheduler` runs the same."""
+    queued, attempted = alerts.send_due_alerts(process_context())
+    states = [a.state for a in attempted]
+    return {**asdict(queued), **{state: states.count(state) for state in set(states)}}
 
 
 @app.task(name=CRAWL_TASK, bind=True, **_RETRY)

@@ -29,11 +29,13 @@ from tracker.campaigns import (
 )
 from tracker.config import Settings
 from tracker.context import Context, open_context, reconnected
+from tracker.enforcement.alerts import send_due_alerts
 from tracker.failures import CONNECTION_ERRORS
 from tracker.operators.grouping import update_operators
 from tracker.processes import recorded
 from tracker.servers import ServerStartError
 
+from .alert import describe_alerts
 from .ops import interrupt_on_termination
 from .recheck import describe_recheck, recheck_due_pages
 
@@ -232,8 +234,9 @@ def rm(name: str) -> None:
 @click.option("--interval", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Seconds between two looks at the schedules.")  # fmt: skip
 def scheduler(interval: float) -> None:
-    """Start campaigns when their schedule (cron, UTC) fires, close finished runs, and
-    re-check the pages whose takedown notices' deadlines passed.
+    """Start campaigns when their schedule (cron, UTC) fires, close finished runs,
+    re-check the pages whose takedown notices' deadlines passed, and send the alerts of
+    the subscriptions (`copytrack alert`) with their retries.
 
     Several schedulers may run side by side: each fire time starts one run. Ctrl-C stops it;
     crawls it started go on.
@@ -259,6 +262,9 @@ def _tick(ctx: Context) -> Context:
         refresh_runs(ctx)
         for check in recheck_due_pages(ctx):
             click.echo(f"re-checked: {describe_recheck(check)}")
+        queued, attempted = send_due_alerts(ctx)
+        if queued.deliveries or attempted:
+            click.echo(f"alerts: {describe_alerts(queued, attempted)}")
         if read := update_operators(ctx):  # new captures of findings: group domains again
             click.echo(f"operators grouped again ({read} captures read)")
     except Exception as err:  # a server restarting must not end the scheduler

@@ -38,7 +38,7 @@ _SENDER_ID = "notice_sender"
 
 
 # Something@domain.tld, no spaces: a typo check, not RFC 5322.
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+EMAIL_ADDRESS = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 SENDER_FIELDS = ("organization", "email", "address", "signature")
 
 
@@ -124,7 +124,7 @@ def set_notice_sender(ctx: Context, **fields: str) -> None:
         raise WorkflowError(f"unknown sender fields: {', '.join(sorted(unknown))}")
     values = {name: (value or "").strip()[:MAX_NOTE_CHARS] for name, value in fields.items()}
     email = values.get("email")
-    if email and not _EMAIL.fullmatch(email):
+    if email and not EMAIL_ADDRESS.fullmatch(email):
         raise WorkflowError(
             f"{email!r} is not an e-mail address: give one where site operators can answer "
             "(e.g. legal@your-paper.example)"

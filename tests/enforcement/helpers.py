@@ -1,0 +1,36 @@
+"""Findings stored as scans store them, for the enforcement tests that start from findings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+
+from tracker.context import Context
+from tracker.findings.notices import set_notice_sender
+from tracker.findings.status import NEW, history_entry
+from tracker.times import now
+
+
+def store_finding(
+    ctx: Context, url: str, work: str = "W-1", *, score: float = 0.9, copied_chars: int = 400,
+    status: str = NEW, seen: datetime | None = None, ip: str | None = None,
+    campaign: str = "pirates", **extra: Any,
+) -> ObjectId:  # fmt: skip
+    """A finding of ``url`` copying work ``work`` (its page stored too); its id."""
+    seen = seen or now()
+    domain = url.split("/")[2].split(":")[0]
+    page_id = ctx.db.pages.insert_one(
+        {"url": url, "ip": ip, "fetched_at": seen, "text": "", "raw_sha256": "00" * 32}
+    ).inserted_id
+    return ctx.db.findings.insert_one({
+        "page_id": page_id, "master_id": abs(hash(work)) % 10**6, "master_external_id": work,
+        "master_title": f"The work {work}", "url": url, "domain": domain, "site": domain,
+        "campaign": campaign, "score": score, "copied_chars": copied_chars, "status": status,
+        "first_seen": seen, "last_seen": seen, "history": [history_entry(NEW, seen)], **extra,
+    }).inserted_id  # fmt: skip
+
+
+def set_sender(ctx: Context) -> None:
+    set_notice_sender(ctx, organization="Test Press", email="rights@press.example")
