@@ -43,6 +43,7 @@ COMMANDS = {
     "evidence": "evidence:evidence",
     "findings": "findings:findings",
     "library": "library:library",
+    "notice": "notice:notice",
     "recheck": "recheck:recheck",
     "reindex": "library:reindex",
     "rescan": "rescan:rescan",

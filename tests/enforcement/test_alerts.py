@@ -6,17 +6,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
 
 from copytrack.cli import main
-from tests.enforcement.helpers import set_sender, store_finding
-from tests.enforcement.servers import MailBox, smtp_relay, webhook_receiver
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tests.enforcement.helpers import store_finding
+from tests.enforcement.servers import MailBox, webhook_receiver
+from tracker.context import Context
 from tracker.enforcement.alerts import send_due_alerts
 from tracker.enforcement.deliveries import deliver_due, list_deliveries
 from tracker.enforcement.subscriptions import SubscriptionError, add_subscription
@@ -24,18 +23,8 @@ from tracker.times import now
 
 
 @pytest.fixture
-def relay(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[MailBox]:
-    with smtp_relay() as (box, url):
-        monkeypatch.setenv("COPYTRACK_SMTP_URL", url)
-        yield box
-
-
-@pytest.fixture
-def mail_ctx(relay: MailBox) -> Iterator[Context]:
-    context = open_context(Settings.from_env())
-    set_sender(context)
-    yield context
-    context.close()
+def mail_ctx(sender_context: Callable[[], Context]) -> Context:
+    return sender_context()
 
 
 def test_an_email_subscription_gets_each_new_finding_once(

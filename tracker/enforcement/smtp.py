@@ -17,6 +17,7 @@ import socket
 import ssl
 from dataclasses import dataclass, field
 from datetime import datetime
+from email import policy
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate, make_msgid
 from pathlib import Path
@@ -138,7 +139,7 @@ def build_message(
     reply_to: str | None = None,
 ) -> EmailMessage:
     """A plain-text UTF-8 message with its own Message-ID (in the sender's domain)."""
-    message = EmailMessage()
+    message = EmailMessage(policy=policy.SMTP)  # CRLF line ends, as the wire has them
     message["From"] = formataddr((sender_name, sender)) if sender_name else sender
     message["To"] = ", ".join(recipients)
     message["Subject"] = subject

@@ -227,12 +227,14 @@ def record_notice(
     recipient: str,
     by: str,
     deadline: datetime | None = None,
+    delivery: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Record that a notice was sent; the finding becomes ``notice_sent``. Returns the record.
 
     The text is stored as sent, with its SHA-256, so it can be produced later as proof.
     ``deadline``: when the site should have removed the copy (default: NOTICE_DEADLINE_DAYS
-    working days from now); the page is re-checked after it.
+    working days from now); the page is re-checked after it. ``delivery``: how copytrack
+    e-mailed it (Message-ID, recipients, the relay's answer), kept with the record.
     """
     recipient, body = recipient.strip(), body.strip()
     if not recipient:
@@ -267,6 +269,8 @@ def record_notice(
         "sent_at": sent_at,
         "deadline": deadline,
     }
+    if delivery:
+        record["delivery"] = delivery
     record["_id"] = ctx.db.notices.insert_one(record).inserted_id
     invalidate_dashboard(ctx)
     return record
