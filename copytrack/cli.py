@@ -37,6 +37,7 @@ COMMANDS = {
     "alert": "alert:alert",
     "campaign": "campaign:campaign",
     "check": "check:check",
+    "delisting": "delisting:delisting",
     "demo": "demo:demo",
     "down": "ops:down",
     "eval": "eval:eval_command",

@@ -30,6 +30,7 @@ from tracker.campaigns import (
 from tracker.config import Settings
 from tracker.context import Context, open_context, reconnected
 from tracker.enforcement.alerts import send_due_alerts
+from tracker.enforcement.delisting import recheck_with_configured_provider
 from tracker.failures import CONNECTION_ERRORS
 from tracker.operators.grouping import update_operators
 from tracker.processes import recorded
@@ -265,6 +266,8 @@ def _tick(ctx: Context) -> Context:
         queued, attempted = send_due_alerts(ctx)
         if queued.deliveries or attempted:
             click.echo(f"alerts: {describe_alerts(queued, attempted)}")
+        for check in recheck_with_configured_provider(ctx):
+            click.echo(f"delisting re-checked: {check.state} {check.engine} {check.url}")
         if read := update_operators(ctx):  # new captures of findings: group domains again
             click.echo(f"operators grouped again ({read} captures read)")
     except Exception as err:  # a server restarting must not end the scheduler

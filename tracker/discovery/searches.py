@@ -91,7 +91,7 @@ def _answer(
     if cached is not None:
         found.cached += 1
         return [SearchResult(**r) for r in cached["results"]]
-    if found.error or not _spend(ctx, provider.name):
+    if found.error or not spend_query(ctx, provider.name):
         found.over_budget += 0 if found.error else 1
         return None
     try:
@@ -109,7 +109,7 @@ def _answer(
     return results
 
 
-def _spend(ctx: Context, provider: str) -> bool:
+def spend_query(ctx: Context, provider: str) -> bool:
     """Take one query from today's budget (UTC); False when it is spent."""
     budget = ctx.settings.search_daily_queries
     day = f"{now():%Y-%m-%d}:{provider}"
