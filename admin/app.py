@@ -155,7 +155,7 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
         """For load balancers: 200 while MongoDB and Redis store and read back a record and
         the index is the library's, 503 otherwise.
 
-        Answers without a session, so it says nothing more (admins get the full report at
+        Answers without a session, so it says nothing more (any token gets the full report at
         /api/v1/health), and skips the slow worker ping: the admin serves without workers.
         """
         ctx = app.state.ctx
@@ -167,6 +167,8 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
 
     for module in (account, dashboard, findings, check, works, campaigns, exports, settings, api):
         app.include_router(module.router)
+    for api_router in api.ROUTERS[1:]:  # api.router above: its pages before theirs
+        app.include_router(api_router)
     app.include_router(evidence.router)
     app.include_router(operators.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -25,6 +25,8 @@ import json
 import re
 import types
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import date
+from enum import Enum
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import quote
 
@@ -220,7 +222,9 @@ def _values_of(annotation: Any, metadata: Sequence[Any]) -> int:
         return 1 + top * _values_of(get_args(annotation)[0], ())
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return json_value_budget(annotation)
-    if origin is Literal or annotation in (str, int, float, bool, type(None)):
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return 1
+    if origin is Literal or annotation in (str, int, float, bool, date, type(None)):
         return 1
     raise TypeError(f"no bound on the JSON values of a body's {annotation}")
 

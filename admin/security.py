@@ -46,7 +46,8 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Route paths that answer without a session or token (static assets are a separate mount).
-PUBLIC_ROUTES = frozenset({"/login", "/healthz", "/language"})
+#: The API's OpenAPI document describes the operations; it discloses no data.
+PUBLIC_ROUTES = frozenset({"/login", "/healthz", "/language", "/api/v1/openapi.json"})
 
 #: The app's pages: scripts and styles only from our own files, no inline script, handler
 #: or style anywhere.

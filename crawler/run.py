@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -38,6 +39,7 @@ from tracker.campaigns import (
     get_campaign,
     heartbeat,
     join_run,
+    run_cancelled,
 )
 from tracker.chains import MAX_CHAIN
 from tracker.config import ConfigError, Settings
@@ -130,7 +132,12 @@ def _keep_alive(name: str, run_id: ObjectId, stop: threading.Event) -> None:
     while not stop.wait(HEARTBEAT_EVERY.total_seconds()):
         try:
             # The context as it is now: another one once the servers moved.
-            if not heartbeat(process_context(), name, run_id):
+            ctx = process_context()
+            if not heartbeat(ctx, name, run_id):
+                if run_cancelled(ctx, run_id):  # stopped from another machine: end here too
+                    log.warning("run %s was stopped; ending its crawl", run_id)
+                    os.kill(os.getpid(), signal.SIGTERM)  # Scrapy's graceful shutdown
+                    return
                 log.warning("run %s no longer holds the lock of campaign %s", run_id, name)
         except CONNECTION_ERRORS as err:  # a server died: start it again, the next beat retries
             log.warning("heartbeat of run %s failed (%s); looking for the servers", run_id, err)

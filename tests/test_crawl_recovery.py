@@ -23,8 +23,10 @@ from tests.pirate_site import (
 )
 from tests.processes import kill_crawl, process_state, wait_until, worker_process
 from tracker.campaigns import (
+    NotRunning,
     get_campaign,
     get_run,
+    stop_run,
     trigger_run,
     wait_for_run,
 )
@@ -157,3 +159,24 @@ def test_a_run_whose_crawl_died_is_failed_without_waiting_for_its_heartbeat(
     [line] = [line for line in campaign_show("dies").splitlines() if str(run_id) in line]
     assert " failed " in line and "error: interrupted" in line
     assert not crawl_ctx.redis.exists(crawl_ctx.keys.campaign_lock("dies"))
+
+
+def test_a_stopped_run_is_recorded_cancelled_and_its_crawl_ends(
+    crawl_ctx: Context, web: TestWeb, running: RunningWeb
+) -> None:
+    save_site_campaign(crawl_ctx, web, running, "stopped", delay=0.25, concurrency=1)
+    run_id = trigger_run(crawl_ctx, "stopped")
+    pid = get_run(crawl_ctx, run_id)["pid"]
+    wait_until(lambda: get_run(crawl_ctx, run_id)["state"] == "running", 30, "crawl start")
+    stopped = stop_run(crawl_ctx, "stopped", "ada")
+    assert stopped["state"] == "cancelled" and stopped["cancelled"]["by"] == "ada"
+    # Told to stop, the crawl ends after the requests under way, well before the site's end.
+    wait_until(lambda: process_state(pid) in ("Z", None), 60, f"end of crawl pid {pid}")
+    run = get_run(crawl_ctx, run_id)
+    assert run["state"] == "cancelled" and "error" not in run
+    assert run["pages"]["fetched"] < len(reachable_articles(web, running))
+    with pytest.raises(NotRunning):
+        stop_run(crawl_ctx, "stopped", "ada")
+    # The campaign runs again at once, afresh.
+    again = wait_for_run(crawl_ctx, trigger_run(crawl_ctx, "stopped"), timeout=RUN_TIMEOUT)
+    assert again["state"] == "finished" and "resumes" not in again

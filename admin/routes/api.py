@@ -10,18 +10,16 @@ another meaning, and no accepted request starts being refused (that needs /api/v
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import HTTPException, Query, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from fingerprinter import DEFAULT_PARAMS
-from fingerprinter.initials import common_letters_class
-from tracker.campaigns import CampaignBusy
+from tracker.campaigns import ACTIVE_STATES, DONE_STATES, CampaignBusy, CampaignError, NotRunning
+from tracker.campaigns import stop_run as stop_campaign_run
 from tracker.findings import (
     DISMISS_REASONS,
     NOTICE_STAGES,
@@ -29,8 +27,6 @@ from tracker.findings import (
     REVIEWER_STATUSES,
     SORT_KEYS,
     STATUSES,
-    FindingNotFound,
-    WorkflowError,
     find_findings,
     parse_filter,
     parse_object_id,
@@ -43,76 +39,62 @@ from tracker.loaders import Loaded
 from tracker.matcher import match_text
 
 from .. import campaigns as campaign_seam
-from ..limits import BoundedJsonRoute, body_cap
+from ..limits import body_cap
 from ..security import Admin, Reviewer, Viewer, app_context
 from ..web import MAX_PAGE, render
+from . import api_notices, api_works
+from .api_base import (
+    PREFIX,
+    Invalid,
+    Strict,
+    WorkResultStatus,
+    WorkText,
+    api_router,
+    errors,
+    example,
+    named_enum,
+    too_large,
+    workflow_refusals,
+)
 from .works import register
 
-PREFIX = "/api/v1"
-router = APIRouter(prefix=PREFIX, tags=["api"], route_class=BoundedJsonRoute)
+router = api_router(PREFIX)
 MAX_TEXT_CHARS = 2_000_000
-#: A work's text must hold enough letters to fingerprint (the library's own rule, stated
-#: with the characters that always count): the schema says it, the server checks it.
-MIN_LETTERS = DEFAULT_PARAMS.granule
-_LETTER = common_letters_class()
-WORK_TEXT_PATTERN = f"^(?:[^{_LETTER[1:-1]}]*{_LETTER}){{{MIN_LETTERS}}}"
-_ENOUGH_LETTERS = re.compile(WORK_TEXT_PATTERN)
 #: ``status``: one status, or several separated by commas.
 _ONE_STATUS = "|".join(STATUSES)
 STATUS_LIST_PATTERN = f"^ *(?:{_ONE_STATUS}) *(?:, *(?:{_ONE_STATUS}) *)*$"
-SortKey = Literal[tuple(key for base in SORT_KEYS for key in (base, f"-{base}"))]  # type: ignore[valid-type]
 
 
-class Problem(BaseModel):
-    """The body of every error but 422."""
-
-    detail: str = Field(description="What went wrong, and what to do about it.")
-
-
-class Invalid(BaseModel):
-    """The body of 422: the request does not match this document."""
-
-    detail: list[str] = Field(description="One line per problem: where, then what.")
-
-
-_ERRORS: dict[int, tuple[type[BaseModel], str]] = {
-    400: (Problem, "A filter value the server cannot use, or a body that is not JSON"),
-    401: (Problem, "No token, or one that is unknown, expired or revoked"),
-    403: (Problem, "The token's role may not do this (or a session write lacks X-CSRF-Token)"),
-    404: (Problem, "No such finding or campaign"),
-    409: (Problem, "The current state does not allow it"),
-    413: (Problem, "The body is larger than the operation takes, or holds more JSON values"),
-    422: (Invalid, "The request does not match this document"),
-    503: (Problem, "A server does not answer or the index is not ready: retry after Retry-After"),
-}
-
-
-def errors(*codes: int, **described: str) -> dict[int | str, dict[str, Any]]:
-    """The error responses of an operation: 401, 403, 422 and 503 on every one, ``codes``
-    besides; ``described`` (``e409="..."``) words a code for this operation."""
-    out: dict[int | str, dict[str, Any]] = {}
-    for code in sorted({401, 403, 422, 503, *codes}):
-        model, description = _ERRORS[code]
-        out[code] = {"model": model, "description": described.get(f"e{code}", description)}
-    return out
-
-
-def _enough_letters(text: str) -> str:
-    if not _ENOUGH_LETTERS.search(text):
-        raise ValueError(
-            f"too few letters to fingerprint: give at least {MIN_LETTERS} Chinese "
-            "characters or ASCII letters"
-        )
-    return text
-
-
-class Strict(BaseModel):
-    """Request bodies refuse unknown fields, so a typo is an error, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid")
+FindingStatus = named_enum("FindingStatus", "Where a finding stands in the review.", STATUSES)
+RUN_STATES = (*ACTIVE_STATES, "scanning", *DONE_STATES)
+RunState = named_enum(
+    "RunState",
+    "(queued →) starting → running → scanning → finished, or failed, or cancelled.",
+    RUN_STATES,
+)
+#: ``-key`` sorts descending; each value named ``key_desc`` in a generated client.
+FindingSort = named_enum(
+    "FindingSort",
+    "How a findings list is ordered: a key, or -key for the reverse (largest first).",
+    {name: value for base in SORT_KEYS
+     for name, value in ((base, base), (f"{base}_desc", f"-{base}"))},
+)  # fmt: skip
+DEFAULT_SORT = FindingSort("-last_seen")
+CheckOutcome = named_enum(
+    "CheckOutcome",
+    "What fetching a noticed page again found.",
+    tuple(OUTCOME_LABELS),
+)
+RunHealth = named_enum(
+    "RunHealth",
+    "error: the run failed or fetched nothing; warning: most URLs failed; ok otherwise.",
+    ("ok", "warning", "error"),
+)
 
 
 class CheckIn(Strict):
+    model_config = example(text="据新华社报道，今年夏粮再获丰收，全国夏粮总产量达到新的水平。")
+
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The suspect text.")
 
 
@@ -142,15 +124,7 @@ class CheckOut(BaseModel):
 
 class WorkIn(Strict):
     id: str | None = Field(None, max_length=200, description="Your id; default: text hash.")
-    text: Annotated[
-        str,
-        AfterValidator(_enough_letters),
-        Field(
-            max_length=20_000_000,
-            description=f"At least {MIN_LETTERS} Chinese characters or ASCII letters.",
-            json_schema_extra={"pattern": WORK_TEXT_PATTERN},
-        ),
-    ]
+    text: WorkText
     title: str | None = Field(None, max_length=500)
     author: str | None = Field(None, max_length=200)
     lang: str | None = Field(None, max_length=20)
@@ -162,13 +136,27 @@ MAX_WORKS = 1000  # a batch: more go in further requests
 
 
 class WorksIn(Strict):
+    model_config = example(
+        works=[
+            {
+                "id": "news-2024-0001",
+                "title": "夏粮再获丰收",
+                "author": "新华社",
+                "lang": "zh",
+                "kind": "news",
+                "text": "据新华社报道，今年夏粮再获丰收，全国夏粮总产量达到新的水平，"
+                "各地抢抓农时，机收进度快于往年。",
+            }
+        ]
+    )
+
     works: list[WorkIn] = Field(min_length=1, max_length=MAX_WORKS)
 
 
 class WorkResult(BaseModel):
     work_id: str
     master_id: int
-    status: str = Field(description="added, unchanged, updated or duplicate")
+    status: WorkResultStatus
     detail: str
 
 
@@ -187,17 +175,35 @@ class HistoryOut(BaseModel):
 
 class NoticeCheckOut(BaseModel):
     at: datetime
-    outcome: Literal[tuple(OUTCOME_LABELS)] = Field(  # type: ignore[valid-type]
-        description="What fetching the page again found"
-    )
+    outcome: CheckOutcome = Field(description="What fetching the page again found")
     by: str
     settled: bool = Field(description="Fetched after the deadline: the answer to the notice")
     detail: str | None = None
 
 
 class FindingOut(BaseModel):
+    model_config = example(
+        id="665f1c2ab3e4d5f6a7b8c9d0",
+        status="confirmed",
+        work_id="news-2024-0001",
+        master_id=17,
+        work_title="夏粮再获丰收",
+        url="https://pirate.example/news/1046.html",
+        domain="pirate.example",
+        site="pirate.example",
+        campaign="pirate-sites",
+        score=0.93,
+        hits=41,
+        work_coverage=0.95,
+        page_coverage=0.62,
+        copied_chars=1840,
+        first_seen="2024-06-03T03:12:09Z",
+        last_seen="2024-06-10T03:10:44Z",
+        page_id="665f1c29b3e4d5f6a7b8c9cf",
+    )
+
     id: str
-    status: str
+    status: FindingStatus
     work_id: str
     master_id: int
     work_title: str | None
@@ -229,27 +235,53 @@ class FindingList(BaseModel):
 
 
 #: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
-ReviewStatus = Literal[REVIEWER_STATUSES]  # type: ignore[valid-type]
-DismissReason = Literal[tuple(DISMISS_REASONS)]  # type: ignore[valid-type]
-NoticeStage = Literal[NOTICE_STAGES]  # type: ignore[valid-type]
+ReviewStatus = named_enum(
+    "ReviewStatus",
+    "A status a reviewer may set (licensed comes from the licensed domains only).",
+    REVIEWER_STATUSES,
+)
+DismissReason = named_enum("DismissReason", "Why a finding was dismissed.", tuple(DISMISS_REASONS))
+NoticeStage = named_enum("NoticeStage", "Where a finding's takedown notice stands.", NOTICE_STAGES)
 
 
 class StatusIn(Strict):
+    model_config = example(status="dismissed", note="licensed reprint", reason="licensed")
+
     status: ReviewStatus
     note: str | None = Field(None, max_length=2000)
     reason: DismissReason | None = Field(None, description="Why, when dismissing")
 
 
+class CancelledOut(BaseModel):
+    by: str = Field(description="Who stopped the run")
+    at: datetime
+
+
 class RunOut(BaseModel):
+    model_config = example(
+        id="665f1c2ab3e4d5f6a7b8c9aa",
+        campaign="pirate-sites",
+        state="finished",
+        trigger="schedule",
+        started_at="2024-06-10T03:00:00Z",
+        finished_at="2024-06-10T03:11:52Z",
+        figures={"fetched": 128, "changed": 12, "skipped": 3, "failed": 1, "new findings": 4},
+        health="ok",
+        health_message="128 fetched; 1 failed",
+        skipped={"robots": 3},
+        failed={"http_404": 1},
+    )
+
     id: str
     campaign: str
-    state: str = Field(description="queued, starting, running, scanning, finished or failed")
+    state: RunState
     trigger: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    cancelled: CancelledOut | None = Field(None, description="Who stopped the run, and when")
     figures: dict[str, int] = Field(description="pages fetched, changed, skipped, failed, …")
     error: str | None = None
-    health: Literal["ok", "warning", "error"] = Field(
+    health: RunHealth = Field(
         description="error: the run failed or fetched nothing; warning: most URLs failed"
     )
     health_message: str = Field(description="why, naming the main reason")
@@ -347,10 +379,11 @@ def _run_out(run: dict[str, Any]) -> RunOut:
     return RunOut(
         id=str(run["_id"]),
         campaign=run["campaign"],
-        state=run.get("state", "unknown"),
+        state=run["state"],
         trigger=run.get("trigger"),
         started_at=run.get("started_at"),
         finished_at=run.get("finished_at"),
+        cancelled=run.get("cancelled"),
         figures=progress["figures"],
         error=run.get("error"),
         health=progress["health"]["level"],
@@ -360,20 +393,17 @@ def _run_out(run: dict[str, Any]) -> RunOut:
     )
 
 
-def _too_large(path: str, what: str) -> str:
-    return f"The body is over {body_cap(PREFIX + path) // 2**20} MB, or holds more than {what}"
-
-
 @router.post(
     "/check",
+    tags=["check"],
     response_model=CheckOut,
     summary="Which works does a text copy?",
     description=f"The body: at most {body_cap(PREFIX + '/check') // 2**20} MB of JSON.",
     responses=errors(
-        400, 413, e400="The body is not JSON", e413=_too_large("/check", "a text to check")
+        400, 413, e400="The body is not JSON", e413=too_large("/check", "a text to check")
     ),
 )
-def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
+def check_text(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
     matches = match_text(app_context(request), body.text)
     return CheckOut(
         matches=[
@@ -404,6 +434,7 @@ def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
 
 @router.post(
     "/works",
+    tags=["works"],
     response_model=WorksOut,
     status_code=201,
     summary="Register works in the library",
@@ -415,7 +446,7 @@ def check(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
         400,
         413,
         e400="The body is not JSON",
-        e413=_too_large("/works", f"{MAX_WORKS:,} works"),
+        e413=too_large("/works", f"{MAX_WORKS:,} works"),
         e422="The request does not match this document, or no work went in",
     ),
 )
@@ -452,6 +483,7 @@ def add_works(request: Request, user: Reviewer, body: WorksIn) -> Any:
 
 @router.get(
     "/findings",
+    tags=["findings"],
     response_model=FindingList,
     summary="List and filter findings",
     responses=errors(400),
@@ -489,7 +521,7 @@ def list_findings(
     notice: Annotated[
         NoticeStage | None, Query(description="Where the findings' takedown notices stand")
     ] = None,
-    sort: Annotated[SortKey, Query(description="-key sorts in reverse")] = "-last_seen",
+    sort: Annotated[FindingSort, Query()] = DEFAULT_SORT,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> FindingList:
@@ -512,6 +544,7 @@ def _finding_id(value: str) -> Any:
 
 @router.get(
     "/findings/{finding_id}",
+    tags=["findings"],
     response_model=FindingOut,
     summary="One finding",
     responses=errors(404),
@@ -525,6 +558,7 @@ def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
 
 @router.patch(
     "/findings/{finding_id}",
+    tags=["findings"],
     response_model=FindingOut,
     summary="Change a finding's status",
     responses=errors(
@@ -534,28 +568,28 @@ def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
         413,
         e400="The body is not JSON",
         e409="The workflow does not allow this change",
-        e413=_too_large("/findings", "a status, a note and a reason"),
+        e413=too_large("/findings", "a status, a note and a reason"),
     ),
 )
 def update_finding(request: Request, user: Reviewer, finding_id: str, body: StatusIn) -> FindingOut:
-    try:
+    with workflow_refusals():
         doc = set_status(
             app_context(request),
             _finding_id(finding_id),
-            body.status,
+            body.status.value,
             user.name,
             body.note,
-            body.reason,
+            body.reason.value if body.reason else None,
         )
-    except FindingNotFound as err:
-        raise HTTPException(404, str(err)) from None
-    except WorkflowError as err:
-        raise HTTPException(409, str(err)) from None
     return _finding_out(doc, with_history=True)
 
 
 @router.get(
-    "/campaigns", response_model=list[CampaignOut], summary="List campaigns", responses=errors()
+    "/campaigns",
+    tags=["campaigns"],
+    response_model=list[CampaignOut],
+    summary="List campaigns",
+    responses=errors(),
 )
 def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
     return [
@@ -569,11 +603,12 @@ def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
 
 @router.get(
     "/campaigns/{name}/runs",
+    tags=["campaigns"],
     response_model=list[RunOut],
     summary="Run history",
     responses=errors(404),
 )
-def campaign_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
+def list_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
     ctx = app_context(request)
     if campaign_seam.get(ctx, name) is None:
         raise HTTPException(404, f"no campaign {name!r}")
@@ -582,12 +617,13 @@ def campaign_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
 
 @router.post(
     "/campaigns/{name}/runs",
+    tags=["campaigns"],
     response_model=TriggerOut,
     status_code=202,
     summary="Start a run now",
     responses=errors(404, 409, e409="The campaign is running already"),
 )
-def trigger_run(request: Request, user: Admin, name: str) -> TriggerOut:
+def run_campaign(request: Request, user: Admin, name: str) -> TriggerOut:
     try:
         run_id = campaign_seam.trigger(app_context(request), name)
     except LookupError as err:
@@ -599,15 +635,40 @@ def trigger_run(request: Request, user: Admin, name: str) -> TriggerOut:
     return TriggerOut(campaign=name, run_id=str(run_id))
 
 
+@router.post(
+    "/campaigns/{name}/stop",
+    tags=["campaigns"],
+    response_model=RunOut,
+    summary="Stop the campaign's run under way",
+    description="The run is recorded cancelled, with who stopped it and when; its crawl "
+    "ends after the requests under way, and the campaign can run again at once.",
+    responses=errors(404, 409, e409="No run of the campaign is under way"),
+)
+def stop_campaign(request: Request, user: Admin, name: str) -> RunOut:
+    try:
+        run = stop_campaign_run(app_context(request), name, user.name)
+    except NotRunning as err:
+        raise HTTPException(409, str(err)) from None
+    except CampaignError as err:
+        raise HTTPException(404, str(err)) from None
+    return _run_out(run)
+
+
 @router.get(
     "/health",
+    tags=["health"],
     response_model=HealthOut,
     summary="Servers, queues, workers and the last scan",
+    description="Any token may read it: monitoring needs no admin's rights.",
     responses=errors(),
 )
-def health_report(request: Request, user: Admin) -> dict[str, Any]:
+def get_health(request: Request, user: Viewer) -> dict[str, Any]:
     # About a second: it waits that long for the workers to answer a ping.
     return health(app_context(request))
+
+
+#: Every router of the API (``admin.app`` includes each), in the document's order.
+ROUTERS = (router, api_works.router, api_notices.router)
 
 
 def openapi_schema() -> dict[str, Any]:
@@ -616,7 +677,7 @@ def openapi_schema() -> dict[str, Any]:
         title="copytrack API",
         version="1",
         description=__doc__,
-        routes=router.routes,
+        routes=[route for api_router in ROUTERS for route in api_router.routes],
     )
     schema["components"]["securitySchemes"] = {"token": {"type": "http", "scheme": "bearer"}}
     schema["security"] = [{"token": []}]
@@ -624,7 +685,8 @@ def openapi_schema() -> dict[str, Any]:
 
 
 @router.get("/openapi.json", include_in_schema=False)
-def openapi(user: Viewer) -> dict[str, Any]:
+def openapi() -> dict[str, Any]:
+    """Public (``admin.security.PUBLIC_ROUTES``): it describes the API, it discloses nothing."""
     return openapi_schema()
 
 

@@ -7,6 +7,7 @@
   or ``failed``, its counters, heartbeats and completion;
 - `dispatch`: where a run crawls, a crawl process started here or by a crawler worker;
 - `schedule`: cron schedules starting runs;
+- `stop`: stopping a run, recorded cancelled with who and when;
 - `outcomes`: the URLs a run skipped or failed, with their reasons, and its health.
 
 The public names of all of them are importable from ``tracker.campaigns``.
@@ -55,11 +56,13 @@ from .runs import (
     record_progress,
     refresh_run,
     refresh_runs,
+    run_cancelled,
     run_history,
     start_run,
     wait_for_run,
 )
 from .schedule import due_at, run_due_campaigns
+from .stop import STOPPABLE_STATES, NotRunning, signal_crawls, stop_run
 from .store import get_campaign, list_campaigns, remove_campaign, save_campaign
 
 __all__ = [
@@ -74,10 +77,12 @@ __all__ = [
     "OUTCOMES",
     "QUEUE_WAIT",
     "REASONS",
+    "STOPPABLE_STATES",
     "Campaign",
     "CampaignBusy",
     "CampaignError",
     "Health",
+    "NotRunning",
     "Problem",
     "ProblemPage",
     "abort_run",
@@ -110,12 +115,15 @@ __all__ = [
     "release_lock",
     "remove_campaign",
     "renew_lock",
+    "run_cancelled",
     "run_due_campaigns",
     "run_health",
     "run_history",
     "save_campaign",
+    "signal_crawls",
     "start_run",
     "stop_crawls",
+    "stop_run",
     "take_lock",
     "trigger_run",
     "wait_for_run",

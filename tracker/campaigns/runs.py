@@ -2,6 +2,7 @@
 
     (queued ─►) starting ─► running ─► scanning ─► finished
         └───────────┴──────────┴─────────────────────────────────► failed
+        └───────────┴──────────┴──────────┴──────────────────────► cancelled (`stop`)
 
 A run starts with the campaign's lock (`start_run`); each crawl process joins it, renews
 the lock and the run's heartbeat, adds its counts, and on exit moves it to ``scanning``.
@@ -44,7 +45,7 @@ HEARTBEAT_STALE = timedelta(seconds=90)  # a crawl silent this long has died
 # with long crawls, or none running yet), then fails, lest a lost task lock it for ever.
 QUEUE_WAIT = timedelta(hours=24)
 ACTIVE_STATES = ("queued", "starting", "running")
-DONE_STATES = ("finished", "failed")
+DONE_STATES = ("finished", "failed", "cancelled")
 log = logging.getLogger(__name__)
 _REASON = re.compile(r"[^a-z0-9_-]+")
 _COUNTER_GROUPS = ("pages", "skipped", "failed")
@@ -157,6 +158,11 @@ def join_run(ctx: Context, run_id: ObjectId) -> dict[str, Any]:
     return run
 
 
+def run_cancelled(ctx: Context, run_id: ObjectId) -> bool:
+    """Whether someone stopped the run (`tracker.campaigns.stop.stop_run`)."""
+    return ctx.db.runs.count_documents({"_id": run_id, "state": "cancelled"}, limit=1) > 0
+
+
 def heartbeat(ctx: Context, name: str, run_id: ObjectId) -> bool:
     """Renew the campaign lock and the run's heartbeat; False if the run lost its lock."""
     held = renew_lock(ctx, name, run_id)
@@ -199,12 +205,14 @@ def finish_crawl(ctx: Context, run_id: ObjectId, error: str | None = None) -> bo
 
     Returns True if this process was the run's last crawler.
     """
+    if error:  # a run stopped meanwhile stays cancelled, without the crawl's complaint
+        ctx.db.runs.update_one(
+            {"_id": run_id, "state": {"$in": list(ACTIVE_STATES)}}, {"$set": {"error": error}}
+        )
     update: dict[str, Any] = {
         "$inc": {"active_crawlers": -1},
         "$pull": {"crawl_processes": crawl_process_record(os.getpid())},
     }
-    if error:
-        update["$set"] = {"error": error}
     run = ctx.db.runs.find_one_and_update(
         {"_id": run_id}, update, return_document=ReturnDocument.AFTER
     )
