@@ -18,6 +18,7 @@ WORDS: tuple[str, ...] = (
     N_("viewer"), N_("reviewer"), N_("admin"),
     # run states (tracker.campaigns.runs) and triggers
     N_("queued"), N_("starting"), N_("running"), N_("scanning"), N_("finished"), N_("failed"),
+    N_("cancelled"),
     N_("manual"), N_("schedule"),
     # outcomes of a crawled URL and a run's figures (admin.campaigns.figures)
     N_("skipped"), N_("Skipped"), N_("Failed"), N_("fetched"), N_("changed"),
