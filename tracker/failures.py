@@ -56,6 +56,18 @@ def data_dir_error(data_dir: Path, err: OSError) -> str:
 #: makes room for a 10 MB log as it starts): while its disk is full, a failed server still
 #: answers reads, a stopped one nothing.
 ROOM_TO_RESTART = 32 * 2**20
+#: Below this, a disk counts as full (`out_of_room`).
+NO_ROOM = 2**20
+
+
+def out_of_room(data_dir: Path) -> bool:
+    """Whether data_dir's disk is full: a server there may still take a small write into
+    space it holds already (a probe's), and fail the next real one."""
+    try:
+        stat = os.statvfs(data_dir)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < NO_ROOM
 
 
 def room_to_restart(data_dir: Path) -> bool:

@@ -30,7 +30,7 @@ from pymongo.errors import PyMongoError
 from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
 from .celery_app import QUEUES, sender_app
 from .context import Context
-from .failures import first_line
+from .failures import first_line, free_space, out_of_room
 from .generation import IndexNotReady
 from .generation import inspect as inspect_index
 from .index import IndexVersionMismatch
@@ -218,7 +218,18 @@ def _timed(probe: Callable[[], object]) -> dict[str, Any]:
     return {"ok": True, "latency_ms": round((time.perf_counter() - start) * 1000, 2)}
 
 
+def _require_room(ctx: Context) -> None:
+    """Embedded servers keep their data in the data dir: with its disk full they answer,
+    and even take the probe's small write, but fail the next real one."""
+    if ctx.endpoints.embedded and out_of_room(ctx.settings.data_dir):
+        raise OSError(
+            f"the disk of {ctx.settings.data_dir} is full ({free_space(ctx.settings.data_dir)}):"
+            " free space there"
+        )
+
+
 def _probe_mongo(ctx: Context, timeout: float) -> None:
+    _require_room(ctx)
     # The context's client waits 10 s for a server; a client-side timeout bounds the
     # server selection and the commands alike, and keeps the client's connection pool.
     with pymongo.timeout(timeout):
@@ -238,6 +249,7 @@ def _short_redis(ctx: Context, timeout: float) -> redis.Redis:
 
 
 def _probe_redis(ctx: Context, timeout: float) -> None:
+    _require_room(ctx)
     client = _short_redis(ctx, timeout)
     try:
         key, stamp = ctx.keys.health_probe(socket.gethostname(), os.getpid()), str(time.time())
