@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.system-runtime
 TEST_STAMP := $(VENV)/.system-test
 
-.PHONY: demo test test-fast test-security lint lock bench messages clean
+.PHONY: demo test test-fast test-security lint lock bench messages docs clean
 
 # A new venv holding exactly the lock's packages (an upgraded or dropped package leaves
 # nothing behind).
@@ -82,6 +82,10 @@ messages: $(STAMP)
 	  -k pgettext:1c,2 --sort-output --project copytrack .
 	$(BIN)/pybabel update -i admin/locale/messages.pot -d admin/locale --ignore-obsolete \
 	  --no-fuzzy-matching --width 100
+
+# The tables of settings in the README and docs/deploy.md, from tracker/config.py.
+docs: $(STAMP)
+	$(BIN)/python scripts/settings_tables.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_fingerprint

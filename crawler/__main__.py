@@ -7,19 +7,18 @@ from __future__ import annotations
 import os
 import sys
 
-from tracker.config import ConfigError
+from tracker.config import ConfigError, crawl_limits
 
 from .extraction_server import start_extraction_server
-from .tunables import TUNABLES, tunables_from_env
 
 
 def _crawl() -> int:
     try:
-        tunables = {**TUNABLES, **tunables_from_env(os.environ)}
+        limits = crawl_limits(os.environ)
     except ConfigError:
         pass  # the crawl stops on the bad setting, naming it: nothing to extract
     else:
-        start_extraction_server(int(tunables["COPYTRACK_EXTRACT_NICENESS"]))
+        start_extraction_server(int(limits["COPYTRACK_EXTRACT_NICENESS"]))
     from .run import main  # after the server's start, on purpose
 
     return main()

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from extractor import html_to_text
 from extractor.books import book_format
-from tracker.config import Settings
+from tracker.config import CRAWL_DEFAULTS, Settings
 from tracker.netguard import Lookup, PrivateAddressError, system_lookup
 from tracker.pages import PageInput
 
@@ -196,7 +196,7 @@ def fetch_text(
     if max_bytes is None:
         max_bytes = crawl_settings.DOWNLOAD_MAXSIZE
         if book:
-            max_bytes = crawl_settings.COPYTRACK_BOOK_MAXSIZE
+            max_bytes = int(CRAWL_DEFAULTS["COPYTRACK_BOOK_MAXSIZE"])
     try:
         got = download(url, allow_private, timeout, max_bytes, lookup)
     except urllib.error.HTTPError as err:

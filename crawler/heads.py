@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import settings as crawl_settings
+from tracker.config import CRAWL_DEFAULTS
 
 __all__ = ["HEAD_LIMITS", "HeadCount", "HeadLimits", "HeadRefused"]
 
@@ -47,9 +47,9 @@ class HeadLimits:
     """What a response may send before its body (0: no limit): bytes and header lines, and
     seconds from its first byte to the end of its head."""
 
-    max_bytes: int = crawl_settings.COPYTRACK_MAX_HEADER_BYTES
-    max_lines: int = crawl_settings.COPYTRACK_MAX_HEADERS
-    seconds: float = crawl_settings.COPYTRACK_HEADER_SECONDS
+    max_bytes: int = int(CRAWL_DEFAULTS["COPYTRACK_MAX_HEADER_BYTES"])
+    max_lines: int = int(CRAWL_DEFAULTS["COPYTRACK_MAX_HEADERS"])
+    seconds: float = CRAWL_DEFAULTS["COPYTRACK_HEADER_SECONDS"]
 
     @classmethod
     def from_settings(cls, settings: Any) -> HeadLimits:
@@ -61,7 +61,7 @@ class HeadLimits:
         )
 
 
-#: The limits of crawler/settings.py as they stand: the one-page fetch's (crawler.fetch).
+#: The limits by default: the one-page fetch's (crawler.fetch).
 HEAD_LIMITS = HeadLimits()
 
 

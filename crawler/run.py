@@ -42,7 +42,7 @@ from tracker.campaigns import (
     run_cancelled,
 )
 from tracker.chains import MAX_CHAIN
-from tracker.config import ConfigError, Settings
+from tracker.config import ConfigError, Settings, crawl_limits
 from tracker.context import Context, follow_servers, process_context
 from tracker.discovery.providers import SearchError, provider_from_settings
 from tracker.discovery.searches import discover
@@ -55,7 +55,6 @@ from . import settings as crawl_settings
 from .pipelines import NOT_STORED_STAT, STORE_ERRORS, STORE_PAUSES
 from .rendering import render_settings
 from .spiders.campaign import CampaignSpider
-from .tunables import tunables_from_env
 
 log = logging.getLogger("crawler.run")
 
@@ -80,14 +79,14 @@ def scrapy_settings(
     frontier: str,
     resume_since: datetime | None = None,
 ) -> ScrapySettings:
-    """crawler.settings, the tunables the environment sets, and this campaign's limits and
-    politeness overrides; ConfigError names a tunable set to something else than a number.
+    """crawler.settings, the crawl limits as the environment sets them, and this campaign's
+    limits and politeness overrides; ConfigError names a limit set to something unusable.
 
     ``resume_since``: the run resumes a failed one; pages fetched since are not fetched again.
     """
     settings = ScrapySettings()
     settings.setmodule(crawl_settings, priority="project")
-    settings.setdict(tunables_from_env(os.environ), priority="cmdline")
+    settings.setdict(crawl_limits(os.environ), priority="cmdline")
     overrides: dict[str, Any] = {
         "COPYTRACK_CAMPAIGN": campaign.to_doc(),
         "COPYTRACK_RUN_ID": str(run_id),

@@ -33,21 +33,11 @@ AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
 # bad_url; failed.invalid_sitemap for a sitemap bomb, failed.headers_too_large and
 # headers_too_slow for a response's head (crawler/heads.py).
 DOWNLOAD_TIMEOUT = 30  # seconds for a whole download, however slowly the bytes trickle
-# A response's head (status line and headers), which DOWNLOAD_MAXSIZE does not count: at most
-# this many bytes and header lines (browsers take 256 KB; a site's head is a few KB and
-# a few dozen lines), whole this many seconds after its first byte. 0: no limit.
-COPYTRACK_MAX_HEADER_BYTES = 256 * 1024
-COPYTRACK_MAX_HEADERS = 100
-COPYTRACK_HEADER_SECONDS = 10.0
 # Article pages are far smaller; bigger bodies are archives, media or traps. Scrapy applies
 # it to decompressed bodies too (HttpCompressionMiddleware, gzipped sitemaps), in 64 KB
 # steps: a gzip bomb stops after 3 MB of output, whatever it would inflate to.
 DOWNLOAD_MAXSIZE = 3 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 1024 * 1024
-# Whole-book downloads (a link to a .txt, .zip, .epub or .pdf, or one saying "TXT下载" /
-# "全本下载") may be this big; what an archive inflates to is bounded the same
-# (extractor.books).
-COPYTRACK_BOOK_MAXSIZE = 64 * 1024 * 1024
 RETRY_ENABLED = True
 RETRY_TIMES = 2
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
@@ -58,12 +48,6 @@ REDIRECT_MAX_TIMES = 5
 # visitors read until it fires, so it is stored and scanned, and the refresh target is
 # followed as one more link (crawler/spiders/campaign.py).
 METAREFRESH_ENABLED = False
-# Links followed from one page (or feed) in document order; the rest are dropped and
-# counted: generated link farms and calendar traps would otherwise flood the queue. 0: no
-# limit.
-COPYTRACK_MAX_LINKS_PER_PAGE = 500
-# URLs followed from one sitemap (or sitemaps from one index): the protocol's maximum.
-COPYTRACK_MAX_SITEMAP_URLS = 50_000
 COOKIES_ENABLED = False  # nothing copytrack reads needs a session
 
 # The private-network rule is applied where Scrapy resolves the hosts it connects to
@@ -103,31 +87,7 @@ ITEM_PIPELINES = {
     "crawler.pipelines.EvidencePipeline": 300,
 }
 
-# Decoding, extraction and storing run in this many worker processes (CPU-bound; the
-# reactor's thread keeps downloading meanwhile). 0: one per CPU.
-COPYTRACK_EXTRACT_PROCESSES = 0
-# ... this much nicer than the crawl (Linux): downloading comes first. Extraction competing
-# for the CPU delays the reactor's reading of responses; AutoThrottle takes that for the
-# sites' latency and slows the crawl (for the rest of it, if only error pages follow).
-# On a machine busy with other work the workers wait their turn, and Scrapy stops
-# downloading while their pages exceed SCRAPER_SLOT_MAX_ACTIVE_SIZE.
-COPYTRACK_EXTRACT_NICENESS = 10
-# A page whose decoding and extraction take more CPU time than this (seconds) is stored
-# without text, skip reason "too_slow", rather than hold a worker (pages take 0.01-0.5 s).
-COPYTRACK_EXTRACT_CPU_SECONDS = 60.0
-# A campaign that renders pages (its `render` option) runs their scripts in Chromium
-# (crawler/rendering.py): this many pages at once, each given this many seconds (its
-# scripts' requests until the network is idle included), and at most this many requests
-# of its own (scripts, XHR, fetch; images, styles and fonts are never fetched).
-COPYTRACK_RENDER_PAGES = 4
-COPYTRACK_RENDER_TIMEOUT = 20.0
-COPYTRACK_RENDER_REQUESTS = 50
-# 1: a page's scripts may fetch from other sites too (the CDN its reader script loads
-# from); 0: only from the campaign's own domains.
-COPYTRACK_RENDER_OFFSITE = 1
-# Counts reach the run document at least this often (seconds).
-COPYTRACK_PROGRESS_EVERY = 2.0
-# A page that cannot be stored (a server down or moved, a full disk) is stored again for
-# this long (seconds), the servers looked for between tries; then the crawl stops and its
-# run fails naming the failure (crawler/pipelines.py).
-COPYTRACK_STORE_PATIENCE = 120.0
+# The crawl's own limits (the head and book caps, links per page and sitemap, extraction
+# processes and their CPU time, rendering, progress, store patience) are declared with every
+# setting, meaning and default, in tracker/config.py CRAWL_LIMITS; crawler.run adds them as
+# the environment sets them.

@@ -654,13 +654,13 @@ def throughput(evaluation: Evaluation) -> dict[str, float]:
         "suspects_per_second": round(len(evaluation.outcomes) / wall, 1),
         "suspect_chars_per_second": round(chars / wall),
         "latency_ms_median": round(1000 * statistics.median(seconds), 2),
-        "latency_ms_p95": round(1000 * _percentile(seconds, 0.95), 2),
+        "latency_ms_p95": round(1000 * percentile(seconds, 0.95), 2),
     }
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def percentile(values: Sequence[float], q: float) -> float:
+    """The value at fraction ``q`` of the values, one of them (nearest rank; 0.0 for none)."""
+    return float(np.quantile(values, q, method="inverted_cdf")) if len(values) else 0.0
 
 
 def weakest(scores: Mapping[str, Score]) -> tuple[str, float]:

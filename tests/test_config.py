@@ -104,7 +104,7 @@ def test_url_password_not_echoed() -> None:
 
 def test_the_readme_shows_the_generated_settings_table() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert markdown_table() in readme, "run `python -m tracker.config` and paste it into README"
+    assert markdown_table() in readme, "run `make docs`"
     for setting in SETTINGS:
         assert f"`{setting.variable}`" in readme
 

@@ -33,11 +33,12 @@ from crawler.items import DroppedLinks, FetchedPage
 from crawler.spiders.campaign import CampaignSpider, problem_of
 from tests.loopback import served
 from tracker.campaigns import Campaign, crawl_log_path, save_campaign, trigger_run, wait_for_run
+from tracker.config import CRAWL_DEFAULTS
 from tracker.context import Context
 
 pytestmark = pytest.mark.slow
 
-MAX_LINKS = crawl_settings.COPYTRACK_MAX_LINKS_PER_PAGE
+MAX_LINKS = CRAWL_DEFAULTS["COPYTRACK_MAX_LINKS_PER_PAGE"]
 MAX_REDIRECTS = crawl_settings.REDIRECT_MAX_TIMES
 MAX_BYTES = crawl_settings.DOWNLOAD_MAXSIZE
 BOMB_BYTES = 2**30  # what the bomb inflates to: 1 GiB of zeros in about 1 MB
@@ -216,7 +217,9 @@ def test_the_crawl_reads_its_tunables_from_the_environment(
     monkeypatch.setenv("COPYTRACK_MAX_LINKS_PER_PAGE", "lots")
     run = wait_for_run(crawl_ctx, trigger_run(crawl_ctx, "tuned"), timeout=RUN_TIMEOUT)
     assert run["state"] == "failed"
-    assert run["error"].startswith("COPYTRACK_MAX_LINKS_PER_PAGE='lots': give a whole number")
+    assert run["error"].startswith(
+        "invalid COPYTRACK_MAX_LINKS_PER_PAGE='lots': set it to a whole number"
+    )
 
 
 # ---------------------------------------------------------------------- the parts

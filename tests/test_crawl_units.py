@@ -217,8 +217,8 @@ def test_html_to_text() -> None:
 def test_crawl_tunables_are_read_from_the_environment(
     ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The COPYTRACK_* names of crawler/settings.py look like environment variables: they
-    are, for the crawl process (an operator sets them in compose)."""
+    """The crawl limits of tracker/config.py are environment variables of the crawl process
+    (an operator sets them in compose) and Scrapy settings of the same name."""
     campaign = Campaign.from_dict({"name": "c", "seeds": ["http://127.0.0.1:9/"]})
     assert (
         scrapy_settings(campaign, ObjectId(), ctx, "memory").getfloat(
@@ -234,7 +234,7 @@ def test_crawl_tunables_are_read_from_the_environment(
     for bad in ("abc", "-1", "nan", "2.5"):  # 2.5 links is no whole number
         monkeypatch.setenv("COPYTRACK_MAX_LINKS_PER_PAGE", bad)
         with pytest.raises(
-            ConfigError, match=f"COPYTRACK_MAX_LINKS_PER_PAGE='{bad}': give a whole"
+            ConfigError, match=f"COPYTRACK_MAX_LINKS_PER_PAGE='{bad}': set it to a whole"
         ):
             scrapy_settings(campaign, ObjectId(), ctx, "memory")
 

@@ -8,6 +8,7 @@ importable Celery app. A renamed command or option fails here, not in production
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -22,11 +23,12 @@ import yaml
 from celery import Celery
 
 from copytrack.cli import main
-from tracker.config import BY_VARIABLE
+from tracker.config import BY_VARIABLE, deploy_table
 from tracker.store import INDEXES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+TABLES_SCRIPT = ROOT / "scripts" / "settings_tables.py"
 SERVICES = {"mongo", "redis", "worker", "beat", "crawler", "admin", "flower", "searxng"}
 SERVERS = {"mongo", "redis"}
 #: Started with `--profile discovery` only: the meta-search engine discover campaigns ask.
@@ -231,7 +233,12 @@ def test_the_image_runs_unprivileged_and_holds_no_secrets() -> None:
     assert {".git", ".env", ".venv", ".copytrack"} <= set(ignored)
 
 
-def test_the_deployment_guide_documents_every_setting() -> None:
+def test_the_deployment_guide_shows_the_generated_table_of_every_setting() -> None:
+    spec = importlib.util.spec_from_file_location("settings_tables", TABLES_SCRIPT)
+    assert spec and spec.loader
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
     guide = (ROOT / "docs" / "deploy.md").read_text()
-    missing = [name for name in BY_VARIABLE if name not in guide]
+    assert deploy_table(tables.fleet_environment()) in guide, "run `make docs`"
+    missing = [name for name in BY_VARIABLE if f"| `{name}` |" not in guide]
     assert not missing, f"docs/deploy.md does not document {missing}"

@@ -11,6 +11,7 @@ servers, data in ``./.copytrack``).
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -51,7 +52,8 @@ class Setting:
     read: Reader
     default: str  # the text an unset (or empty) variable stands for
     shown: str  # the default as the docs show it
-    help: str
+    help: str  # a line for the README's table
+    detail: str = ""  # what an operator needs to know, for docs/deploy.md's table
 
 
 def _url(schemes: tuple[str, ...], unset: str) -> Reader:
@@ -134,6 +136,19 @@ def _whole_number(low: int, high: int, unit: str) -> Reader:
     return read
 
 
+def _seconds(low: float, high: float) -> Reader:
+    def read(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # nan too
+            raise _Expected(f"a number of seconds from {low:g} to {high:g}")
+        return value
+
+    return read
+
+
 def _choice(choices: tuple[str, ...]) -> Reader:
     def read(raw: str) -> str:
         if raw.lower() not in choices:
@@ -146,110 +161,325 @@ def _choice(choices: tuple[str, ...]) -> Reader:
 SETTINGS: tuple[Setting, ...] = (
     Setting("COPYTRACK_MONGO_URL", "mongo_url",
             _url(("mongodb://", "mongodb+srv://"), "for the embedded server"),
-            "", "(unset: embedded SecantusDB)", "MongoDB ≥ 6 URL"),
+            "", "(unset: embedded SecantusDB)", "MongoDB ≥ 6 URL",
+            detail=(
+            "MongoDB URL (`mongodb://` or `mongodb+srv://`; credentials and `tls=true` go "
+            "here). Unset outside the fleet: an embedded SecantusDB is started.")),
     Setting("COPYTRACK_REDIS_URL", "redis_url",
             _url(("redis://", "rediss://", "unix://"), "for the embedded server"),
             "", "(unset: embedded Valkey)",
-            "Redis/Valkey ≥ 7 URL (index, Celery broker, sessions)"),
+            "Redis/Valkey ≥ 7 URL (index, Celery broker, sessions)",
+            detail=(
+            "Redis URL (`redis://`, `rediss://` for TLS, `unix://`). Unset outside the fleet: "
+            "an embedded Valkey is started.")),
     Setting("COPYTRACK_INDEX_CLUSTER_URL", "index_cluster_url",
             _url(("redis://", "rediss://"), "to keep the index in COPYTRACK_REDIS_URL"),
             "", "(unset)",
             "a Redis/Valkey Cluster node: the index lives on that cluster instead "
-            "(docs/deploy.md)"),
+            "(docs/deploy.md)",
+            detail=(
+            "A node of a Redis/Valkey Cluster (`redis://host:port`) that holds the index "
+            "instead of `COPYTRACK_REDIS_URL`, which keeps the queues, task results and "
+            "sessions (see [Ten million works](#ten-million-works)). Its nodes need "
+            "`appendonly yes`: commands wait for every primary's append-only file before "
+            "reporting a work added.")),
     Setting("COPYTRACK_REDIS_PREFIX", "redis_prefix", _key_prefix, "copytrack", "copytrack",
             "first part of every Redis key (index, queues, sessions, locks): installations "
-            "sharing one Redis each need their own"),
+            "sharing one Redis each need their own",
+            detail=(
+            "First part of every Redis key copytrack writes: the index, the Celery queues, "
+            "sessions, locks, the dashboard cache. Two installations sharing one Redis need "
+            "different prefixes (and different `COPYTRACK_MONGO_DB`), or they share one index "
+            "and one queue.")),
     Setting("COPYTRACK_TRUSTED_PROXIES", "trusted_proxies", _proxies, "", "(unset)",
-            "reverse proxies whose `X-Forwarded-For` the admin believes"),
+            "reverse proxies whose `X-Forwarded-For` the admin believes",
+            detail=(
+            "Addresses or networks (comma-separated) of the reverse proxies in front of the "
+            "admin: only from them is `X-Forwarded-For` taken as the client's address (login "
+            "throttling, logs). Empty: the connecting address is the client, forged headers "
+            "are ignored. Set it to your proxy's address, or every client behind it shares "
+            "one throttle.")),
     Setting("COPYTRACK_ADMIN_CONNECTIONS", "admin_connections",
             _whole_number(10, 100_000, "connections"), "200", "200",
             "connections the admin keeps open; past it, one waiting for a request is closed "
-            "for a new one"),
+            "for a new one",
+            detail=(
+            "Connections the admin keeps open in all. Past it, the oldest connection that "
+            "waits for a request (idle, or its request head still coming) is closed for the "
+            "new one; only when all are busy with requests is a new one answered 503.")),
     Setting("COPYTRACK_ADMIN_CONNECTIONS_PER_CLIENT", "admin_connections_per_client",
             _whole_number(1, 100_000, "connections"), "32", "32",
             "connections the admin keeps open from one address (not counted for "
-            "`COPYTRACK_TRUSTED_PROXIES`)"),
+            "`COPYTRACK_TRUSTED_PROXIES`)",
+            detail=(
+            "Connections the admin keeps open from one address (a browser opens about 6): "
+            "more are answered 503. Not counted for the addresses in "
+            "`COPYTRACK_TRUSTED_PROXIES`, which carry everybody's; bound clients at the "
+            "proxy.")),
     Setting("COPYTRACK_SECURE_COOKIES", "secure_cookies", _boolean, "false", "false",
             "always `Secure`, `__Host-` cookies (set it when the admin is reached only over "
-            "HTTPS)"),
+            "HTTPS)",
+            detail=(
+            "`true`: the admin's cookies are always `Secure` and named with the `__Host-` "
+            "prefix (browsers then send them only over HTTPS, and no other host or plain-HTTP "
+            "page can set them). Set it when browsers reach the admin only through your TLS "
+            "proxy; without it, cookies are `Secure` only when the admin sees HTTPS "
+            "(directly, or through a proxy in `COPYTRACK_TRUSTED_PROXIES`).")),
     Setting("COPYTRACK_DATA_DIR", "data_dir", _directory, "./.copytrack", "./.copytrack",
-            "data, logs and state of the embedded servers"),
+            "data, logs and state of the embedded servers",
+            detail=(
+            "Crawl logs and process records (and, outside the fleet, the embedded servers' "
+            "data).")),
     Setting("COPYTRACK_MONGO_DB", "mongo_db", _database, "copytrack", "copytrack",
-            "database name"),
+            "database name",
+            detail=(
+            "MongoDB database name.")),
     Setting("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "allow_private_networks", _boolean,
             "false", "false",
-            "let campaigns crawl private/loopback addresses (tests and the demo)"),
+            "let campaigns crawl private/loopback addresses (tests and the demo)",
+            detail=(
+            "Let the crawler fetch private and loopback addresses. Keep it off: inside the "
+            "fleet, `mongo` and `redis` are such addresses.")),
     Setting("COPYTRACK_LOG_LEVEL", "log_level", _log_level, "INFO", "INFO",
-            "logging level"),
+            "logging level",
+            detail=(
+            "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`.")),
     Setting("COPYTRACK_LOG_FORMAT", "log_format", _choice(LOG_FORMATS), "text", "text",
             "`json`: one JSON object per log line, with `page_id`, `url`, `campaign`, "
-            "`run_id` fields where an event concerns them"),
+            "`run_id` fields where an event concerns them",
+            detail=(
+            "`json`: one object per line (`time`, `level`, `logger`, `message`, and "
+            "`page_id`, `url`, `campaign`, `run_id`, `findings` where an event concerns a "
+            "page), for a log pipeline; a page can be followed from its scan to its findings.")),
     Setting("COPYTRACK_VISIBILITY_TIMEOUT", "visibility_timeout",
             _whole_number(1, 10**7, "seconds"), "3600", "3600",
-            "seconds before a dead worker's task is redelivered, or a lost scan queued again"),
+            "seconds before a dead worker's task is redelivered, or a lost scan queued again",
+            detail=(
+            "Seconds before a task delivered to a worker that died is handed to another, and "
+            "before a page whose scan was lost (no task queued or held for it) gets its scan "
+            "queued again. Keep it above the longest task, or that task runs twice.")),
     Setting("COPYTRACK_CRAWL_FRONTIER", "crawl_frontier", _choice(CRAWL_FRONTIERS),
             "memory", "memory",
-            "`redis`: several crawler processes share one queue (scrapy-redis)"),
+            "`redis`: several crawler processes share one queue (scrapy-redis)",
+            detail=(
+            "`redis` puts a run's request queue and seen-URL filter in Redis, so crawl "
+            "processes on several machines can share one run.")),
     Setting("COPYTRACK_CRAWL_DISPATCH", "crawl_dispatch", _choice(CRAWL_DISPATCHES),
             "local", "local",
             "where a run crawls: `local`, a process started where the run is (CLI, "
             "scheduler, admin); `queue`, a task on the `crawl` queue for crawler workers "
-            "(`copytrack worker --queues crawl`; the run shows `queued` until one takes it)"),
+            "(`copytrack worker --queues crawl`; the run shows `queued` until one takes it)",
+            detail=(
+            "Where a campaign run crawls: `queue` sends it to the `crawler` workers (see "
+            "[Crawls](#crawls)); `local` (the default outside the fleet) starts the crawl "
+            "process in the container that starts the run.")),
     Setting("COPYTRACK_SCAN_QUEUE_MAX", "scan_queue_max", _whole_number(0, 10**9, "tasks"),
             "10000", "10000",
             "crawls pause while more scans than this wait for a worker, until half are "
-            "done; `0`: no bound"),
+            "done; `0`: no bound",
+            detail=(
+            "A crawl pauses while more scans than this wait in the `scan` queue, and goes on "
+            "once the workers have taken it down to half (see "
+            "[Back-pressure](#back-pressure)). `0`: no bound.")),
     Setting("COPYTRACK_SEARCH_PROVIDER", "search_provider", _choice(SEARCH_PROVIDERS),
             "searxng", "searxng",
             "the search engine `discover` campaigns ask: `searxng` (your own instance) or "
-            "`brave` (Brave Search API)"),
+            "`brave` (Brave Search API)",
+            detail=(
+            "The search engine `discover` campaigns ask: `searxng`, your own SearXNG (the "
+            "`searxng` service, `docker compose --profile discovery up -d`, with "
+            "`SEARXNG_SECRET` set), or `brave`, the Brave Search API.")),
     Setting("COPYTRACK_SEARCH_URL", "search_url", _url(("http://", "https://"), ""),
             "", "(unset)",
             "the SearXNG instance (`http://searxng:8080`; `json` among its formats), or "
-            "another Brave API endpoint"),
+            "another Brave API endpoint",
+            detail=(
+            "The SearXNG to ask (its `settings.yml` must list `json` under `search.formats`: "
+            "`deploy/searxng/settings.yml` does), or another Brave API endpoint. Not under "
+            "the crawl's private-network rule: an operator's endpoint.")),
     Setting("COPYTRACK_SEARCH_API_KEY", "search_api_key", _secret, "", "(unset)",
-            "the commercial search API's key (sent in a header only, never logged)"),
+            "the commercial search API's key (sent in a header only, never logged)",
+            detail=(
+            "The Brave Search subscription token. Sent in a request header only; never in a "
+            "URL, a log line, an error or a run.")),
     Setting("COPYTRACK_SEARCH_DAILY_QUERIES", "search_daily_queries",
             _whole_number(0, 10**7, "queries"), "100", "100",
             "search queries all `discover` campaigns may ask per day (UTC) together; answers "
-            "are cached 30 days"),
+            "are cached 30 days",
+            detail=(
+            "Queries all discover campaigns together may send per UTC day, counted in MongoDB "
+            "(never overspent by parallel runs). Answers are cached for 30 days, so a run "
+            "asks only what was not asked lately.")),
     Setting("COPYTRACK_MASTER_CACHE_MB", "master_cache_mb", _whole_number(0, 10**6, "MB"),
             "256", "256",
             "work texts each process keeps for matching, least recently used dropped first "
-            "(any edit of a work empties it everywhere); `0`: none"),
+            "(any edit of a work empties it everywhere); `0`: none",
+            detail=(
+            "Work texts each matching process (worker pool process, `check`) keeps in memory, "
+            "least recently used dropped first. Most candidates of a page are works met a "
+            "moment ago, so this spares most of MongoDB's reads when matching; an edit of any "
+            "work empties every process's copy. Count it per pool process when sizing "
+            "workers, with up to 512 MB more per process for the works' letter streams and "
+            "sorted k-grams that alignment keeps (`check --jsonl` runs one more process than "
+            "there are cores). `0`: none.")),
     Setting("COPYTRACK_INDEX_CACHE_MB", "index_cache_mb", _whole_number(0, 10**6, "MB"),
             "128", "128",
             "index blocks each process keeps after reading them for matching, oldest dropped "
             "first, read again once their shard changed; none while it is under half the "
-            "index; `0`: none"),
+            "index; `0`: none",
+            detail=(
+            "Index blocks each matching process keeps after reading them, oldest dropped "
+            "first. A page's fingerprints meet many blocks earlier pages met (boilerplate, "
+            "popular works, several copies of one work): those are not read from Redis again "
+            "until their shard changes (every index write counts in its shard, so a kept "
+            "block is always the stored one). 128 MB holds the whole index of ~10,000 works; "
+            "at 10,000 works it takes Redis's CPU for a `check` of 1,500 pages from 2.0 to "
+            "0.5 s. A process keeps nothing while the budget is under half of what the whole "
+            "index would take (about 12.5 bytes a posting): most reads would miss, and "
+            "keeping cost more than it saved (at 100,000 works, 128 MB: p50 0.2–1.4 ms "
+            "slower). About 1 GB holds the index of 100,000 works (76 M postings). Count it "
+            "per pool process like the work texts. `0`: none.")),
     Setting("COPYTRACK_TSA_URL", "tsa_url",
             _url(("http://", "https://"), "to keep captures without trusted time-stamps"),
             "", "(unset)",
             "an RFC 3161 time-stamping authority: every capture's SHA-256 is time-stamped "
-            "there by a worker, retried until it answers (docs/evidence.md)"),
+            "there by a worker, retried until it answers (docs/evidence.md)",
+            detail=(
+            "An RFC 3161 time-stamping authority (`http://` or `https://`). Set, a "
+            "`maintenance` worker time-stamps every stored capture's SHA-256 there, retrying "
+            "until the authority answers; the tokens go into evidence bundles beside the "
+            "files they stamp (see docs/evidence.md). Empty: captures are kept and hashed, "
+            "without a trusted time.")),
     Setting("COPYTRACK_TSA_CA_FILE", "tsa_ca_file", _pem_file, "", "(unset: the system's)",
             "PEM certificates of the authority's chain, against which the admin verifies "
-            "the tokens it shows"),
+            "the tokens it shows",
+            detail=(
+            "PEM certificates of the authority's chain, against which the admin and "
+            "`copytrack evidence` verify the tokens (`openssl ts -verify`). A path inside the "
+            "containers: mount the file.")),
     Setting("COPYTRACK_SMTP_URL", "smtp_url",
             _url(("smtp://", "smtps://"), "to send no e-mail"), "", "(unset)",
             "the mail relay alerts and notices go through: `smtp://host:587` (STARTTLS "
             "whenever the relay offers it) or `smtps://host:465` (TLS from the start); "
-            "`smtp://user:password@host` or the two settings below for its login"),
+            "`smtp://user:password@host` or the two settings below for its login",
+            detail=(
+            "The mail relay alerts and takedown notices go through: `smtp://relay:587` "
+            "(STARTTLS whenever the relay offers it; a login is never sent in clear to a "
+            "relay off this machine) or `smtps://relay:465` (TLS from the first byte). "
+            "Credentials may sit in the URL (`smtp://user:password@relay:587`, "
+            "percent-encoded) or in the two settings below. The sender (`From`) is the notice "
+            "sender's e-mail in the admin's Settings. Empty: nothing is e-mailed (webhook "
+            "alerts still go out). See docs/operations.md.")),
     Setting("COPYTRACK_SMTP_USER", "smtp_user", _secret, "", "(unset)",
-            "the relay's login, when not in `COPYTRACK_SMTP_URL`"),
+            "the relay's login, when not in `COPYTRACK_SMTP_URL`",
+            detail=(
+            "The relay's login, when it is not in the URL.")),
     Setting("COPYTRACK_SMTP_PASSWORD", "smtp_password", _secret, "", "(unset)",
-            "the relay's password (never shown, logged or exported)"),
+            "the relay's password (never shown, logged or exported)",
+            detail=(
+            "The relay's password. Never shown in the admin, written to a log or put in an "
+            "export; pass it as a secret of the environment.")),
     Setting("COPYTRACK_SMTP_CA_FILE", "smtp_ca_file", _pem_file, "", "(unset: the system's)",
-            "PEM certificates the relay's TLS certificate is verified against"),
+            "PEM certificates the relay's TLS certificate is verified against",
+            detail=(
+            "PEM certificates against which the relay's TLS certificate is verified (a relay "
+            "with a private CA). A path inside the containers: mount the file.")),
     Setting("COPYTRACK_RDAP_BOOTSTRAP_URL", "rdap_bootstrap_url",
             _url(("http://", "https://"), "for IANA's"), "https://data.iana.org/rdap/",
             "https://data.iana.org/rdap/",
             "where the RDAP bootstrap files (`dns.json`, `ipv4.json`, `ipv6.json`) are: which "
-            "registry answers for a domain or an address (cached a day)"),
+            "registry answers for a domain or an address (cached a day)",
+            detail=(
+            "Where IANA's RDAP bootstrap files (`dns.json`, `ipv4.json`, `ipv6.json`) are "
+            "read: they name the registry that answers for a domain (its registrar) and for "
+            "an address (its hosting network), asked for abuse contacts when a reviewer "
+            "prepares a notice. Bootstrap files are cached a day, answers a week.")),
+
+)  # fmt: skip
+
+
+def _limit(
+    variable: str, read: Reader, default: str, shown: str, help: str, detail: str
+) -> Setting:
+    # A crawl limit is the Scrapy setting of its variable's name.
+    return Setting(variable, variable, read, default, shown, help, detail)
+
+
+#: The crawl process's limits: read from its environment by crawl_limits (they are Scrapy
+#: settings of the crawl, not fields of Settings), checked like the settings above.
+CRAWL_LIMITS: tuple[Setting, ...] = (
+    _limit("COPYTRACK_MAX_HEADER_BYTES", _whole_number(0, 2**31, "bytes"), "262144", "262144",
+            "bytes a response's head (status line and headers) may take; `0`: no limit",
+            detail=("Bytes a response's head (status line and headers) may take; the "
+                    "download limit does not count them. Browsers take 256 KB; a site's head is "
+                    "a few KB. Over it: the URL fails `headers_too_large`. `0`: no limit.")),
+    _limit("COPYTRACK_MAX_HEADERS", _whole_number(0, 10**6, "lines"),
+            "100", "100", "header lines a response may send; `0`: no limit",
+            detail=("Header lines a response may send (a site sends a few dozen). Over it: "
+                    "the URL fails `headers_too_large`. `0`: no limit.")),
+    _limit("COPYTRACK_HEADER_SECONDS", _seconds(0, 3600), "10",
+            "10", "seconds from a response's first byte to the end of its head",
+            detail=("Seconds from a response's first byte to the end of its head: a server "
+                    "that trickles headers fails `headers_too_slow` instead of holding a "
+                    "connection. `0`: no limit.")),
+    _limit("COPYTRACK_BOOK_MAXSIZE", _whole_number(0, 2**40, "bytes"),
+            "67108864", "67108864 (64 MB)",
+            "bytes a whole-book download (.txt, .zip, .epub, .pdf) may take",
+            detail=("Bytes a whole-book download (a link to a .txt, .zip, .epub or .pdf, or "
+                    "one saying TXT下载 / 全本下载) may take, and what an archive may inflate "
+                    "to; pages keep the 3 MB page cap.")),
+    _limit("COPYTRACK_MAX_LINKS_PER_PAGE", _whole_number(0, 10**7, "links"), "500", "500",
+            "links followed from one page or feed, in document order; `0`: no limit",
+            detail=("Links followed from one page (or feed) in document order; the rest are "
+                    "dropped and counted `links_over_limit`: generated link farms and calendar "
+                    "traps would otherwise flood the queue. `0`: no limit.")),
+    _limit("COPYTRACK_MAX_SITEMAP_URLS", _whole_number(0, 10**9, "URLs"), "50000", "50000",
+            "URLs followed from one sitemap (the protocol's maximum)",
+            detail=("URLs followed from one sitemap, or sitemaps from one index: the "
+                    "protocol's maximum. `0`: no limit.")),
+    _limit("COPYTRACK_EXTRACT_PROCESSES", _whole_number(0, 1024, "processes"), "0", "0",
+            "processes of a crawl that decode, extract and store pages; `0`: one per CPU",
+            detail=("Processes of a crawl that decode, extract and store its pages "
+                    "(CPU-bound; the crawl keeps downloading meanwhile). `0`: one per CPU.")),
+    _limit("COPYTRACK_EXTRACT_NICENESS", _whole_number(0, 19, "niceness steps"), "10", "10",
+            "how much nicer than the crawl its extraction processes run (Linux)",
+            detail=("How much nicer than the crawl its extraction processes run (Linux): "
+                    "downloading comes first, since extraction competing for the CPU delays the "
+                    "reading of responses and AutoThrottle would take that for the sites' "
+                    "latency.")),
+    _limit("COPYTRACK_EXTRACT_CPU_SECONDS", _seconds(0, 86400),
+            "60", "60", "CPU seconds a page's decoding and extraction may take",
+            detail=("CPU seconds a page's decoding and extraction may take (pages take "
+                    "0.01–0.5 s); past it the page is stored with its raw bytes and no text, "
+                    "skipped `too_slow`, rather than hold a process.")),
+    _limit("COPYTRACK_RENDER_PAGES", _whole_number(1, 256, "pages"),
+            "4", "4", "pages a rendering campaign runs in Chromium at once",
+            detail=("Pages a campaign with `render` runs in Chromium at once (see "
+                    "[Rendering](#rendering)).")),
+    _limit("COPYTRACK_RENDER_TIMEOUT", _seconds(1, 3600), "20", "20",
+            "seconds a rendered page is given to load, and as much for its scripts' requests",
+            detail=("Seconds a rendered page is given to load, and as much again for its "
+                    "scripts' requests to be done.")),
+    _limit("COPYTRACK_RENDER_REQUESTS", _whole_number(0, 10**4, "requests"), "50", "50",
+            "requests of a rendered page's scripts fetched (no images, styles or fonts)",
+            detail=("Requests of its own a rendered page may make (scripts, XHR, fetch); "
+                    "images, styles and fonts are never fetched.")),
+    _limit("COPYTRACK_RENDER_OFFSITE", _whole_number(0, 1, "(0 or 1)"),
+            "1", "1", "`0`: a rendered page's scripts fetch from the campaign's domains only",
+            detail=("`1`: a rendered page's scripts may fetch from other sites too (the CDN "
+                    "its reader script loads from); `0`: only from the campaign's domains.")),
+    _limit("COPYTRACK_PROGRESS_EVERY", _seconds(0.1, 3600), "2", "2",
+            "seconds between a crawl's progress counts reaching its run",
+            detail="Seconds between a crawl's counts reaching its run (the admin's live page)."),
+    _limit("COPYTRACK_STORE_PATIENCE", _seconds(0, 86400), "120", "120",
+            "seconds a crawl keeps trying to store a page before its run fails",
+            detail=("Seconds a crawl keeps storing a page that cannot be stored (a server "
+                    "down or moved, a full disk), looking for the servers between tries; then "
+                    "the crawl stops and its run fails naming the failure.")),
 )  # fmt: skip
 
 #: variable -> its declaration.
-BY_VARIABLE: dict[str, Setting] = {s.variable: s for s in SETTINGS}
+BY_VARIABLE: dict[str, Setting] = {s.variable: s for s in SETTINGS + CRAWL_LIMITS}
 
 
 #: field -> its value when its variable is unset (the data directory stays relative
@@ -344,6 +574,33 @@ def _invalid(setting: Setting, value: str, expected: str) -> ConfigError:
     )
 
 
+def crawl_limits(environ: Mapping[str, str]) -> dict[str, int | float]:
+    """Every crawl limit (``CRAWL_LIMITS``), as ``environ`` sets it or by default, under its
+    Scrapy setting's name; ConfigError names a variable set to something unusable."""
+    limits = {}
+    for limit in CRAWL_LIMITS:
+        raw = environ.get(limit.variable, "").strip() or limit.default
+        try:
+            limits[limit.field] = limit.read(raw)
+        except _Expected as expected:
+            raise _invalid(limit, raw, str(expected)) from None
+    return limits
+
+
+#: Every crawl limit by its name, as it is when the environment sets none.
+CRAWL_DEFAULTS: dict[str, int | float] = crawl_limits({})
+
+#: Variables only the compose file reads (docker-compose.yml), documented with the rest.
+COMPOSE_ONLY: tuple[tuple[str, str, str], ...] = (
+    ("COPYTRACK_WORKER_QUEUES", "`ingest,scan,maintenance`",
+     "Queues of the `worker` service"),
+    ("FLOWER_BASIC_AUTH", "none: must be set", "`user:password` for Flower"),
+    ("ADMIN_PUBLISH`, `FLOWER_PUBLISH", "`127.0.0.1:8000`, `127.0.0.1:5555`",
+     "Host address and port of the admin and Flower"),
+    ("COPYTRACK_IMAGE_TAG", "`latest`", "Tag of the `copytrack` image the fleet builds and runs"),
+)  # fmt: skip
+
+
 def _code(shown: str) -> str:
     return shown if shown.startswith("(") else f"`{shown}`"
 
@@ -352,6 +609,34 @@ def markdown_table() -> str:
     """The README's configuration table, generated from ``SETTINGS``."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     rows += [f"| `{s.variable}` | {_code(s.shown)} | {s.help} |" for s in SETTINGS]
+    return "\n".join(rows)
+
+
+def _fleet_default(setting: Setting, fleet: Mapping[str, str]) -> str:
+    # docker-compose.yml passes `${VARIABLE:-default}` (or a fixed value) to every service.
+    value = fleet.get(setting.variable)
+    if value is None:
+        return _code(setting.shown)
+    default = value.split(":-", 1)[1].rstrip("}") if value.startswith("${") else value
+    if default:
+        return f"`{default}`"
+    # "(unset: the system's)": what an empty value stands for.
+    return (
+        "(empty" + setting.shown[setting.shown.find(":") :] if ":" in setting.shown else "(empty)"
+    )
+
+
+def deploy_table(fleet: Mapping[str, str]) -> str:
+    """docs/deploy.md's table of settings: every setting and crawl limit with its default in
+    the fleet (``fleet``: the compose file's `x-copytrack-env`), then the compose-only ones."""
+    rows = ["| variable | default in the fleet | meaning |", "|---|---|---|"]
+    rows += [
+        f"| `{s.variable}` | {_fleet_default(s, fleet)} | {s.detail or s.help} |"
+        for s in SETTINGS + CRAWL_LIMITS
+    ]
+    rows += [
+        f"| `{name}` | {default} | {text} (compose only). |" for name, default, text in COMPOSE_ONLY
+    ]
     return "\n".join(rows)
 
 
