@@ -57,14 +57,17 @@ PORT ?= 8000
 demo: $(STAMP) $(RUNTIME_STAMP)
 	$(BIN)/copytrack demo --port $(PORT)
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
+# of a test's time is spent waiting on servers, crawls and browsers, not on a core.
+TEST_WORKERS ?= 3
 test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # A quick loop while working: everything but the tests marked slow (make test runs all).
 test-fast: $(STAMP) $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 # The regression tests of the attacks in docs/security.md, alone (make test runs them too).
 test-security: $(STAMP) $(TEST_STAMP)

@@ -362,8 +362,9 @@ class EvidencePipeline:
                 self.cpu_seconds,
             )
         if save is not None:
-            chained = isinstance(item, FetchedPage) and bool(item.next_url or item.previous_url)
-            scans = 2 if chained else 1  # its own, and its chapter's
+            # A page's own scan, and its chapter's: any page may join a chain, even one that
+            # links to no other (the last part, which an earlier part's next link named).
+            scans = 2 if isinstance(item, FetchedPage) else 1
             await self.backoff.reserve(scans)
             queued = scans  # unless it says otherwise: a save that failed midway may have queued
             try:
