@@ -41,7 +41,7 @@ from .. import campaigns as campaign_seam
 from ..limits import body_cap
 from ..security import Admin, Reviewer, Viewer, app_context
 from ..web import MAX_PAGE, render
-from . import api_notices, api_works
+from . import api_enforcement, api_notices, api_works
 from .api_base import (
     PREFIX,
     Invalid,
@@ -659,7 +659,7 @@ def get_health(request: Request, user: Viewer) -> dict[str, Any]:
 
 
 #: Every router of the API (``admin.app`` includes each), in the document's order.
-ROUTERS = (router, api_works.router, api_notices.router)
+ROUTERS = (router, api_works.router, api_notices.router, api_enforcement.router)
 
 
 def openapi_schema() -> dict[str, Any]:
