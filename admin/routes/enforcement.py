@@ -23,7 +23,10 @@ from tracker.enforcement.subscriptions import (
     SubscriptionError,
     add_subscription,
     describe_filters,
+    get_subscription,
     list_subscriptions,
+    public,
+    update_subscription,
 )
 from tracker.enforcement.timeline import (
     BY,
@@ -112,31 +115,72 @@ def subscriptions(request: Request, user: Viewer) -> HTMLResponse:
     )  # fmt: skip
 
 
+_SubscriptionForm = dict[str, object]
+
+
+def _form(
+    emails: str, webhook: str, when: list[str], every: str, lang: str, domain: str,
+    min_score: str,
+) -> _SubscriptionForm:  # fmt: skip
+    """The form's fields as the tracker takes them (ValueError for a score not a number)."""
+    return {
+        "emails": emails.replace(",", " ").split(), "webhook": webhook or None, "when": when,
+        "every": every, "lang": lang, "domain": domain or None,
+        "min_score": float(min_score) / 100 if min_score.strip() else None,
+    }  # fmt: skip
+
+
+Name = Annotated[str, Form(max_length=64)]
+When = Annotated[list[str], Form(default_factory=list)]
+Emails = Annotated[str, Form(max_length=2000)]
+Webhook = Annotated[str, Form(max_length=2000)]
+Secret = Annotated[str, Form(max_length=500)]
+Every = Annotated[str, Form(max_length=10)]
+Lang = Annotated[str, Form(max_length=5)]
+Domain = Annotated[str, Form(max_length=300)]
+Score = Annotated[str, Form(max_length=10)]
+
+
 @router.post("/subscriptions")
 def subscription_add(
-    request: Request,
-    user: Reviewer,
-    name: Annotated[str, Form(max_length=64)],
-    when: Annotated[list[str], Form(default_factory=list)],
-    emails: Annotated[str, Form(max_length=2000)] = "",
-    webhook: Annotated[str, Form(max_length=2000)] = "",
-    secret: Annotated[str, Form(max_length=500)] = "",
-    every: Annotated[str, Form()] = "now",
-    lang: Annotated[str, Form()] = "en",
-    domain: Annotated[str, Form(max_length=300)] = "",
-    min_score: Annotated[str, Form(max_length=10)] = "",
-) -> Response:
+    request: Request, user: Reviewer, name: Name, when: When, emails: Emails = "",
+    webhook: Webhook = "", secret: Secret = "", every: Every = "now", lang: Lang = "en",
+    domain: Domain = "", min_score: Score = "",
+) -> Response:  # fmt: skip
     try:
-        score = float(min_score) / 100 if min_score.strip() else None
-        add_subscription(
-            app_context(request), name, emails=emails.replace(",", " ").split(),
-            webhook=webhook or None, secret=secret or None, when=when, every=every, lang=lang,
-            domain=domain or None, min_score=score, by=user.name,
-        )  # fmt: skip
+        fields = _form(emails, webhook, when, every, lang, domain, min_score)
+        add_subscription(app_context(request), name, secret=secret or None, by=user.name,
+                         **fields)  # type: ignore[arg-type]  # fmt: skip
     except (SubscriptionError, ValueError) as err:
         flash(request, str(err), "error")
         return redirect("/subscriptions")
     flash(request, _("Subscription %(name)s added.") % {"name": name.strip()})
+    return redirect("/subscriptions")
+
+
+@router.get("/subscriptions/{subscription_id}/edit")
+def subscription_edit_form(request: Request, user: Reviewer, subscription_id: str) -> Response:
+    found = get_subscription(app_context(request), _subscription_id(subscription_id))
+    if found is None:
+        raise HTTPException(404, _("no such subscription"))
+    return render(request, "subscription_edit.html", s=public(found), events=EVENT_LABELS)
+
+
+@router.post("/subscriptions/{subscription_id}/edit")
+def subscription_edit(
+    request: Request, user: Reviewer, subscription_id: str, name: Name, when: When,
+    emails: Emails = "", webhook: Webhook = "", secret: Secret = "", every: Every = "now",
+    lang: Lang = "en", domain: Domain = "", min_score: Score = "",
+) -> Response:  # fmt: skip
+    oid = _subscription_id(subscription_id)
+    try:
+        fields = _form(emails, webhook, when, every, lang, domain, min_score)
+        update_subscription(app_context(request), oid, name=name, secret=secret or None,
+                            **fields)  # fmt: skip
+    except (SubscriptionError, ValueError) as err:
+        flash(request, str(err), "error")
+        return redirect(f"/subscriptions/{subscription_id}/edit")
+    flash(request, _("Subscription %(name)s changed.") % {"name": name.strip()})
     return redirect("/subscriptions")
 
 

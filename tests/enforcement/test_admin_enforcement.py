@@ -114,6 +114,18 @@ def test_subscriptions_keep_their_secret_and_the_log_shows_deliveries(
     assert "hush-hush-secret" not in log and "cannot be reached" in log
 
     hook = ctx.db.subscriptions.find_one({"name": "hook"})
+    form = http.get(f"/subscriptions/{hook['_id']}/edit").text
+    assert "http://127.0.0.1:9/h" in form and "hush-hush-secret" not in form
+    edit = {"csrf_token": csrf, "name": "hook", "webhook": "http://127.0.0.1:9/other",
+            "secret": "", "when": ["confirmed"], "every": "day"}  # fmt: skip
+    http.post(f"/subscriptions/{hook['_id']}/edit", data=edit)
+    changed = ctx.db.subscriptions.find_one({"_id": hook["_id"]})
+    assert (changed["webhook"], changed["when"], changed["every"]) == (
+        "http://127.0.0.1:9/other", ["confirmed"], "day",
+    )  # fmt: skip
+    assert changed["secret"] == "hush-hush-secret"  # kept: the form left it empty
+    taken = http.post(f"/subscriptions/{hook['_id']}/edit", data={**edit, "name": "desk"})
+    assert "exists already" in taken.text
     gone = http.post(f"/subscriptions/{hook['_id']}/delete", data={"csrf_token": csrf})
     assert gone.status_code == 200 and ctx.db.subscriptions.find_one({"name": "hook"}) is None
 
