@@ -32,6 +32,7 @@ from .routes import (
     campaigns,
     check,
     dashboard,
+    enforcement,
     evidence,
     exports,
     findings,
@@ -171,5 +172,6 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
         app.include_router(api_router)
     app.include_router(evidence.router)
     app.include_router(operators.router)
+    app.include_router(enforcement.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -9,6 +9,16 @@ from __future__ import annotations
 from .i18n import N_
 
 WORDS: tuple[str, ...] = (
+    # tracker.enforcement: timeline steps and outcomes, alert events, delivery states,
+    # where a notice's proposed recipients come from
+    N_("Found"), N_("Reviewed"), N_("Alerted"), N_("Notice not sent"),
+    N_("Delisting requested"), N_("Delisting re-checked"), N_("Re-checked"),
+    N_("Back to new"), N_("Delivered"), N_("Waiting to be retried"), N_("Recorded by hand"),
+    N_("E-mailed"), N_("Requested"), N_("Delisted"), N_("Still listed"),
+    N_("New findings"), N_("Confirmed findings"), N_("Notices past their deadline"),
+    N_("Copies still there after the deadline"), N_("Crawl runs that failed"),
+    N_("Registrar's abuse contact (RDAP)"), N_("Hosting network's abuse contact (RDAP)"),
+    N_("The site's own contact"), N_("Added by the reviewer"),
     # tracker.findings.status.LABELS
     N_("New"), N_("Confirmed"), N_("Notice sent"), N_("Removed"), N_("Dismissed"),
     N_("Licensed"),

@@ -66,6 +66,8 @@ def test_the_schema_lists_every_operation_by_a_readable_id(api):
         "record_notice": ("POST", "/api/v1/findings/{finding_id}/notices"),
         "list_notices": ("GET", "/api/v1/findings/{finding_id}/notices"),
         "get_evidence_report": ("GET", "/api/v1/findings/{finding_id}/evidence.pdf"),
+        "get_finding_timeline": ("GET", "/api/v1/findings/{finding_id}/timeline"),
+        "get_funnel": ("GET", "/api/v1/funnel"),
         "list_campaigns": ("GET", "/api/v1/campaigns"),
         "list_runs": ("GET", "/api/v1/campaigns/{name}/runs"),
         "run_campaign": ("POST", "/api/v1/campaigns/{name}/runs"),

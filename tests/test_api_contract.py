@@ -161,6 +161,17 @@ def test_a_generated_client_drives_every_operation(
         assert notice.deadline.date() == draft.deadline
         notices = _operation("notices", "list_notices").sync(confirmed, client=viewer)
         assert [n.id for n in notices] == [notice.id]
+
+        # Outcomes: the finding's timeline ends with the notice; the funnel counts it.
+        steps = _operation("enforcement", "get_finding_timeline").sync(confirmed, client=viewer)
+        assert steps[0].kind == m.StepKind.FOUND and steps[-1].kind == m.StepKind.NOTICE_SENT
+        assert steps[-1].by == "rui" and steps[-1].to == ["abuse@pirate.example"]
+        assert m.StepKind.REVIEWED in [s.kind for s in steps]
+        rows = _operation("enforcement", "get_funnel").sync(client=viewer, by=m.FunnelBy.DOMAIN)
+        [row] = [r for r in rows if r.key == one.domain]
+        assert row.found >= row.confirmed >= row.notified >= 1
+        works = _operation("enforcement", "get_funnel").sync(client=viewer, by=m.FunnelBy.WORK)
+        assert sum(r.notified for r in works) == sum(r.notified for r in rows)
         report = _operation("evidence", "get_evidence_report").sync(confirmed, client=viewer)
         assert report.payload.read(5) == b"%PDF-"
 

@@ -18,6 +18,10 @@ from admin.web import _work_title
 from tests.admin_seed import Seeded, client, login, seed
 from tracker.campaigns.outcomes import REASONS
 from tracker.campaigns.runs import ACTIVE_STATES, DONE_STATES
+from tracker.enforcement.deliveries import STATE_LABELS as DELIVERY_LABELS
+from tracker.enforcement.recipients import SOURCE_LABELS
+from tracker.enforcement.subscriptions import EVENT_LABELS
+from tracker.enforcement.timeline import OUTCOMES, STEP_LABELS
 from tracker.findings import DISMISS_REASONS, KIND_LABELS, LABELS, OUTCOME_LABELS, STAGE_LABELS
 from tracker.users import ROLES
 
@@ -73,7 +77,8 @@ def test_the_words_that_come_from_data_are_all_marked():
     from_data = [
         *LABELS.values(), *DISMISS_REASONS.values(), *KIND_LABELS.values(),
         *STAGE_LABELS.values(), *OUTCOME_LABELS.values(), *REASONS.values(), *ROLES,
-        *ACTIVE_STATES, *DONE_STATES, "scanning",
+        *ACTIVE_STATES, *DONE_STATES, "scanning", *STEP_LABELS.values(), *OUTCOMES.values(),
+        *EVENT_LABELS.values(), *DELIVERY_LABELS.values(), *SOURCE_LABELS.values(),
     ]  # fmt: skip
     assert [word for word in from_data if word not in words] == []
 
@@ -162,7 +167,7 @@ ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "c
            "robots", "DOWNLOAD_MAXSIZE", "sha256sum", "token", "create", "NAME", "recheck",
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
            "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
-           "Chromium"}  # fmt: skip
+           "Chromium", "Google", "Bing", "Webhook"}  # fmt: skip
 
 
 def _data_words(ctx) -> set[str]:
@@ -182,7 +187,8 @@ def _data_words(ctx) -> set[str]:
     "path",
     ["/", "/findings", "/finding", "/works", "/work", "/works/new", "/check", "/campaigns",
      "/campaigns/pirate-sites", "/campaigns/new", "/run", "/whitelist", "/settings", "/users",
-     "/account", "/notice", "/evidence", "/report", "/work/edit", "/work/delete"],
+     "/account", "/notice", "/evidence", "/report", "/work/edit", "/work/delete",
+     "/enforcement", "/subscriptions", "/deliveries"],
 )  # fmt: skip
 def test_a_chinese_page_has_no_english_left(ctx, seeded, path):
     http = client(ctx)

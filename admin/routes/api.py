@@ -29,7 +29,6 @@ from tracker.findings import (
     STATUSES,
     find_findings,
     parse_filter,
-    parse_object_id,
     set_status,
 )
 from tracker.findings.queries import MAX_DOMAIN_CHARS, MAX_SEARCH_CHARS
@@ -42,7 +41,7 @@ from .. import campaigns as campaign_seam
 from ..limits import body_cap
 from ..security import Admin, Reviewer, Viewer, app_context
 from ..web import MAX_PAGE, render
-from . import api_notices, api_works
+from . import api_enforcement, api_notices, api_works
 from .api_base import (
     PREFIX,
     Invalid,
@@ -52,7 +51,9 @@ from .api_base import (
     api_router,
     errors,
     example,
+    finding_id_of,
     named_enum,
+    stored_finding,
     too_large,
     workflow_refusals,
 )
@@ -535,13 +536,6 @@ def list_findings(
     )
 
 
-def _finding_id(value: str) -> Any:
-    try:
-        return parse_object_id(value)
-    except ValueError as err:
-        raise HTTPException(404, str(err)) from None
-
-
 @router.get(
     "/findings/{finding_id}",
     tags=["findings"],
@@ -550,10 +544,7 @@ def _finding_id(value: str) -> Any:
     responses=errors(404),
 )
 def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
-    doc = app_context(request).db.findings.find_one({"_id": _finding_id(finding_id)})
-    if doc is None:
-        raise HTTPException(404, f"no finding {finding_id}")
-    return _finding_out(doc, with_history=True)
+    return _finding_out(stored_finding(app_context(request), finding_id), with_history=True)
 
 
 @router.patch(
@@ -575,7 +566,7 @@ def update_finding(request: Request, user: Reviewer, finding_id: str, body: Stat
     with workflow_refusals():
         doc = set_status(
             app_context(request),
-            _finding_id(finding_id),
+            finding_id_of(finding_id),
             body.status.value,
             user.name,
             body.note,
@@ -668,7 +659,7 @@ def get_health(request: Request, user: Viewer) -> dict[str, Any]:
 
 
 #: Every router of the API (``admin.app`` includes each), in the document's order.
-ROUTERS = (router, api_works.router, api_notices.router)
+ROUTERS = (router, api_works.router, api_notices.router, api_enforcement.router)
 
 
 def openapi_schema() -> dict[str, Any]:

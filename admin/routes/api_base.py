@@ -9,13 +9,15 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import Annotated, Any
 
+from bson import ObjectId
 from fastapi import APIRouter, HTTPException
 from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 
 from fingerprinter import DEFAULT_PARAMS
 from fingerprinter.initials import common_letters_class
-from tracker.findings import FindingNotFound, WorkflowError
+from tracker.context import Context
+from tracker.findings import FindingNotFound, WorkflowError, parse_object_id
 
 from ..limits import BoundedJsonRoute, body_cap
 
@@ -92,6 +94,24 @@ def workflow_refusals() -> Iterator[None]:
         raise HTTPException(404, str(err)) from None
     except WorkflowError as err:
         raise HTTPException(409, str(err)) from None
+
+
+def finding_id_of(value: str) -> ObjectId:
+    """A finding's id from a path; 404 when it cannot be one."""
+    try:
+        return parse_object_id(value)
+    except ValueError as err:
+        raise HTTPException(404, str(err)) from None
+
+
+def stored_finding(
+    ctx: Context, finding_id: str, fields: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The finding a path names (with ``fields`` only, when given); 404 when there is none."""
+    doc = ctx.db.findings.find_one({"_id": finding_id_of(finding_id)}, fields)
+    if doc is None:
+        raise HTTPException(404, f"no finding {finding_id}")
+    return doc
 
 
 class Strict(BaseModel):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from bson import ObjectId
 from fastapi import HTTPException, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
@@ -18,7 +17,6 @@ from tracker.findings import (
     build_notice,
     evidence,
     notices_of,
-    parse_object_id,
     record_notice,
     working_days_after,
 )
@@ -32,7 +30,9 @@ from .api_base import (
     api_router,
     errors,
     example,
+    finding_id_of,
     named_enum,
+    stored_finding,
     too_large,
     workflow_refusals,
 )
@@ -107,13 +107,6 @@ class NoticeOut(BaseModel):
     deadline: datetime
 
 
-def _finding_id(value: str) -> ObjectId:
-    try:
-        return parse_object_id(value)
-    except ValueError as err:
-        raise HTTPException(404, str(err)) from None
-
-
 def _notice_out(doc: dict[str, Any]) -> NoticeOut:
     fields = {name: doc[name] for name in NoticeOut.model_fields if name in doc}
     return NoticeOut(**{**fields, "id": str(doc["_id"]), "finding_id": str(doc["finding_id"])})
@@ -134,7 +127,7 @@ def draft_notice(
     request: Request, user: Reviewer, finding_id: str, lang: NoticeLanguage = DEFAULT_LANGUAGE
 ) -> NoticeDraftOut:
     with workflow_refusals():
-        notice = build_notice(app_context(request), _finding_id(finding_id), lang.value)
+        notice = build_notice(app_context(request), finding_id_of(finding_id), lang.value)
     return NoticeDraftOut(
         finding_id=finding_id,
         lang=lang,
@@ -170,7 +163,7 @@ def record_sent_notice(
     with workflow_refusals():
         record = record_notice(
             app_context(request),
-            _finding_id(finding_id),
+            finding_id_of(finding_id),
             lang=body.lang.value,
             subject=body.subject,
             body=body.body,
@@ -194,10 +187,8 @@ def record_sent_notice(
 )
 def list_notices(request: Request, user: Viewer, finding_id: str) -> list[NoticeOut]:
     ctx = app_context(request)
-    oid = _finding_id(finding_id)
-    if ctx.db.findings.count_documents({"_id": oid}, limit=1) == 0:
-        raise HTTPException(404, f"no finding {finding_id}")
-    return [_notice_out(doc) for doc in notices_of(ctx, oid)]
+    found = stored_finding(ctx, finding_id, {"_id": 1})
+    return [_notice_out(doc) for doc in notices_of(ctx, found["_id"])]
 
 
 @router.get(
@@ -218,7 +209,7 @@ def list_notices(request: Request, user: Viewer, finding_id: str) -> list[Notice
 def get_evidence_report(request: Request, user: Viewer, finding_id: str) -> Response:
     ctx = app_context(request)
     try:
-        found = evidence(ctx, _finding_id(finding_id))
+        found = evidence(ctx, finding_id_of(finding_id))
     except FindingNotFound as err:
         raise HTTPException(404, str(err)) from None
     return Response(

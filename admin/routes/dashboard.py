@@ -12,6 +12,7 @@ from tracker.operators.queries import new_operator_domains
 from ..charts import bar_chart
 from ..security import Viewer, app_context
 from ..web import render
+from .enforcement import funnel_panel
 
 router = APIRouter(include_in_schema=False)
 
@@ -28,6 +29,7 @@ def dashboard(request: Request, user: Viewer) -> HTMLResponse:
         chart=chart,
         runs=recent_runs(ctx, limit=8),
         new_operator_domains=new_operator_domains(ctx),
+        funnel=funnel_panel(request),
         top_domain_max=max((d["findings"] for d in figures["top_domains"]), default=1),
         top_work_max=max((w["pages"] for w in figures["top_works"]), default=1),
     )

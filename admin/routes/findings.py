@@ -15,6 +15,7 @@ from extractor.decoding import UnusableContent, decode_html
 from tracker.captures import page_capture
 from tracker.captures import page_text as stored_text
 from tracker.context import Context
+from tracker.enforcement.timeline import finding_timeline
 from tracker.findings import (
     LABELS,
     NOTICE_DEADLINE_DAYS,
@@ -179,6 +180,7 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
         ),
         sibling_count=ctx.db.findings.count_documents(others),
         notices=notices_of(ctx, finding["_id"]),
+        timeline=finding_timeline(ctx, finding["_id"]),
         languages=NOTICE_LANGUAGES,
         near=neighbours(ctx, flt, finding["_id"]),
         list_params=flt.as_params(),

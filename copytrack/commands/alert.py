@@ -19,6 +19,8 @@ from tracker.enforcement.subscriptions import (
     remove_subscription,
 )
 
+from .options import repeatable
+
 
 def describe_alerts(queued: AlertRun, attempted: list[Attempted]) -> str:
     """One line: deliveries queued (findings, runs) and the attempts' outcomes."""
@@ -36,13 +38,7 @@ def alert() -> None:
 
 @alert.command()
 @click.argument("name")
-@click.option(
-    "--email",
-    "emails",
-    multiple=True,
-    metavar="ADDR",
-    help="Send the alerts to this address (repeat for more).",
-)
+@repeatable("--email", "emails", "ADDR", "Send the alerts to this address (repeat for more).")
 @click.option("--webhook", metavar="URL", help="POST the alerts as signed JSON to this URL.")
 @click.option(
     "--secret",
@@ -71,13 +67,7 @@ def alert() -> None:
     help="Language of the e-mails.",
 )
 @click.option("--campaign", help="Only findings of this campaign.")
-@click.option(
-    "--work",
-    "works",
-    multiple=True,
-    metavar="ID",
-    help="Only findings of this work (its id; repeat for more).",
-)
+@repeatable("--work", "works", "ID", "Only findings of this work (its id; repeat for more).")
 @click.option("--domain", help="Only findings on this domain.")
 @click.option("--min-score", type=click.FloatRange(0, 1), help="Only findings scoring this much.")
 @click.option("--min-chars", type=click.IntRange(min=0),

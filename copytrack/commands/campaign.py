@@ -38,6 +38,7 @@ from tracker.servers import ServerStartError
 
 from .alert import describe_alerts
 from .ops import interrupt_on_termination
+from .options import repeatable
 from .recheck import describe_recheck, recheck_due_pages
 
 HISTORY = 10
@@ -60,12 +61,11 @@ def campaign() -> None:
 
 @campaign.command(cls=_CampaignCommand)
 @click.argument("name")
-@click.option(
+@repeatable(
     "--seed",
     "seeds",
-    multiple=True,
-    metavar="URL",
-    help="Page, sitemap (or robots.txt) or RSS/Atom feed to start from; repeatable "
+    "URL",
+    "Page, sitemap (or robots.txt) or RSS/Atom feed to start from; repeatable "
     "(none for --kind discover).",
 )
 @click.option(
@@ -83,12 +83,11 @@ def campaign() -> None:
     show_default=True,
     help="discover: works whose sentences one run looks up (in turn, round the library).",
 )
-@click.option(
+@repeatable(
     "--allow-domain",
     "allowed_domains",
-    multiple=True,
-    metavar="HOST[:PORT]",
-    help="Host (with subdomains) or host:port to stay on [default: the seeds'].",
+    "HOST[:PORT]",
+    "Host (with subdomains) or host:port to stay on [default: the seeds'].",
 )
 @click.option(
     "--allow",

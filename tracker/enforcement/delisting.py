@@ -27,6 +27,7 @@ from pymongo import UpdateOne
 from ..context import Context
 from ..discovery.providers import SearchError, SearchProvider, provider_from_settings
 from ..discovery.searches import spend_query
+from ..findings.export import safe_cell
 from ..findings.notices import notice_sender
 from ..findings.status import CONFIRMED, NOTICE_SENT
 from ..findings.workflow import WorkflowError
@@ -161,8 +162,7 @@ def export_delisting(
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(COLUMNS[engine])
-    # A cell starting with = + - @ would be a formula in a spreadsheet.
-    writer.writerows([[("'" + v) if v[:1] in "=+-@" else v for v in row] for row in rows])
+    writer.writerows([[safe_cell(v) for v in row] for row in rows])
     if record:
         _record(ctx, engine, findings, by)
     batches = len({row[0] for row in rows})

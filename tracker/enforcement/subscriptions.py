@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
@@ -29,6 +29,7 @@ __all__ = [
     "list_subscriptions",
     "public",
     "remove_subscription",
+    "update_subscription",
 ]
 
 NEW, CONFIRMED, OVERDUE, STILL_THERE, RUN_FAILED = (
@@ -81,8 +82,57 @@ def _webhook(url: str | None, secret: str | None) -> tuple[str | None, str | Non
     return url, secret.strip()
 
 
+class Fields(TypedDict, total=False):
+    """What a subscription holds besides its name (``_checked`` gives the defaults)."""
+
+    emails: Iterable[str]
+    webhook: str | None
+    secret: str | None
+    when: Iterable[str]
+    every: str
+    lang: str
+    campaign: str | None
+    works: Iterable[str]
+    domain: str | None
+    min_score: float | None
+    min_chars: int | None
+
+
 def add_subscription(
-    ctx: Context,
+    ctx: Context, name: str, *, by: str = "copytrack", **fields: Unpack[Fields]
+) -> dict[str, Any]:
+    """Store a subscription; returns it as ``public()`` shows it. SubscriptionError naming
+    what is wrong (a name taken, no or two channels, an unknown event…)."""
+    doc = _checked(name, **fields)
+    doc.update(created_at=now(), by=by, last_batch_at=None)
+    try:
+        doc["_id"] = ctx.db.subscriptions.insert_one(doc).inserted_id
+    except DuplicateKeyError:
+        raise SubscriptionError(
+            f"a subscription named {name!r} exists: remove it first or choose another name"
+        ) from None
+    return public(doc)
+
+
+def update_subscription(
+    ctx: Context, subscription_id: ObjectId, *, secret: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    """Change a subscription (the fields of ``add_subscription``); a webhook keeps its
+    secret unless a new one is given. What it was alerted about stays alerted."""
+    old = ctx.db.subscriptions.find_one({"_id": subscription_id})
+    if old is None:
+        raise SubscriptionError("no such subscription: it was removed meanwhile")
+    if fields.get("webhook") and not secret:
+        secret = old.get("secret")
+    doc = _checked(fields.pop("name"), secret=secret, **fields)
+    try:
+        ctx.db.subscriptions.update_one({"_id": subscription_id}, {"$set": doc})
+    except DuplicateKeyError:
+        raise SubscriptionError(f"a subscription named {doc['name']!r} exists already") from None
+    return public({**old, **doc})
+
+
+def _checked(
     name: str,
     *,
     emails: Iterable[str] = (),
@@ -96,10 +146,8 @@ def add_subscription(
     domain: str | None = None,
     min_score: float | None = None,
     min_chars: int | None = None,
-    by: str = "copytrack",
 ) -> dict[str, Any]:
-    """Store a subscription; returns it as ``public()`` shows it. SubscriptionError naming
-    what is wrong (a name taken, no or two channels, an unknown event…)."""
+    """The subscription's fields, each checked; SubscriptionError naming what is wrong."""
     name = name.strip()
     if not _NAME.fullmatch(name):
         raise SubscriptionError(
@@ -138,17 +186,8 @@ def add_subscription(
         "domain": (domain or "").strip().lower() or None,
         "min_score": min_score,
         "min_chars": min_chars,
-        "created_at": now(),
-        "by": by,
-        "last_batch_at": None,
     }
-    try:
-        doc["_id"] = ctx.db.subscriptions.insert_one(doc).inserted_id
-    except DuplicateKeyError:
-        raise SubscriptionError(
-            f"a subscription named {name!r} exists: remove it first or choose another name"
-        ) from None
-    return public(doc)
+    return doc
 
 
 def public(doc: dict[str, Any]) -> dict[str, Any]:
