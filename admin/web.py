@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from babel import Locale, UnknownLocaleError
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
@@ -28,6 +29,7 @@ from tracker.findings import (
 from .campaigns import progress as run_progress
 from .i18n import HTML_LANG, LANGUAGES, current_language, gettext, ngettext, npgettext, pgettext
 from .security import masked_token, pop_flashes, session_of
+from .sentences import said
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -57,6 +59,15 @@ def _work_title(title: str) -> str:
     return f"《{title}》" if _CJK.search(title) else title
 
 
+def _language_name(code: str) -> str:
+    """A language code of the library ("zh", "en") named in the reader's language."""
+    try:
+        names = Locale.parse(current_language()).languages
+        return names.get(Locale.parse(code.replace("-", "_")).language, code)
+    except (ValueError, UnknownLocaleError):
+        return code
+
+
 def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
@@ -77,7 +88,7 @@ templates.env.install_gettext_callables(  # type: ignore[attr-defined]
     gettext, ngettext, newstyle=True, pgettext=pgettext, npgettext=npgettext
 )
 templates.env.filters.update(
-    dt=_datetime, stamp=_stamp, pct=_percent, query=_query, work_title=_work_title
+    dt=_datetime, stamp=_stamp, pct=_percent, query=_query, work_title=_work_title, said=said
 )
 templates.env.globals.update(
     STATUSES=STATUSES,
@@ -89,9 +100,10 @@ templates.env.globals.update(
     LANGUAGES=LANGUAGES,
     HTML_LANG=HTML_LANG,
     current_language=current_language,
+    language_name=_language_name,
     KIND_LABELS=KIND_LABELS,
     run_progress=run_progress,
-    explain=lambda reason: gettext(explain(reason)),
+    explain=lambda reason: said(explain(reason)),
 )
 
 

@@ -118,7 +118,7 @@ def login(
         return _wait(_login_page(request, next_url, _too_many(wait), 429), wait)
     principal = verify_password(ctx, name, password)
     if principal is None:  # the attempt stays counted
-        return _login_page(request, next_url, "Wrong user name or password.", 401)
+        return _login_page(request, next_url, _("Wrong user name or password."), 401)
     THROTTLE.succeeded(ctx, client, name)
     return _start_session(request, principal, next_url)
 

@@ -86,10 +86,18 @@ def _note_added(intake: Intake, item: Loaded, results: list[AddResult] | ValueEr
     intake.results += [(result, item.work.title or "") for result in results]
     if len(results) > 1:
         intake.notes.append(
-            f"{item.where}: {len(item.work.text):,} characters, registered as one work cut "
-            f"into {len(results)} chapters ({results[0].external_id} … "
-            f"{results[-1].external_id}). If it holds several works, delete it and upload "
-            "them as JSONL, one work per line."
+            _(
+                "%(where)s: %(chars)s characters, registered as one work cut into %(num)s "
+                "chapters (%(first)s … %(last)s). If it holds several works, delete it and "
+                "upload them as JSONL, one work per line."
+            )
+            % {
+                "where": item.where,
+                "chars": f"{len(item.work.text):,}",
+                "num": len(results),
+                "first": results[0].external_id,
+                "last": results[-1].external_id,
+            }
         )
 
 

@@ -56,7 +56,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const source = document.getElementById(button.dataset.copy);
       try {
         await navigator.clipboard.writeText(source.value);
-        button.textContent = "Copied";
+        button.textContent = button.dataset.copied || "Copied";
       } catch {
         source.select();
       }
@@ -108,7 +108,7 @@ document.addEventListener("DOMContentLoaded", () => {
       });
       const state = box.querySelector("[data-run-state]");
       if (state) {
-        state.textContent = progress.state;
+        state.textContent = progress.state_label || progress.state;
         state.className = `badge run-${progress.state}`;
       }
       const health = box.querySelector("[data-run-health]");
