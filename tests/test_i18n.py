@@ -179,7 +179,7 @@ ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "c
            "robots", "DOWNLOAD_MAXSIZE", "sha256sum", "token", "create", "NAME", "recheck",
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
            "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
-           "Chromium", "http", "https"}  # fmt: skip
+           "Chromium", "http", "https", "Word", "EPUB", "epub", "docx"}  # fmt: skip
 
 
 def _system_note(note: str) -> bool:
