@@ -74,6 +74,8 @@ TEMPLATES: tuple[str, ...] = (
     N_("the page copies this work again"),
     N_("{domain} is a licensed domain"),
     N_("{domain} is no longer licensed"),
+    # an account (tracker.users)
+    N_("{value} is not a time zone: give an IANA name such as Asia/Shanghai"),
     # licensed domains (tracker.findings.licensing)
     N_("{value} is not a domain name"),
     N_("{value} is not a domain name (e.g. partner.example.com)"),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,10 +27,12 @@ from tracker.findings import (
     STATUSES,
     TRANSITIONS,
 )
+from tracker.times import local, zone
+from tracker.users import get_user
 
 from .campaigns import progress as run_progress
 from .i18n import HTML_LANG, LANGUAGES, current_language, gettext, ngettext, npgettext, pgettext
-from .security import masked_token, pop_flashes, session_of
+from .security import app_context, masked_token, pop_flashes, session_of
 from .sentences import said
 
 HERE = Path(__file__).parent
@@ -37,18 +41,44 @@ STATIC_DIR = HERE / "static"
 MAX_PAGE = 1_000_000
 
 
+#: The zone the reader reads times in (their own, else the installation's), per request.
+_zone: ContextVar[str] = ContextVar("copytrack_time_zone", default="UTC")
+
+
+@contextmanager
+def reading_zone(request: Request) -> Iterator[str]:
+    """Show times in the zone of the request's reader while rendering for it."""
+    auth = getattr(request.state, "auth", None)
+    ctx = app_context(request)
+    user = get_user(ctx, auth.principal.name) if auth else None
+    name = (user or {}).get("time_zone") or ctx.settings.time_zone
+    token = _zone.set(name)
+    try:
+        yield name
+    finally:
+        _zone.reset(token)
+
+
 def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
+    """A time in the reader's zone with its offset ("2026-12-02 17:30 UTC+8"); a date in
+    it alone."""
     if not value:  # None, or a field the document does not have (Jinja's Undefined)
         return "—"
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+    if not with_time:
+        return value.astimezone(zone(_zone.get())).strftime("%Y-%m-%d")
+    return local(value, _zone.get())
 
 
 def _stamp(value: datetime | None) -> str:
-    """A time to the second, in UTC, saying so (evidence)."""
-    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """A time to the second, in UTC, saying so (evidence), with the reader's local time
+    beside it when they read another zone."""
+    if value is None:
+        return "—"
+    utc = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    there = local(value, _zone.get(), "%Y-%m-%d %H:%M:%S")
+    return utc if there.endswith(" UTC") else f"{utc} ({there})"
 
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -152,17 +182,18 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
     its context."""
     auth = getattr(request.state, "auth", None)
     session = session_of(request)
-    return templates.TemplateResponse(
-        request,
-        name,
-        {
-            "user": auth.principal if auth else None,
-            "csrf_token": masked_token(session.csrf) if session else "",
-            "flashes": pop_flashes(request),
-            **context,
-        },
-        status_code=status_code,
-    )
+    with reading_zone(request):  # the template is rendered here, in the reader's zone
+        return templates.TemplateResponse(
+            request,
+            name,
+            {
+                "user": auth.principal if auth else None,
+                "csrf_token": masked_token(session.csrf) if session else "",
+                "flashes": pop_flashes(request),
+                **context,
+            },
+            status_code=status_code,
+        )
 
 
 def redirect(url: str) -> RedirectResponse:

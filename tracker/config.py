@@ -103,6 +103,16 @@ def _pem_file(raw: str) -> Path | None:
     return path
 
 
+def _time_zone(raw: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(raw)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise _Expected("an IANA time zone name, such as Asia/Shanghai or UTC") from None
+    return raw
+
+
 def _database(raw: str) -> str:
     if any(c in _BAD_DB_CHARS for c in raw) or len(raw.encode()) >= 64:
         raise _Expected('a database name under 64 bytes without / \\ . " $ or spaces')
@@ -222,6 +232,10 @@ SETTINGS: tuple[Setting, ...] = (
             "index blocks each process keeps after reading them for matching, oldest dropped "
             "first, read again once their shard changed; none while it is under half the "
             "index; `0`: none"),
+    Setting("COPYTRACK_TIME_ZONE", "time_zone", _time_zone, "UTC", "UTC",
+            "the installation's time zone (IANA, e.g. `Asia/Shanghai`): the admin shows times "
+            "in it with their offset, unless a user chose another in their account, and the "
+            "dashboard counts findings per day of it; evidence keeps UTC beside it"),
     Setting("COPYTRACK_TSA_URL", "tsa_url",
             _url(("http://", "https://"), "to keep captures without trusted time-stamps"),
             "", "(unset)",
@@ -286,6 +300,7 @@ class Settings:
     search_daily_queries: int = _DEFAULTS["search_daily_queries"]
     master_cache_mb: int = _DEFAULTS["master_cache_mb"]
     index_cache_mb: int = _DEFAULTS["index_cache_mb"]
+    time_zone: str = _DEFAULTS["time_zone"]
     tsa_url: str | None = None
     tsa_ca_file: Path | None = None
     smtp_url: str | None = field(default=None, repr=False)
