@@ -76,6 +76,27 @@ TEMPLATES: tuple[str, ...] = (
     N_("{domain} is no longer licensed"),
     # an account (tracker.users)
     N_("{value} is not a time zone: give an IANA name such as Asia/Shanghai"),
+    # the API's responses as its reference page lists them (admin.routes.api_base)
+    N_("Successful Response"), N_("The report"),
+    N_("No token, or one that is unknown, expired or revoked"),
+    N_("The token's role may not do this (or a session write lacks X-CSRF-Token)"),
+    N_("No such finding or campaign"), N_("No such work"),
+    N_("The current state does not allow it"),
+    N_("The body is larger than the operation takes, or holds more JSON values"),
+    N_("The request does not match this document"),
+    N_("A server does not answer or the index is not ready: retry after Retry-After"),
+    N_("The body is over {size} MB, or holds more than {what}"),
+    N_("A filter value the server cannot use, or a body that is not JSON"),
+    N_("No run of the campaign is under way"), N_("The body is not JSON"),
+    N_("The campaign is running already"),
+    N_("The finding is not confirmed, or Settings name no notice sender"),
+    N_("The finding is not confirmed, the deadline has passed, or Settings name no notice "
+       "sender"),
+    N_("The request does not match this document, or no work went in"),
+    N_("The request does not match this document, or the text cannot be a work's"),
+    N_("The workflow does not allow this change"),
+    N_("a notice"), N_("a status, a note and a reason"), N_("a text to check"),
+    N_("1,000 works"), N_("a title, an author and a text"),
     # licensed domains (tracker.findings.licensing)
     N_("{value} is not a domain name"),
     N_("{value} is not a domain name (e.g. partner.example.com)"),

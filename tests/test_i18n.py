@@ -355,3 +355,19 @@ def test_the_chinese_evidence_pdf_says_its_history_in_chinese(ctx, seeded):
     text = laid_out_text(html)
     assert "已向 abuse@x 发送通知（zh）" in text
     assert "notice sent to" not in text
+
+
+def test_the_api_pages_operations_and_their_answers_are_described_in_chinese(ctx, seeded):
+    http = _chinese(ctx)
+    login(http, "vic")
+    page = http.get("/api/v1/docs")
+    assert page.status_code == 200
+    endpoints = re.findall(r'<section class="card endpoint">(.*?)</section>', page.text, re.S)
+    assert len(endpoints) >= 18
+    for endpoint in endpoints:
+        heading = re.search(r'<span class="muted">([^<]*)</span>', endpoint).group(1)
+        answers = re.search(r"<p class=\"muted\">(.*?)</p>", endpoint, re.S).group(1)
+        said = html.unescape(re.sub(r"<code>.*?</code>", "", heading + answers))
+        # Names of headers and fields stay as the protocol spells them.
+        said = re.sub(r"Retry-After|X-CSRF-Token|JSON|PDF", "", said)
+        assert not re.search(r"[A-Za-z]{3,}", said), said
