@@ -40,7 +40,14 @@ from .routes import (
     settings,
     works,
 )
-from .security import Forbidden, LoginRequired, SecurityHeaders, SessionStore, gate
+from .security import (
+    Forbidden,
+    LoginRequired,
+    SecurityHeaders,
+    SessionStore,
+    gate,
+    resolve_auth,
+)
 from .web import STATIC_DIR, plain_problem, redirect, render
 
 
@@ -102,6 +109,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         headers = dict(err.headers or {})
         if err.status_code == 405:
             headers["Allow"] = _allowed_methods(app, request)
+        if not _wants_json(request) and getattr(request.state, "auth", None) is None:
+            # No route matched, so the gate did not run: a signed-in reviewer who mistyped
+            # an address still gets the menu to go on from.
+            request.state.auth = await run_in_threadpool(resolve_auth, request)
         return _error(request, err.status_code, str(err.detail), **headers)
 
     @app.exception_handler(redis.ConnectionError)

@@ -35,6 +35,9 @@ WORDS: tuple[str, ...] = (
     N_("new findings"),
     # what adding a work did (tracker.library.AddResult.status)
     N_("added"), N_("unchanged"), N_("updated"), N_("duplicate"),
+    # kinds of work the library's metadata commonly names (the testbed's too)
+    N_("novel"), N_("news"), N_("news-like"), N_("essay"), N_("article"), N_("chapter"),
+    N_("book"), N_("poem"),
     # tracker.findings.differences.KIND_LABELS
     N_("Traditional form"), N_("Homophone"), N_("Changed"), N_("Added on the page"),
     N_("Left out of the copy"),

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from babel import Locale, UnknownLocaleError
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
@@ -24,10 +27,13 @@ from tracker.findings import (
     STATUSES,
     TRANSITIONS,
 )
+from tracker.times import local, zone
+from tracker.users import get_user
 
 from .campaigns import progress as run_progress
 from .i18n import HTML_LANG, LANGUAGES, current_language, gettext, ngettext, npgettext, pgettext
-from .security import masked_token, pop_flashes, session_of
+from .security import app_context, masked_token, pop_flashes, session_of
+from .sentences import said
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -35,18 +41,44 @@ STATIC_DIR = HERE / "static"
 MAX_PAGE = 1_000_000
 
 
+#: The zone the reader reads times in (their own, else the installation's), per request.
+_zone: ContextVar[str] = ContextVar("copytrack_time_zone", default="UTC")
+
+
+@contextmanager
+def reading_zone(request: Request) -> Iterator[str]:
+    """Show times in the zone of the request's reader while rendering for it."""
+    auth = getattr(request.state, "auth", None)
+    ctx = app_context(request)
+    user = get_user(ctx, auth.principal.name) if auth else None
+    name = (user or {}).get("time_zone") or ctx.settings.time_zone
+    token = _zone.set(name)
+    try:
+        yield name
+    finally:
+        _zone.reset(token)
+
+
 def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
+    """A time in the reader's zone with its offset ("2026-12-02 17:30 UTC+8"); a date in
+    it alone."""
     if not value:  # None, or a field the document does not have (Jinja's Undefined)
         return "—"
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+    if not with_time:
+        return value.astimezone(zone(_zone.get())).strftime("%Y-%m-%d")
+    return local(value, _zone.get())
 
 
 def _stamp(value: datetime | None) -> str:
-    """A time to the second, in UTC, saying so (evidence)."""
-    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """A time to the second, in UTC, saying so (evidence), with the reader's local time
+    beside it when they read another zone."""
+    if value is None:
+        return "—"
+    utc = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    there = local(value, _zone.get(), "%Y-%m-%d %H:%M:%S")
+    return utc if there.endswith(" UTC") else f"{utc} ({there})"
 
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -55,6 +87,15 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 def _work_title(title: str) -> str:
     """A work's title as its language writes one: 《红楼梦》, but Bleak House bare."""
     return f"《{title}》" if _CJK.search(title) else title
+
+
+def _language_name(code: str) -> str:
+    """A language code of the library ("zh", "en") named in the reader's language."""
+    try:
+        names = Locale.parse(current_language()).languages
+        return names.get(Locale.parse(code.replace("-", "_")).language, code)
+    except (ValueError, UnknownLocaleError):
+        return code
 
 
 def _percent(value: float | None) -> str:
@@ -77,7 +118,7 @@ templates.env.install_gettext_callables(  # type: ignore[attr-defined]
     gettext, ngettext, newstyle=True, pgettext=pgettext, npgettext=npgettext
 )
 templates.env.filters.update(
-    dt=_datetime, stamp=_stamp, pct=_percent, query=_query, work_title=_work_title
+    dt=_datetime, stamp=_stamp, pct=_percent, query=_query, work_title=_work_title, said=said
 )
 templates.env.globals.update(
     STATUSES=STATUSES,
@@ -89,9 +130,10 @@ templates.env.globals.update(
     LANGUAGES=LANGUAGES,
     HTML_LANG=HTML_LANG,
     current_language=current_language,
+    language_name=_language_name,
     KIND_LABELS=KIND_LABELS,
     run_progress=run_progress,
-    explain=lambda reason: gettext(explain(reason)),
+    explain=lambda reason: said(explain(reason)),
 )
 
 
@@ -140,17 +182,18 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
     its context."""
     auth = getattr(request.state, "auth", None)
     session = session_of(request)
-    return templates.TemplateResponse(
-        request,
-        name,
-        {
-            "user": auth.principal if auth else None,
-            "csrf_token": masked_token(session.csrf) if session else "",
-            "flashes": pop_flashes(request),
-            **context,
-        },
-        status_code=status_code,
-    )
+    with reading_zone(request):  # the template is rendered here, in the reader's zone
+        return templates.TemplateResponse(
+            request,
+            name,
+            {
+                "user": auth.principal if auth else None,
+                "csrf_token": masked_token(session.csrf) if session else "",
+                "flashes": pop_flashes(request),
+                **context,
+            },
+            status_code=status_code,
+        )
 
 
 def redirect(url: str) -> RedirectResponse:

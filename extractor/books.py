@@ -27,7 +27,7 @@ from .cpucap import CpuBudget
 from .decoding import UnusableContent, decode_html
 from .documents import mostly_chinese
 
-__all__ = ["BOOK_SUFFIXES", "MAX_BOOK_BYTES", "Book", "book_format", "book_text"]
+__all__ = ["BOOK_SUFFIXES", "MAX_BOOK_BYTES", "Book", "book_format", "book_text", "docx_text"]
 
 #: What a download link to a whole book ends with.
 BOOK_SUFFIXES = (".txt", ".zip", ".epub", ".pdf")
@@ -61,6 +61,14 @@ class Book:
     text: str
     format: str
     parts: int
+    #: The book cut where its author cut it: an EPUB's spine documents, a DOCX's sections
+    #: under its first-level headings; one piece for the others (a PDF's pages are no
+    #: chapters).
+    chapters: tuple[str, ...] = ()
+
+    def pieces(self) -> tuple[str, ...]:
+        """Its chapters, or the whole text as one."""
+        return self.chapters or (self.text,)
 
 
 def book_format(body: bytes, media_type: str | None = None, url: str | None = None) -> str | None:
@@ -169,11 +177,11 @@ def _zip(archive: zipfile.ZipFile, budget: _Budget) -> Book:
     return Book("\n".join(texts), "zip", len(texts))
 
 
-def _xml(data: bytes, what: str) -> lxml.etree._Element:
+def _xml(data: bytes, what: str, kind: str = "an EPUB") -> lxml.etree._Element:
     try:
         return lxml.etree.fromstring(data, parser=lxml.etree.XMLParser(resolve_entities=False))
     except lxml.etree.XMLSyntaxError as err:
-        raise UnusableContent(f"an EPUB whose {what} is not XML ({err})") from None
+        raise UnusableContent(f"{kind} whose {what} is not XML ({err})") from None
 
 
 def _epub(archive: zipfile.ZipFile, budget: _Budget) -> Book:
@@ -197,7 +205,43 @@ def _epub(archive: zipfile.ZipFile, budget: _Budget) -> Book:
     texts = [text for text in texts if text]
     if not texts:
         raise UnusableContent("an EPUB without text in its spine")
-    return Book("\n".join(texts), "epub", len(texts))
+    return Book("\n".join(texts), "epub", len(texts), tuple(texts))
+
+
+_DOCX_BODY = "word/document.xml"
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def docx_text(body: bytes, max_bytes: int = MAX_BOOK_BYTES) -> Book:
+    """A Word document's text, a line per paragraph, cut into chapters at its first-level
+    headings (style Heading1 / 标题 1, or outline level 0); UnusableContent if it is none."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(body))
+    except (zipfile.BadZipFile, ValueError) as err:
+        raise UnusableContent(f"a damaged DOCX file ({err})") from None
+    with archive:
+        root = _xml(_Budget(max_bytes).read(archive, _DOCX_BODY), _DOCX_BODY, "a DOCX")
+    chapters: list[list[str]] = [[]]
+    for paragraph in root.iter(f"{_W}p"):
+        line = "".join(node.text or "" for node in paragraph.iter(f"{_W}t", f"{_W}tab")).strip()
+        if not line:
+            continue
+        if _docx_heading(paragraph) and chapters[-1]:
+            chapters.append([])
+        chapters[-1].append(line)
+    texts = tuple("\n".join(lines) for lines in chapters if lines)
+    if not texts:
+        raise UnusableContent("a DOCX without text")
+    return Book("\n".join(texts), "docx", len(texts), texts if len(texts) > 1 else ())
+
+
+def _docx_heading(paragraph: lxml.etree._Element) -> bool:
+    style = paragraph.find(f"{_W}pPr/{_W}pStyle")
+    level = paragraph.find(f"{_W}pPr/{_W}outlineLvl")
+    name = (style.get(f"{_W}val") if style is not None else "") or ""
+    return name.replace(" ", "").lower() in ("heading1", "title1", "1") or (
+        level is not None and level.get(f"{_W}val") == "0"
+    )
 
 
 def _xhtml_text(data: bytes) -> str:

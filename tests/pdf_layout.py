@@ -20,3 +20,19 @@ def overflowing_text(html: str) -> list[tuple[int, float, str]]:
             if getattr(child, "text", None) and child.position_x + child.width > right + 0.5:
                 past.append((number, (child.position_x + child.width - right) / 3.78, child.text))
     return past
+
+
+def laid_out_text(html: str) -> str:
+    """The text WeasyPrint lays out on a report's pages, in reading order (a PDF's own text
+    layer maps CJK glyphs through its subset fonts, which readers extract unreliably)."""
+    import weasyprint
+
+    document = weasyprint.HTML(string=html).render(
+        stylesheets=[weasyprint.CSS(filename=STATIC_DIR / "print.css")]
+    )
+    return "".join(
+        child.text
+        for page in document.pages
+        for child in page._page_box.descendants()
+        if getattr(child, "text", None)
+    )

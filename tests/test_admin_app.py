@@ -33,8 +33,10 @@ from tests.admin_seed import (
     scanned_page,
     seed,
 )
-from tests.corpus import novel_chapters
+from tests.corpus import novel_chapters, texts
 from tests.pdf_layout import overflowing_text
+from tests.test_books import _epub
+from tests.test_library import _docx
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
 from tracker.findings import domain_report, set_status, work_report
@@ -467,6 +469,23 @@ def test_works_upload_list_and_detail(ctx, web, seeded):
     assert "up-1" in web.get("/works?q=up-").text
     detail = web.get(f"/works/{seeded.masters[0]}").text
     assert "www.pirate-news.example" in detail
+
+
+def test_word_and_epub_masters_upload_whole_or_one_work_per_chapter(ctx, web, seeded):
+    token = login(web, "rui")
+    chapters = [text[:800] for text in texts("zh_novel", 3)]
+    files = [("files", ("合集.docx", _docx(chapters), "application/octet-stream"))]
+    per_chapter = web.post("/works/new", data={"csrf_token": token, "chapters": "true"},
+                           files=files)  # fmt: skip
+    assert per_chapter.status_code == 200
+    for n in (1, 2, 3):
+        assert f"合集-00{n}" in per_chapter.text
+    files = [("files", ("全本.epub", _epub(chapters), "application/epub+zip"))]
+    whole = web.post("/works/new", data={"csrf_token": token}, files=files)
+    assert ">全本<" in whole.text and "全本-001" not in whole.text
+    stored = ctx.db.masters.find_one({"external_id": "全本"})
+    assert all(text[:200] in stored["text"] for text in chapters)
+    assert ".docx" in web.get("/works/new").text  # the form says what it takes
 
 
 def test_works_list_pages_the_library_newest_first(ctx, web, seeded):

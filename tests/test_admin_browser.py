@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -342,8 +343,12 @@ def test_a_big_upload_is_announced_first_then_shows_its_progress(
     page.goto(f"{base}/works/new")
     assert not page.is_visible("#upload-warning")
     page.set_input_files("#upload-form input[type=file]", str(book))
-    warning = page.inner_text("#upload-warning")
-    assert "全本.txt" in warning and "one work cut into about" in warning
+    # The browser reads the file to count its chapters: the warning comes once it has.
+    warning = page.wait_for_selector("#upload-warning", state="visible").inner_text()
+    announced = re.search(
+        r"全本.txt: [\d.]+ MB, registered as one work cut into (\d+) chapters", warning
+    )
+    assert announced, warning
     page.click("#upload-form button[type=submit]")
     assert not page.is_visible("#upload-progress")  # not before the reviewer agreed
     page.evaluate(
@@ -359,7 +364,10 @@ def test_a_big_upload_is_announced_first_then_shows_its_progress(
     page.check("#upload-confirm")
     page.click("#upload-form button[type=submit]")
     notes = page.wait_for_selector("#upload-notes").inner_text()
-    assert "全本.txt: 60,000 characters, registered as one work cut into" in notes
+    registered = re.search(
+        r"全本.txt: 60,000 characters, registered as one work cut into (\d+) ", notes
+    )
+    assert registered and registered.group(1) == announced.group(1), (warning, notes)  # counted
     assert "upload them as JSONL" in notes
     assert any("Fingerprinting and indexing" in text for text in page.evaluate("window.seen"))
     assert page.url == f"{base}/works/new"

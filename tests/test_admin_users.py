@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
 
 from copytrack.cli import main
+from tests.admin_seed import client, login, seed
 from tracker.config import Settings
 from tracker.context import open_context
+from tracker.findings.dashboard import dashboard, invalidate_dashboard
 from tracker.users import (
     Backoff,
     LoginThrottle,
@@ -176,3 +182,51 @@ def test_the_command_line_manages_users_and_tokens(tracker_env):
     assert refused.exit_code == 1 and "last admin" in refused.output
     assert run("user", "rm", "rui").output.strip() == "removed\trui"
     assert "--port" in run("admin", "--help").output
+
+
+def test_times_are_shown_in_the_readers_zone_with_the_offset_and_evidence_keeps_utc(ctx):
+    seeded = seed(ctx)
+    finding = ctx.db.findings.find_one({"_id": seeded.findings[2]})
+    seen = finding["first_seen"].astimezone(UTC)
+    http = client(ctx)
+    token = login(http, "rui")
+    utc_page = http.get(f"/findings/{finding['_id']}").text
+    assert f"{seen:%Y-%m-%d %H:%M} UTC" in utc_page  # the installation's default zone
+    refused = http.post("/account/time-zone", data={"csrf_token": token, "time_zone": "Mars/Base"})
+    assert refused.status_code == 400 and "'Mars/Base' is not a time zone" in html.unescape(
+        refused.text
+    )
+    http.post("/account/time-zone", data={"csrf_token": token, "time_zone": "Asia/Shanghai"})
+    beijing = seen.astimezone(ZoneInfo("Asia/Shanghai"))
+    page = http.get(f"/findings/{finding['_id']}").text
+    assert f"{beijing:%Y-%m-%d %H:%M} UTC+8" in page
+    evidence = http.get(f"/findings/{finding['_id']}/evidence").text
+    assert f"{seen:%Y-%m-%d %H:%M:%S} UTC ({beijing:%Y-%m-%d %H:%M:%S} UTC+8)" in evidence
+    other = client(ctx)
+    login(other, "vic")  # another reader keeps the installation's zone
+    assert f"{seen:%Y-%m-%d %H:%M} UTC" in other.get(f"/findings/{finding['_id']}").text
+
+
+def test_the_dashboard_counts_the_installations_days(ctx):
+    seed(ctx)
+    late = datetime.now(UTC).replace(hour=20, minute=0, second=0, microsecond=0)
+    if late > datetime.now(UTC):
+        late -= timedelta(days=1)  # 20:00 UTC: the next day in Beijing already
+    ctx.db.findings.update_many({}, {"$set": {"first_seen": late}})
+    invalidate_dashboard(ctx)
+    in_utc = {row["day"]: row["findings"] for row in dashboard(ctx)["per_day"]}
+    beijing = dataclasses.replace(
+        ctx, settings=dataclasses.replace(ctx.settings, time_zone="Asia/Shanghai")
+    )
+    invalidate_dashboard(beijing)
+    local = {row["day"]: row["findings"] for row in dashboard(beijing)["per_day"]}
+    total = ctx.db.findings.count_documents({})
+    next_day = (late + timedelta(days=1)).date().isoformat()
+    assert in_utc[late.date().isoformat()] == total
+    assert local.get(next_day) == total and local.get(late.date().isoformat(), 0) == 0
+
+
+def test_the_installations_zone_is_checked_when_read():
+    assert Settings.from_env({"COPYTRACK_TIME_ZONE": "Asia/Shanghai"}).time_zone == "Asia/Shanghai"
+    with pytest.raises(ValueError, match="COPYTRACK_TIME_ZONE"):
+        Settings.from_env({"COPYTRACK_TIME_ZONE": "Beijing"})

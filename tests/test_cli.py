@@ -51,7 +51,8 @@ def files(tmp_path):
     (root / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 20)
     (root / "empty.txt").write_text("", encoding="utf-8")
     (root / "latin1.txt").write_bytes("Café crème brûlée, déjà vu".encode("latin-1") * 5)
-    (root / "notes.pdf").write_bytes(b"%PDF-1.4")  # skipped: not a supported type
+    (root / "notes.odt").write_bytes(b"PK\x03\x04")  # skipped: not a supported type
+    (root / "master.pdf").write_bytes(b"%PDF-1.4")  # a master, but cut short: reported
     lines = [
         json.dumps({"id": d["id"], "title": d["title"], "text": d["text"]}, ensure_ascii=False)
         for d in documents("zh_news", 12)[4:8]
@@ -90,8 +91,9 @@ def test_library_add_reports_bad_files_and_loads_the_rest(run, files):
     assert "latin1.txt: not UTF-8 text" in errors and "convert the file to UTF-8" in errors
     assert "more.jsonl:3: invalid JSON" in errors
     assert 'more.jsonl:4: no "text"' in errors
-    assert "notes.pdf" not in errors
-    assert "8 added, 5 failed" in errors
+    assert "notes.odt" not in errors
+    assert "master.pdf: a PDF that cannot be read" in errors
+    assert "8 added, 6 failed" in errors
 
     again = run("library", "add", str(files))
     assert {line.split("\t")[0] for line in again.stdout.splitlines()} == {"unchanged"}

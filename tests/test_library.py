@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from xml.sax.saxutils import escape
 
 import pymongo
 import pytest
 
 from fingerprinter import FingerprintParams
 from tests.corpus import texts
+from tests.test_books import _epub
 from tracker import library, store
 from tracker.config import Settings
 from tracker.context import open_context
 from tracker.index import IndexVersionMismatch
 from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, add_works, reindex
 from tracker.library_edits import delete_works
+from tracker.loaders import load_works
 from tracker.matcher import match_text
 
 ZH = texts("zh_news", 40)
@@ -282,3 +287,53 @@ def test_an_index_built_with_other_parameters_is_refused(ctx, tracker_env):
     add_work(ctx, Work(text=ZH[0], external_id="a"))
     with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
         open_context(Settings.from_env(tracker_env), params=FingerprintParams(granule=48))
+
+
+def _docx(chapters: list[str]) -> bytes:
+    """A Word document as Word writes one: a chapter heading (style Heading1), then its
+    paragraphs, each a run of text."""
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+    def paragraph(text: str, style: str | None = None) -> str:
+        props = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
+        return f"<w:p>{props}<w:r><w:t>{escape(text)}</w:t></w:r></w:p>"
+
+    body = "".join(
+        paragraph(f"第{n + 1}章", "Heading1") + "".join(map(paragraph, text.split("\n")))
+        for n, text in enumerate(chapters)
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr(
+            "word/document.xml",
+            f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{w}"><w:body>{body}'
+            "</w:body></w:document>",
+        )
+    return out.getvalue()
+
+
+def _pdf(chapters: list[str]) -> bytes:
+    import weasyprint
+
+    html = "".join(f"<h2>第{n + 1}章</h2><p>{text}</p>" for n, text in enumerate(chapters))
+    return weasyprint.HTML(string=f"<html><body>{html}</body></html>").write_pdf()
+
+
+@pytest.mark.parametrize("suffix", [".docx", ".epub", ".pdf"])
+def test_a_publishers_master_is_one_work_or_one_per_chapter(ctx, tmp_path, suffix):
+    # The PDF in English: WeasyPrint's CJK subset fonts here carry no text layer pypdf reads.
+    corpus = "en_novel" if suffix == ".pdf" else "zh_novel"
+    chapters = [text[:1200] for text in texts(corpus, 3)]
+    made = {".docx": _docx, ".epub": _epub, ".pdf": _pdf}[suffix](chapters)
+    master = tmp_path / f"长篇{suffix}"
+    master.write_bytes(made)
+    whole = list(load_works([master]))
+    assert [item.work.external_id for item in whole] == ["长篇"], whole
+    per_chapter = list(load_works([master], chapters=True))
+    ids = [item.work.external_id for item in per_chapter]
+    # A PDF has pages, not chapters: one work either way.
+    assert ids == (["长篇"] if suffix == ".pdf" else ["长篇-001", "长篇-002", "长篇-003"]), ids
+    add_works(ctx, [item.work for item in per_chapter])
+    for n, text in enumerate(chapters):
+        assert found(ctx, text[100:700]) == [ids[0] if suffix == ".pdf" else ids[n]]

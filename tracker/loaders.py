@@ -1,4 +1,5 @@
-"""Files → works for `copytrack library add`: .txt, .md, .html and JSONL, directories recurse.
+"""Files → works for `copytrack library add`: .txt, .md, .html, JSONL and the publishers'
+masters (.docx, .epub, .pdf: one work, or one per chapter when asked), directories recurse.
 
 Each work comes with where it was read (``file`` or ``file:line``), and each problem is
 reported as a ``LoadError`` naming the file (and line) and what to do; the other files and
@@ -21,6 +22,8 @@ from .library import METADATA_FIELDS, Work
 TEXT_SUFFIXES = (".txt", ".md")
 HTML_SUFFIXES = (".html", ".htm")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
+#: Masters as publishers keep them, read as the crawl reads books (extractor.books).
+DOCUMENT_SUFFIXES = (".docx", ".epub", ".pdf")
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
@@ -77,7 +80,32 @@ def _work_from_object(obj: dict, where: str) -> Loaded | LoadError:
     return Loaded(where, Work(text=text, external_id=external_id, extra=extra, **metadata))
 
 
-def _load_file(path: Path) -> Iterator[Loaded | LoadError]:
+def _document(path: Path, data: bytes, chapters: bool) -> Iterator[Loaded | LoadError]:
+    """A .docx, .epub or .pdf master: one work, or one per chapter (``chapters``), each
+    named after the file (``stem-001`` …)."""
+    from extractor.books import book_text, docx_text
+    from extractor.decoding import UnusableContent
+
+    try:
+        book = docx_text(data) if path.suffix.lower() == ".docx" else book_text(data, url=path.name)
+    except UnusableContent as err:
+        yield LoadError(str(path), str(err))
+        return
+    pieces = book.pieces() if chapters else (book.text,)
+    for n, text in enumerate(pieces, start=1):
+        one = len(pieces) == 1
+        yield Loaded(
+            str(path) if one else f"{path}#{n}",
+            Work(
+                text=text,
+                external_id=path.stem if one else f"{path.stem}-{n:03d}",
+                title=path.stem if one else f"{path.stem} ({n})",
+                source=str(path),
+            ),
+        )
+
+
+def _load_file(path: Path, chapters: bool = False) -> Iterator[Loaded | LoadError]:
     suffix = _suffix(path)
     if suffix in JSONL_SUFFIXES:
         for item in read_jsonl(path):
@@ -94,6 +122,9 @@ def _load_file(path: Path) -> Iterator[Loaded | LoadError]:
     from extractor import decode_text_file, html_to_text
 
     data = path.read_bytes()
+    if suffix in DOCUMENT_SUFFIXES:
+        yield from _document(path, data, chapters)
+        return
     try:
         text = html_to_text(data) if suffix in HTML_SUFFIXES else decode_text_file(data)
     except ValueError as err:
@@ -107,7 +138,9 @@ def _load_file(path: Path) -> Iterator[Loaded | LoadError]:
     )
 
 
-_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES)
+_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES, *DOCUMENT_SUFFIXES)
+#: What a file of another type is told.
+UNSUPPORTED = "unsupported file type: use .txt, .md, .html, .jsonl, .docx, .epub or .pdf"
 
 
 def _regular(path: Path) -> LoadError | None:
@@ -134,7 +167,7 @@ def _files(path: Path) -> Iterator[Path | LoadError]:
     elif _suffix(path) in _SUFFIXES:
         yield path
     else:
-        yield LoadError(str(path), "unsupported file type: use .txt, .md, .html or .jsonl")
+        yield LoadError(str(path), UNSUPPORTED)
 
 
 def _unreadable(errors: list[OSError]) -> Iterator[LoadError]:
@@ -145,8 +178,9 @@ def _unreadable(errors: list[OSError]) -> Iterator[LoadError]:
         )
 
 
-def load_works(paths: Iterable[Path]) -> Iterator[Loaded | LoadError]:
-    """Works from files and directories (recursively), with a LoadError for each problem."""
+def load_works(paths: Iterable[Path], chapters: bool = False) -> Iterator[Loaded | LoadError]:
+    """Works from files and directories (recursively), with a LoadError for each problem;
+    ``chapters``: a .docx or .epub master gives a work per chapter."""
     seen: dict[str, tuple[bytes, str]] = {}  # id -> (digest of its text, where it was read)
     for path in paths:
         for file in _files(Path(path)):
@@ -154,7 +188,7 @@ def load_works(paths: Iterable[Path]) -> Iterator[Loaded | LoadError]:
                 yield file
                 continue
             try:
-                for item in _load_file(file):
+                for item in _load_file(file, chapters):
                     yield item if isinstance(item, LoadError) else _first_of_its_id(item, seen)
             except OSError as err:
                 yield LoadError(str(file), f"cannot read: {err.strerror or err}")

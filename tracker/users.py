@@ -86,6 +86,23 @@ def get_user(ctx: Context, name: str) -> dict[str, Any] | None:
     return ctx.db.users.find_one({"_id": name})
 
 
+def set_time_zone(ctx: Context, name: str, zone_name: str | None) -> None:
+    """The zone ``name`` reads times in (IANA); None: the installation's. UserError for a
+    zone this system does not know."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if zone_name:
+        try:
+            ZoneInfo(zone_name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UserError(
+                f"{zone_name!r} is not a time zone: give an IANA name such as Asia/Shanghai"
+            ) from None
+        ctx.db.users.update_one({"_id": name}, {"$set": {"time_zone": zone_name}})
+    else:
+        ctx.db.users.update_one({"_id": name}, {"$unset": {"time_zone": ""}})
+
+
 def list_users(ctx: Context) -> list[dict[str, Any]]:
     """Every user, by name, without password hashes."""
     return list(ctx.db.users.find({}, {"password_hash": 0}).sort("_id", 1))

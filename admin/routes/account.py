@@ -18,6 +18,7 @@ from tracker.users import (
     list_tokens,
     revoke_token,
     set_password,
+    set_time_zone,
     verify_password,
 )
 
@@ -118,7 +119,7 @@ def login(
         return _wait(_login_page(request, next_url, _too_many(wait), 429), wait)
     principal = verify_password(ctx, name, password)
     if principal is None:  # the attempt stays counted
-        return _login_page(request, next_url, "Wrong user name or password.", 401)
+        return _login_page(request, next_url, _("Wrong user name or password."), 401)
     THROTTLE.succeeded(ctx, client, name)
     return _start_session(request, principal, next_url)
 
@@ -174,6 +175,12 @@ def logout(request: Request, user: Viewer) -> Response:
     return response
 
 
+#: Zones offered first (any IANA name is taken): the newsrooms copytrack serves.
+COMMON_ZONES = ("UTC", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei", "Asia/Singapore",
+                "Asia/Tokyo", "Europe/London", "Europe/Berlin", "America/New_York",
+                "America/Los_Angeles")  # fmt: skip
+
+
 def _account_page(
     request: Request,
     user: Principal,
@@ -189,12 +196,30 @@ def _account_page(
         roles=[r for r in ROLES if user.can(r)],
         new_token=new_token,
         error=error,
+        time_zone=(get_user(app_context(request), user.name) or {}).get("time_zone") or "",
+        installation_zone=app_context(request).settings.time_zone,
+        zones=COMMON_ZONES,
     )
 
 
 @router.get("/account")
 def account(request: Request, user: AccountOwner) -> HTMLResponse:
     return _account_page(request, user)
+
+
+@router.post("/account/time-zone")
+def change_time_zone(
+    request: Request,
+    user: AccountOwner,
+    time_zone: Annotated[str, Form(max_length=64)] = "",
+) -> Response:
+    try:
+        set_time_zone(app_context(request), user.name, time_zone.strip() or None)
+    except UserError as err:
+        return _account_page(request, user, error=str(err))
+    flash(request, _("Times are now shown in %(zone)s.")
+          % {"zone": time_zone.strip() or app_context(request).settings.time_zone})  # fmt: skip
+    return redirect("/account")
 
 
 @router.post("/account/password")
@@ -210,7 +235,7 @@ def change_password(
     if refused is not None:
         return refused
     if password != repeat:
-        return _account_page(request, user, error="The two new passwords differ.")
+        return _account_page(request, user, error=_("The two new passwords differ."))
     try:
         set_password(ctx, user.name, password)
     except UserError as err:
@@ -219,7 +244,7 @@ def change_password(
     request.app.state.sessions.delete(session_of(request).sid)
     epoch = get_user(ctx, user.name)["session_epoch"]
     principal = Principal(user.name, user.role, session_epoch=epoch)
-    return _start_session(request, principal, "/account", "Password changed.")
+    return _start_session(request, principal, "/account", _("Password changed."))
 
 
 @router.post("/account/tokens")

@@ -38,6 +38,7 @@ from tracker.loaders import Loaded
 from tracker.matcher import match_text
 
 from .. import campaigns as campaign_seam
+from ..i18n import N_
 from ..limits import body_cap
 from ..security import Admin, Reviewer, Viewer, app_context
 from ..web import MAX_PAGE, render
@@ -398,7 +399,7 @@ def _run_out(run: dict[str, Any]) -> RunOut:
     "/check",
     tags=["check"],
     response_model=CheckOut,
-    summary="Which works does a text copy?",
+    summary=N_("Which works does a text copy?"),
     description=f"The body: at most {body_cap(PREFIX + '/check') // 2**20} MB of JSON.",
     responses=errors(
         400, 413, e400="The body is not JSON", e413=too_large("/check", "a text to check")
@@ -438,7 +439,7 @@ def check_text(request: Request, user: Viewer, body: CheckIn) -> CheckOut:
     tags=["works"],
     response_model=WorksOut,
     status_code=201,
-    summary="Register works in the library",
+    summary=N_("Register works in the library"),
     description=(
         f"At most {MAX_WORKS:,} works and {body_cap(PREFIX + '/works') // 2**20} MB of JSON "
         "a request: send a larger library in several."
@@ -486,7 +487,7 @@ def add_works(request: Request, user: Reviewer, body: WorksIn) -> Any:
     "/findings",
     tags=["findings"],
     response_model=FindingList,
-    summary="List and filter findings",
+    summary=N_("List and filter findings"),
     responses=errors(400),
 )
 def list_findings(
@@ -540,7 +541,7 @@ def list_findings(
     "/findings/{finding_id}",
     tags=["findings"],
     response_model=FindingOut,
-    summary="One finding",
+    summary=N_("One finding"),
     responses=errors(404),
 )
 def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
@@ -551,7 +552,7 @@ def get_finding(request: Request, user: Viewer, finding_id: str) -> FindingOut:
     "/findings/{finding_id}",
     tags=["findings"],
     response_model=FindingOut,
-    summary="Change a finding's status",
+    summary=N_("Change a finding's status"),
     responses=errors(
         400,
         404,
@@ -579,7 +580,7 @@ def update_finding(request: Request, user: Reviewer, finding_id: str, body: Stat
     "/campaigns",
     tags=["campaigns"],
     response_model=list[CampaignOut],
-    summary="List campaigns",
+    summary=N_("List campaigns"),
     responses=errors(),
 )
 def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
@@ -596,7 +597,7 @@ def list_campaigns(request: Request, user: Viewer) -> list[CampaignOut]:
     "/campaigns/{name}/runs",
     tags=["campaigns"],
     response_model=list[RunOut],
-    summary="Run history",
+    summary=N_("Run history"),
     responses=errors(404),
 )
 def list_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
@@ -611,7 +612,7 @@ def list_runs(request: Request, user: Viewer, name: str) -> list[RunOut]:
     tags=["campaigns"],
     response_model=TriggerOut,
     status_code=202,
-    summary="Start a run now",
+    summary=N_("Start a run now"),
     responses=errors(404, 409, e409="The campaign is running already"),
 )
 def run_campaign(request: Request, user: Admin, name: str) -> TriggerOut:
@@ -630,7 +631,7 @@ def run_campaign(request: Request, user: Admin, name: str) -> TriggerOut:
     "/campaigns/{name}/stop",
     tags=["campaigns"],
     response_model=RunOut,
-    summary="Stop the campaign's run under way",
+    summary=N_("Stop the campaign's run under way"),
     description="The run is recorded cancelled, with who stopped it and when; its crawl "
     "ends after the requests under way, and the campaign can run again at once.",
     responses=errors(404, 409, e409="No run of the campaign is under way"),
@@ -649,7 +650,7 @@ def stop_campaign(request: Request, user: Admin, name: str) -> RunOut:
     "/health",
     tags=["health"],
     response_model=HealthOut,
-    summary="Servers, queues, workers and the last scan",
+    summary=N_("Servers, queues, workers and the last scan"),
     description="Any token may read it: monitoring needs no admin's rights.",
     responses=errors(),
 )

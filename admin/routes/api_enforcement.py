@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from tracker.enforcement.timeline import BY, STEP_LABELS, finding_timeline, funnel
 
+from ..i18n import N_
 from ..security import Viewer, app_context
 from .api_base import PREFIX, api_router, errors, example, named_enum, stored_finding
 
@@ -80,7 +81,7 @@ class FunnelRowOut(BaseModel):
     "/findings/{finding_id}/timeline",
     tags=["enforcement"],
     response_model=list[StepOut],
-    summary="A finding's enforcement timeline",
+    summary=N_("A finding's enforcement timeline"),
     description="Found, reviewed, alerted, notice sent (with the relay's answer), delisting "
     "requested, re-checked: oldest first.",
     responses=errors(404),
@@ -95,7 +96,7 @@ def get_finding_timeline(request: Request, user: Viewer, finding_id: str) -> lis
     "/funnel",
     tags=["enforcement"],
     response_model=list[FunnelRowOut],
-    summary="The enforcement funnel",
+    summary=N_("The enforcement funnel"),
     description="Per domain or per work, most copies first: found → confirmed → notified → "
     "removed, the median days to removal, the copies still there after the deadline.",
     responses=errors(),

@@ -23,6 +23,7 @@ from tracker.findings import (
 from tracker.times import now
 
 from ..evidence_report import evidence_pdf
+from ..i18n import N_
 from ..security import Reviewer, Viewer, app_context
 from .api_base import (
     PREFIX,
@@ -116,7 +117,7 @@ def _notice_out(doc: dict[str, Any]) -> NoticeOut:
     "/findings/{finding_id}/notice-draft",
     tags=["notices"],
     response_model=NoticeDraftOut,
-    summary="Draft a takedown notice",
+    summary=N_("Draft a takedown notice"),
     description="The notice as the admin drafts it for a confirmed finding; nothing is "
     "recorded. Send it, then record it.",
     responses=errors(
@@ -144,7 +145,7 @@ def draft_notice(
     response_model=NoticeOut,
     status_code=201,
     name="record_notice",
-    summary="Record a notice sent",
+    summary=N_("Record a notice sent"),
     description="The finding becomes notice_sent; its page is re-checked after the deadline.",
     responses=errors(
         400,
@@ -181,7 +182,7 @@ def record_sent_notice(
     "/findings/{finding_id}/notices",
     tags=["notices"],
     response_model=list[NoticeOut],
-    summary="The notices sent for a finding",
+    summary=N_("The notices sent for a finding"),
     description="Newest first.",
     responses=errors(404),
 )
@@ -195,7 +196,7 @@ def list_notices(request: Request, user: Viewer, finding_id: str) -> list[Notice
     "/findings/{finding_id}/evidence.pdf",
     tags=["evidence"],
     response_class=Response,
-    summary="A finding's evidence report (PDF)",
+    summary=N_("A finding's evidence report (PDF)"),
     description="For a legal team: the work and the copy compared, the capture's hashes "
     "and time-stamp, the review's history; the capture travels attached to the PDF.",
     responses={

@@ -15,6 +15,7 @@ from tracker.library import MAX_MASTER_CHARS, library_page
 from tracker.library_edits import delete_work as delete_master_work
 from tracker.library_edits import edit_work as edit_master_work
 
+from ..i18n import N_
 from ..security import Admin, Reviewer, Viewer, app_context
 from ..web import MAX_PAGE
 from .api_base import (
@@ -129,7 +130,7 @@ def _master(request: Request, master_id: int, fields: dict[str, int] | None) -> 
     "/works",
     tags=["works"],
     response_model=WorkList,
-    summary="List the library's works",
+    summary=N_("List the library's works"),
     responses=errors(),
 )
 def list_works(
@@ -153,7 +154,7 @@ def list_works(
     "/works/{master_id}",
     tags=["works"],
     response_model=WorkDetailOut,
-    summary="One work, with its text",
+    summary=N_("One work, with its text"),
     responses=errors(404, e404="No such work"),
 )
 def get_work(request: Request, user: Viewer, master_id: MasterId) -> WorkDetailOut:
@@ -166,7 +167,7 @@ def get_work(request: Request, user: Viewer, master_id: MasterId) -> WorkDetailO
     "/works/{master_id}",
     tags=["works"],
     response_model=WorkEditOut,
-    summary="Change a work's title, author or text",
+    summary=N_("Change a work's title, author or text"),
     responses=errors(
         400,
         404,
@@ -201,7 +202,7 @@ def edit_work(request: Request, user: Reviewer, master_id: MasterId, body: WorkE
     "/works/{master_id}",
     tags=["works"],
     response_model=WorkDeletedOut,
-    summary="Delete a work",
+    summary=N_("Delete a work"),
     description="Out of the library and the index; the findings reviewers decided on are "
     "kept as records. Admins only.",
     responses=errors(404, e404="No such work"),

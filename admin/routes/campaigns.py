@@ -149,4 +149,6 @@ def run_detail(
 
 @router.get("/runs/{run_id}/progress")
 def run_progress(request: Request, user: Viewer, run_id: str) -> dict[str, Any]:
-    return seam.progress(_run(request, run_id))
+    progress = seam.progress(_run(request, run_id))
+    # The page's badge shows the state in the reader's words; the API keeps the raw state.
+    return {**progress, "state_label": _(progress["state"])}

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
+from tracker.campaigns.outcomes import REASONS, explain
 from tracker.context import Context
 from tracker.findings import Passage, passages
 from tracker.matcher import Match, match_text
@@ -18,6 +19,7 @@ from tracker.rechecks import PageFetcher
 
 from ..i18n import _
 from ..security import Viewer, app_context
+from ..sentences import said
 from ..web import render
 
 router = APIRouter(include_in_schema=False)
@@ -52,6 +54,15 @@ def _checked(ctx: Context, text: str) -> list[CheckedWork]:
     ]
 
 
+def _skipped(reason: str) -> str:
+    """Why a fetched page has no text to check: the crawl's reason key in words (its
+    detail, the page's own, after it)."""
+    key, _sep, detail = reason.partition(": ")
+    if key not in REASONS:
+        return said(reason)
+    return f"{said(explain(key))} ({said(detail)})" if detail else said(explain(key))
+
+
 @router.get("/check")
 def check_form(request: Request, user: Viewer) -> HTMLResponse:
     return render(request, "check.html", text="", url="", results=None, problem=None)
@@ -78,7 +89,7 @@ async def check_submitted(
                 problem = str(err)
             else:
                 text = page.text
-                problem = f"{url}: {page.skip_reason}" if page.skip_reason else None
+                problem = f"{url}: {_skipped(page.skip_reason)}" if page.skip_reason else None
     if not problem and not text:
         problem = _("give a text, or the URL of a page")
     if not problem and len(text) > MAX_CHECK_CHARS:

@@ -27,7 +27,7 @@ from ..evidence_report import evidence_pdf, report_context
 from ..i18n import _
 from ..pdf import pdf
 from ..security import Viewer, app_context
-from ..web import render, templates
+from ..web import reading_zone, render, templates
 
 router = APIRouter(include_in_schema=False)
 Format = Literal["html", "pdf"]
@@ -47,7 +47,8 @@ def export_csv(request: Request, user: Viewer) -> StreamingResponse:
 def _report_response(request: Request, report: Report, fmt: Format, filename: str) -> Response:
     if fmt == "html":
         return render(request, "report.html", report=report, pdf=False)
-    html = templates.get_template("report.html").render(report=report, pdf=True)
+    with reading_zone(request):
+        html = templates.get_template("report.html").render(report=report, pdf=True)
     return Response(
         pdf(html),
         media_type="application/pdf",
@@ -96,8 +97,10 @@ def evidence_report(
     if format == "html":
         raw = capture(ctx, found.finding["page_id"])
         return render(request, "evidence.html", pdf=False, **report_context(ctx, found, raw))
+    with reading_zone(request):
+        made = evidence_pdf(ctx, found)
     return Response(
-        evidence_pdf(ctx, found),
+        made,
         media_type="application/pdf",
         headers={
             "Content-Disposition": f'attachment; filename="copytrack-evidence-{finding_id}.pdf"'

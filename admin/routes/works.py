@@ -30,10 +30,12 @@ from tracker.library import (
 )
 from tracker.library_edits import EditResult, delete_work, edit_work, findings_fate
 from tracker.loaders import (
+    DOCUMENT_SUFFIXES,
     HTML_SUFFIXES,
     JSONL_SUFFIXES,
     MAX_FILE_BYTES,
     TEXT_SUFFIXES,
+    UNSUPPORTED,
     Loaded,
     LoadError,
     load_works,
@@ -46,7 +48,7 @@ from ..web import MAX_PAGE, redirect, render
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 50
 PREVIEW_CHARS = 3000
-UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES)
+UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *JSONL_SUFFIXES, *DOCUMENT_SUFFIXES)
 _CHUNK = 1 << 20
 REGISTER_BATCH = 1000  # works added together (`register`)
 
@@ -86,10 +88,18 @@ def _note_added(intake: Intake, item: Loaded, results: list[AddResult] | ValueEr
     intake.results += [(result, item.work.title or "") for result in results]
     if len(results) > 1:
         intake.notes.append(
-            f"{item.where}: {len(item.work.text):,} characters, registered as one work cut "
-            f"into {len(results)} chapters ({results[0].external_id} … "
-            f"{results[-1].external_id}). If it holds several works, delete it and upload "
-            "them as JSONL, one work per line."
+            _(
+                "%(where)s: %(chars)s characters, registered as one work cut into %(num)s "
+                "chapters (%(first)s … %(last)s). If it holds several works, delete it and "
+                "upload them as JSONL, one work per line."
+            )
+            % {
+                "where": item.where,
+                "chars": f"{len(item.work.text):,}",
+                "num": len(results),
+                "first": results[0].external_id,
+                "last": results[-1].external_id,
+            }
         )
 
 
@@ -98,12 +108,12 @@ def _safe_name(filename: str) -> str:
     return name[:120]
 
 
-def _loaded(upload: UploadFile, folder: Path) -> Iterable[Loaded | LoadError]:
+def _loaded(upload: UploadFile, folder: Path, chapters: bool) -> Iterable[Loaded | LoadError]:
     """The works of one uploaded file, through the CLI's loaders (same validation)."""
     shown = upload.filename or "upload"
     name = _safe_name(shown)
     if not name.lower().endswith(UPLOAD_SUFFIXES):
-        yield LoadError(shown, "unsupported file type: use .txt, .md, .html or .jsonl")
+        yield LoadError(shown, UNSUPPORTED)
         return
     path = folder / name
     size = 0
@@ -114,7 +124,7 @@ def _loaded(upload: UploadFile, folder: Path) -> Iterable[Loaded | LoadError]:
                 yield LoadError(shown, f"larger than {MAX_FILE_BYTES // 2**20} MB; split it")
                 return
             out.write(chunk)
-    for item in load_works([path]):
+    for item in load_works([path], chapters):
         # The reviewer knows the file by its own name, not by our temporary path.
         where = item.where.replace(str(path), shown)
         if isinstance(item, LoadError):
@@ -159,11 +169,6 @@ def works_list(
     )
 
 
-#: A file is announced as big (to be cut into chapters) past this size; a character takes
-#: 2-3 bytes in the encodings publishers use (GB18030, UTF-8).
-BYTES_PER_CHAR = 2.5
-
-
 def _upload_page(request: Request, intake: Intake | None, status_code: int = 200) -> HTMLResponse:
     return render(
         request,
@@ -171,8 +176,10 @@ def _upload_page(request: Request, intake: Intake | None, status_code: int = 200
         status_code=status_code,
         intake=intake,
         suffixes=UPLOAD_SUFFIXES,
-        big_bytes=int(MAX_MASTER_CHARS * BYTES_PER_CHAR),
-        chapter_bytes=int(CHAPTER_CHARS * BYTES_PER_CHAR),
+        # A text file past this size may hold more characters than one work: the browser
+        # reads it and counts its chapters before it goes (a character takes 1-4 bytes).
+        big_bytes=MAX_MASTER_CHARS,
+        max_chars=MAX_MASTER_CHARS,
         chapter_chars=CHAPTER_CHARS,
     )
 
@@ -191,13 +198,14 @@ def upload(
     title: Annotated[str, Form(max_length=500)] = "",
     external_id: Annotated[str, Form(max_length=200)] = "",
     author: Annotated[str, Form(max_length=200)] = "",
+    chapters: Annotated[bool, Form()] = False,
 ) -> HTMLResponse:
     ctx = app_context(request)
     intake = Intake()
     with tempfile.TemporaryDirectory(prefix="copytrack-upload-") as folder:
         for upload_file in files:
             if upload_file.filename:
-                register(ctx, _loaded(upload_file, Path(folder)), intake)
+                register(ctx, _loaded(upload_file, Path(folder), chapters), intake)
     if text.strip():
         work = Work(
             text=text,

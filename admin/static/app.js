@@ -56,7 +56,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const source = document.getElementById(button.dataset.copy);
       try {
         await navigator.clipboard.writeText(source.value);
-        button.textContent = "Copied";
+        button.textContent = button.dataset.copied || "Copied";
       } catch {
         source.select();
       }
@@ -108,7 +108,7 @@ document.addEventListener("DOMContentLoaded", () => {
       });
       const state = box.querySelector("[data-run-state]");
       if (state) {
-        state.textContent = progress.state;
+        state.textContent = progress.state_label || progress.state;
         state.className = `badge run-${progress.state}`;
       }
       const health = box.querySelector("[data-run-health]");
@@ -142,17 +142,44 @@ document.addEventListener("DOMContentLoaded", () => {
     const warning = document.getElementById("upload-warning");
     const confirmBig = document.getElementById("upload-confirm");
     const big = Number(upload.dataset.bigBytes);
-    const chapterBytes = Number(upload.dataset.chapterBytes);
     // The page's own words, in its language: "{name} …" with the values put in.
     const say = (key, values) =>
       upload.dataset[key].replace(/\{(\w+)\}/g, (_, name) => String(values[name]));
-    input.addEventListener("change", () => {
-      const large = [...input.files].filter((file) => file.size > big);
+    const maxChars = Number(upload.dataset.maxChars);
+    const chapterChars = Number(upload.dataset.chapterChars);
+    // The chapters the library will cut a text into, as tracker.library._chapters cuts
+    // them: past maxChars, pieces of chapterChars ending at the last line break past
+    // their half. Counted on the text (code points), not guessed from the bytes.
+    const chapterCount = (text) => {
+      const chars = Array.from(text);
+      if (chars.length <= maxChars) return 1;
+      let count = 0;
+      for (let start = 0; start < chars.length; count += 1) {
+        let stop = Math.min(start + chapterChars, chars.length);
+        if (stop < chars.length) {
+          const cut = chars.lastIndexOf("\n", stop - 1);
+          if (cut >= start + Math.floor(chapterChars / 2)) stop = cut + 1;
+        }
+        start = stop;
+      }
+      return count;
+    };
+    const decoded = async (file) => {
+      const bytes = await file.arrayBuffer();
+      try {
+        return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+      } catch {
+        return new TextDecoder("gb18030").decode(bytes);
+      }
+    };
+    input.addEventListener("change", async () => {
+      const plain = [...input.files].filter((file) => file.size > big && /\.(txt|md)$/i.test(file.name));
+      const counted = await Promise.all(plain.map(async (file) => [file, chapterCount(await decoded(file))]));
+      const large = counted.filter(([, chapters]) => chapters > 1);
       warning.hidden = large.length === 0;
       confirmBig.required = large.length > 0;
-      warning.querySelector("ul").replaceChildren(...large.map((file) => {
+      warning.querySelector("ul").replaceChildren(...large.map(([file, chapters]) => {
         const item = document.createElement("li");
-        const chapters = Math.ceil(file.size / chapterBytes);
         item.textContent = say("textBig", { name: file.name, size: (file.size / 2 ** 20).toFixed(1), chapters });
         return item;
       }));

@@ -63,8 +63,15 @@ BATCH_CHARS_PER_WORK = 6000
     help="Works stored (and then printed) together: larger is faster in a large library, "
     "smaller takes less memory (about 2.2 GB at 16,000 news-sized works).",
 )
-def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> None:
-    """Register works from PATHS: .txt, .md, .html files, JSONL, or directories (recursive).
+@click.option(
+    "--chapters",
+    is_flag=True,
+    help="A .docx or .epub master gives a work per chapter (its first-level headings, its "
+    "spine), named FILE-001, FILE-002 …; without it, one work per file.",
+)
+def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int, chapters: bool) -> None:
+    """Register works from PATHS: .txt, .md, .html, .docx, .epub, .pdf files, JSONL, or
+    directories (recursive).
 
     JSONL lines need "text"; "id", "title", "author", "lang", "kind" are kept. Re-adding the
     same text changes nothing. Each result goes to stdout as
@@ -87,7 +94,7 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int) -> Non
     def batches() -> Iterator[list[Loaded]]:
         batch: list[Loaded] = []
         chars = 0
-        for item in load_works(paths):
+        for item in load_works(paths, chapters):
             bar.update(1)
             if isinstance(item, LoadError):
                 unreadable["failed"] += 1

@@ -5,12 +5,12 @@ in Redis)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from ..context import Context
+from ..times import zone
 from .deadlines import notice_stages
-from .queries import day_start
 from .status import NOT_COPIES, OPEN, STATUSES
 
 DASHBOARD_MAX_AGE_S = 60
@@ -35,16 +35,25 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     by_status = {s: 0 for s in STATUSES}
     for row in findings.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}]):
         by_status[row["_id"]] = row["n"]
-    first_day = (now - timedelta(days=DAYS_CHARTED - 1)).date()
+    # Days of the installation's zone: a Beijing newsroom's day starts at 16:00 UTC.
+    there = zone(ctx.settings.time_zone)
+    first_day = (now.astimezone(there) - timedelta(days=DAYS_CHARTED - 1)).date()
     per_day = dict.fromkeys(
         ((first_day + timedelta(days=n)).isoformat() for n in range(DAYS_CHARTED)), 0
     )
+    first_start = datetime.combine(first_day, time.min, tzinfo=there)
     for row in findings.aggregate(
         [
-            {"$match": {"first_seen": {"$gte": day_start(first_day)}}},
+            {"$match": {"first_seen": {"$gte": first_start.astimezone(UTC)}}},
             {
                 "$group": {
-                    "_id": {"$dateToString": {"format": "%Y-%m-%d", "date": "$first_seen"}},
+                    "_id": {
+                        "$dateToString": {
+                            "format": "%Y-%m-%d",
+                            "date": "$first_seen",
+                            "timezone": there.key,
+                        }
+                    },
                     "n": {"$sum": 1},
                 }
             },
