@@ -10,7 +10,7 @@ from typing import Any
 
 from ..context import Context
 from .deadlines import notice_stages
-from .queries import day_start
+from .queries import day_start, size_query
 from .status import NOT_COPIES, OPEN, STATUSES
 
 DASHBOARD_MAX_AGE_S = 60
@@ -30,8 +30,12 @@ def invalidate_dashboard(ctx: Context) -> None:
 
 def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     findings = ctx.db.findings
+    # Quotation-sized findings are kept out of every figure but the count of them.
+    copies = size_query("copies")
     by_status = {s: 0 for s in STATUSES}
-    for row in findings.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}]):
+    for row in findings.aggregate(
+        [{"$match": copies}, {"$group": {"_id": "$status", "n": {"$sum": 1}}}]
+    ):
         by_status[row["_id"]] = row["n"]
     first_day = (now - timedelta(days=DAYS_CHARTED - 1)).date()
     per_day = dict.fromkeys(
@@ -39,7 +43,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     )
     for row in findings.aggregate(
         [
-            {"$match": {"first_seen": {"$gte": day_start(first_day)}}},
+            {"$match": {"first_seen": {"$gte": day_start(first_day)}, **copies}},
             {
                 "$group": {
                     "_id": {"$dateToString": {"format": "%Y-%m-%d", "date": "$first_seen"}},
@@ -50,7 +54,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     ):
         if row["_id"] in per_day:
             per_day[row["_id"]] = row["n"]
-    live = {"status": {"$nin": list(NOT_COPIES)}}
+    live = {"status": {"$nin": list(NOT_COPIES)}, **copies}
     top_domains = [
         {"domain": row["_id"], "findings": row["n"], "works": len(row["works"])}
         for row in findings.aggregate(
@@ -98,7 +102,8 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
         "computed_at": now.isoformat(),
         "by_status": by_status,
         "open": sum(by_status[s] for s in OPEN),
-        "new_this_week": findings.count_documents({"first_seen": {"$gte": week_ago}}),
+        "new_this_week": findings.count_documents({"first_seen": {"$gte": week_ago}, **copies}),
+        "quotations_hidden": findings.count_documents(size_query("quotations")),
         "per_day": [{"day": day, "findings": n} for day, n in per_day.items()],
         "top_domains": top_domains,
         "top_works": top_works,
