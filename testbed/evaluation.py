@@ -2,10 +2,12 @@
 
 ``build_benchmark`` draws masters from a corpus (JSONL documents), then makes suspects:
 copies of masters under every attack of ``POSITIVES`` (``testbed.attacks``, fixed
-strengths) and negatives of three kinds (``NEGATIVES``). ``evaluate`` registers the masters
-(``add_work`` on the context's servers, or a ``MemoryIndex`` for quick sweeps — the same
-``match_text`` either way), matches every suspect, and ``score`` turns the outcomes into
-recall, top-1 accuracy, precision, F1 and false-positive rates, per language and attack.
+strengths), negatives of three kinds (``NEGATIVES``) and listing-page negatives
+(``LISTING_NEGATIVES``: pages showing headlines and first lines of masters).
+``evaluate`` registers the masters (``add_work`` on the context's servers, or a
+``MemoryIndex`` for quick sweeps — the same ``match_text`` either way), matches every
+suspect, and ``score`` turns the outcomes into recall, top-1 accuracy, precision, F1 and
+false-positive rates, per language and attack.
 Everything is deterministic for a given corpus and seed. See docs/accuracy.md.
 """
 
@@ -40,7 +42,7 @@ from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings,
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
 from .corpus import default_corpus_dir
-from .testweb.listings import LISTING_KINDS, listing_text
+from .testweb.listings import LISTING_KINDS, listing_page
 
 DEFAULT_CORPUS = default_corpus_dir()
 LANGS = ("zh", "en")
@@ -164,6 +166,9 @@ class Suspect:
     sources: tuple[str, ...]
     expected: tuple[str, ...]
     acceptable: tuple[str, ...] = ()
+    #: Extraction takes its page for a listing: as a scan does (`tracker.pages.scan_page`),
+    #: only its copies count, not its quotation-sized matches.
+    listing: bool = False
 
 
 @dataclass(frozen=True)
@@ -368,8 +373,9 @@ def _negative(kind: str, pools: _Pools, rng: random.Random, sid: str, lang: str)
 def _listing_negative(kind: str, pools: _Pools, rng: random.Random, sid: str, lang: str) -> Suspect:
     works = rng.sample(pools.masters, min(10, len(pools.masters)))
     article = rng.choice(pools.others)
-    text = listing_text(kind, [(w.id, w.text) for w in works], article.text, lang, rng)
-    return Suspect(sid, lang, kind, text, (article.id, *(w.id for w in works)), ())
+    found = listing_page(kind, [(w.id, w.text) for w in works], article.text, lang, rng)
+    sources = (article.id, *(w.id for w in works))
+    return Suspect(sid, lang, kind, found.text, sources, (), listing=found.listing)
 
 
 def _slug(label: str) -> str:
@@ -517,8 +523,9 @@ def _start_worker() -> None:
 def _match(i: int) -> Outcome:
     assert _RUN is not None
     started = time.perf_counter()
-    matches = match_text(_RUN.ctx, _RUN.suspects[i].text, _RUN.settings, _RUN.load)
-    found = tuple(m.master.external_id for m in matches)
+    suspect = _RUN.suspects[i]
+    matches = match_text(_RUN.ctx, suspect.text, _RUN.settings, _RUN.load)
+    found = tuple(m.master.external_id for m in matches if not (suspect.listing and m.quotation))
     return Outcome(found, time.perf_counter() - started)
 
 

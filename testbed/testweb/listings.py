@@ -2,7 +2,7 @@
 (paginated "第1页…第N页", the pagination a crawler must not join as a chapter), tag and
 archive pages, search results (snippets), and articles with a "related articles" block.
 
-``listing_text`` gives the text extraction makes of one such page (``copytrack eval``'s
+``listing_page`` gives what extraction makes of one such page (``copytrack eval``'s
 listing-page negatives); ``build_news_mirror`` a site of them around copied articles
 (the suite's floor: no finding on a listing, every copy found).
 """
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from extractor.extraction import extract
-from testbed.attacks import reflow
+from extractor.extraction import Extracted, extract
+from testbed.attacks import is_cjk, reflow
 
 from . import pages
 from .generator import CORPUS_DIR, OFFSITE, Resource, TestWeb, _documents
@@ -40,7 +40,7 @@ _STYLES = {
 
 
 def _flat(text: str) -> str:
-    return " ".join(reflow(text).split()) if text.isascii() else "".join(reflow(text).split())
+    return "".join(reflow(text).split()) if is_cjk(text) else " ".join(reflow(text).split())
 
 
 def show(
@@ -70,14 +70,19 @@ def listing_html(
             author="", date=datetime(2024, 5, 1), related=[], prev_next=[],
             rng=random.Random(0), extra=pages.related_block(style, items),
         )  # fmt: skip
-    heading = {LISTING: "文章列表", TAG: "标签：社会", SEARCH: "搜索结果"}[kind]
+    headings = {
+        "zh": {LISTING: "文章列表", TAG: "标签：社会", SEARCH: "搜索结果"},
+        "en": {LISTING: "All posts", TAG: "Tag: business", SEARCH: "Search results"},
+    }
+    heading = headings[lang][kind]
     return pages.headline_list_page(style, "utf-8", heading=heading, items=items, pager=pager)
 
 
-def listing_text(
+def listing_page(
     kind: str, works: Sequence[tuple[str, str]], article: str, lang: str, rng: random.Random
-) -> str:
-    """The text extraction makes of a page of ``kind`` showing ``works`` (id, text)."""
+) -> Extracted:
+    """What extraction makes of a page of ``kind`` showing ``works`` (id, text): its text,
+    and whether it takes it for a listing."""
     start = datetime(2024, 5, 1)
     items = [
         show(wid, text, f"/news/{n}.html", start + timedelta(hours=n), kind == SEARCH, rng)
@@ -86,7 +91,7 @@ def listing_text(
     pager = [(f"第{n}页", f"/news/list_{n}.html") for n in range(1, 6)] + [
         ("下一页", "/news/list_2.html")
     ]
-    return extract(listing_html(kind, items, article, lang, pager)).text
+    return extract(listing_html(kind, items, article, lang, pager))
 
 
 def build_news_mirror(
