@@ -768,3 +768,6 @@ def test_quotation_sized_findings_are_hidden_counted_and_shown_on_asking(ctx, we
     assert "quotation-sized finding hidden" not in shown
     assert str(quoted) in web.get("/findings?size=any&per_page=200").text
     assert web.get("/findings?size=huge").status_code == 400
+    # The export holds what the list shows.
+    assert str(quoted) not in web.get("/exports/findings.csv").text
+    assert str(quoted) in web.get("/exports/findings.csv?size=quotations").text
