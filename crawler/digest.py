@@ -42,6 +42,7 @@ class Digest:
     encoding: str | None = None
     skip: str | None = None  # reason key when the page has no usable text
     detail: str = ""
+    listing: bool = False  # a list of headlines (extractor.Extracted.listing)
 
     def page(
         self, url: str, raw: bytes, final_url: str, status: int, headers: dict[str, str],
@@ -63,7 +64,9 @@ class Digest:
             skip_reason=f"{self.skip}: {self.detail}" if self.skip else None,
             campaign=campaign,
             run_id=run_id,
-            next_url=next_url,
+            # A listing's next page is more headlines, not the rest of a chapter.
+            next_url=None if self.listing else next_url,
+            listing=self.listing,
         )
 
 
@@ -107,7 +110,8 @@ def _digest(body: bytes, content_type: str | None, url: str, book: bool, rendere
         detail = f"{decoded.replaced} undecodable byte sequences as {decoded.encoding}"
         return Digest(encoding=decoded.encoding, skip="undecodable", detail=detail)
     found = extract(decoded.text, url)
-    common = {"title": found.title, "author": found.author, "date": found.date}
+    common = {"title": found.title, "author": found.author, "date": found.date,
+              "listing": found.listing}  # fmt: skip
     if not found.text:
         # Its text may come by script: the run says so, a campaign can render it.
         skip = "needs_rendering" if found.scripted and not rendered else "no_main_text"

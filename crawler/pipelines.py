@@ -96,14 +96,15 @@ def store_fetched(
                    rendered=item.rendered)  # fmt: skip
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
                       campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip
-    page = replace(page, rendered=item.rendered, chained=bool(item.next_url or item.previous_url),
-                   ip=item.ip_address)  # fmt: skip
+    # A page of a chapter cut into several; the pages of a listing ("第1页…第N页") are not.
+    chained = bool(item.next_url or item.previous_url) and not found.listing
+    page = replace(page, rendered=item.rendered, chained=chained, ip=item.ip_address)
     page = replace(page, redirected_from=tuple(item.redirected_from))
     counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
     try:
         ctx = process_context()
         counts += save_page(ctx, page)
-        if item.next_url or item.previous_url:  # a page of a chapter cut into several
+        if chained:
             joined = join_chain(ctx, item.url)
             if joined is not None and joined[1]:
                 enqueue_scan(joined[0])

@@ -57,6 +57,16 @@ class ExtractionOptions:
     # times as many (trafilatura kept boilerplate around the same article).
     subset_share: float = 0.9
     subset_ratio: float = 0.6
+    # A listing (a list of headlines, a tag, archive or search page) is a page whose main
+    # text is mostly listing_items or more short blocks (listing_item_chars at most) led by
+    # links, listing_share of it, with less than listing_prose_chars of plain paragraphs
+    # (of prose_chars or more without links): measured on the shared real pages, 4 of
+    # 779 that are not listings are taken for one (docs/accuracy.md, "Listing pages").
+    listing_items: int = 5
+    listing_item_chars: int = 200
+    listing_share: float = 0.6
+    prose_chars: int = 150
+    listing_prose_chars: int = 300
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,9 @@ class Extracted:
     reason: str | None = None
     #: No text, and the page is a shell its scripts may fill (text written by JavaScript).
     scripted: bool = False
+    #: A listing page (headlines linking to articles, see ExtractionOptions.listing_items):
+    #: it copies no article, and its pagination is no chapter cut over pages.
+    listing: bool = False
 
 
 _WRAPPER_LINE = re.compile(r"""\A\s*<text\b[^>]*>""", re.I)
@@ -230,20 +243,49 @@ trafilatura.external.try_readability = _kept_readability
 
 def _trafilatura_text(
     tree: lxml.html.HtmlElement, options: ExtractionOptions
-) -> tuple[str, str | None]:
-    """trafilatura's text, and the text of its own readability pass over the whole page
-    (None when it made none)."""
+) -> tuple[str, str | None, bool]:
+    """trafilatura's text, the text of its own readability pass over the whole page (None
+    when it made none), and whether the page is a listing (`_is_listing`)."""
     texts: list[str] = []
     asking = _readability_texts.set(texts)
     try:
-        text = _bare_text(tree, options)
+        text, listing = _bare_text(tree, options)
     finally:
         _readability_texts.reset(asking)
     # Only the first pass is kept: a later one is a retry on a pruned copy.
-    return text, texts[0] if texts else None
+    return text, texts[0] if texts else None, listing
 
 
-def _bare_text(tree: lxml.html.HtmlElement, options: ExtractionOptions) -> str:
+def _is_listing(body: etree._Element, options: ExtractionOptions) -> bool:
+    """Whether trafilatura's main text (links still in) is a listing: mostly short blocks
+    with links in them (headlines with a date, 评论, 分享), hardly any plain paragraph."""
+    total = _visible_len("".join(body.itertext()))
+    if not total:
+        return False
+    items = prose = listed = 0
+    for block in body.iter("p", "item", "head", "cell", "quote"):
+        # A list item counts whole (headline, first line, date and links); another block
+        # counts unless it is a container (its inner blocks count) or inside an item.
+        inner = ("item",) if block.tag == "item" else ("p", "item", "cell")
+        if any(el is not block for el in block.iter(*inner)) or (
+            block.tag != "item" and any(up.tag == "item" for up in block.iterancestors())
+        ):
+            continue
+        chars = _visible_len("".join(block.itertext()))
+        linked = sum(_visible_len("".join(ref.itertext())) for ref in block.iter("ref"))
+        if linked and chars <= options.listing_item_chars:
+            items += 1
+            listed += chars
+        if chars - linked >= options.prose_chars:
+            prose += chars - linked
+    return (
+        items >= options.listing_items
+        and listed >= options.listing_share * total
+        and prose < options.listing_prose_chars
+    )
+
+
+def _bare_text(tree: lxml.html.HtmlElement, options: ExtractionOptions) -> tuple[str, bool]:
     document = trafilatura.bare_extraction(
         tree,
         # No url: trafilatura would only make the links absolute (a twentieth of its time),
@@ -256,8 +298,9 @@ def _bare_text(tree: lxml.html.HtmlElement, options: ExtractionOptions) -> str:
         with_metadata=False,  # see _metadata
     )
     if document is None or document.body is None:
-        return ""
+        return "", False
     body = document.body
+    listing = _is_listing(body, options)
     # trafilatura prunes link-heavy paragraphs and lists but keeps layout-table cells,
     # which on table-built portals (most older Chinese sites) hold menus and ads.
     for cell in list(body.iter("cell")):
@@ -269,7 +312,7 @@ def _bare_text(tree: lxml.html.HtmlElement, options: ExtractionOptions) -> str:
     if options.include_comments and document.commentsbody is not None:
         etree.strip_tags(document.commentsbody, "ref")
         text = "\n".join(filter(None, (text, xmltotxt(document.commentsbody, False))))
-    return text.strip()
+    return text.strip(), listing
 
 
 def _html_lines(element: lxml.html.HtmlElement) -> str:
@@ -435,7 +478,7 @@ def extract(
         return Extracted("", title=wrapper_title, reason="no parsable HTML")
     title, author, date = _metadata(tree, url)
     title = title or wrapper_title
-    primary, own_readability = _trafilatura_text(tree, options)  # on its own copy
+    primary, own_readability, listing = _trafilatura_text(tree, options)  # on its own copy
     if options.fallback and not _agree(primary, own_readability, options):
         text, extractor = _combine(primary, _readability_text(tree), options)
     else:
@@ -450,8 +493,8 @@ def extract(
         scripted = _script_shell(tree)
         if scripted:
             reason += "; the page shows almost no text but runs scripts, which may write it"
-        return Extracted("", title, author, date, "none", reason, scripted)
-    return Extracted(text, title, author, date, extractor)
+        return Extracted("", title, author, date, "none", reason, scripted, listing)
+    return Extracted(text, title, author, date, extractor, listing=listing)
 
 
 #: A page showing less text than this, scripts apart, may be a shell its scripts fill.

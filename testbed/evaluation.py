@@ -2,10 +2,12 @@
 
 ``build_benchmark`` draws masters from a corpus (JSONL documents), then makes suspects:
 copies of masters under every attack of ``POSITIVES`` (``testbed.attacks``, fixed
-strengths) and negatives of three kinds (``NEGATIVES``). ``evaluate`` registers the masters
-(``add_work`` on the context's servers, or a ``MemoryIndex`` for quick sweeps — the same
-``match_text`` either way), matches every suspect, and ``score`` turns the outcomes into
-recall, top-1 accuracy, precision, F1 and false-positive rates, per language and attack.
+strengths), negatives of three kinds (``NEGATIVES``) and listing-page negatives
+(``LISTING_NEGATIVES``: pages showing headlines and first lines of masters).
+``evaluate`` registers the masters (``add_work`` on the context's servers, or a
+``MemoryIndex`` for quick sweeps — the same ``match_text`` either way), matches every
+suspect, and ``score`` turns the outcomes into recall, top-1 accuracy, precision, F1 and
+false-positive rates, per language and attack.
 Everything is deterministic for a given corpus and seed. See docs/accuracy.md.
 """
 
@@ -40,6 +42,7 @@ from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings,
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
 from .corpus import default_corpus_dir
+from .testweb.listings import LISTING_KINDS, listing_page
 
 DEFAULT_CORPUS = default_corpus_dir()
 LANGS = ("zh", "en")
@@ -128,6 +131,12 @@ POSITIVES: tuple[Variant, ...] = (
 
 UNRELATED, HARD, HARD_ADS = "unrelated", "hard negative", "hard negative + ads"
 NEGATIVES = (UNRELATED, HARD, HARD_ADS)
+#: Pages that show many works and copy none (``testbed.listings``): a list of headlines
+#: with first lines, a tag page, search results (snippets), and an unrelated article with
+#: a "related articles" block. Added to the suspects (LISTING_PAGES of each kind per
+#: language) and reported apart from the other negatives.
+LISTING_NEGATIVES = LISTING_KINDS
+LISTING_PAGES = 5
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,9 @@ class Suspect:
     sources: tuple[str, ...]
     expected: tuple[str, ...]
     acceptable: tuple[str, ...] = ()
+    #: Extraction takes its page for a listing: as a scan does (`tracker.pages.scan_page`),
+    #: only its copies count, not its quotation-sized matches.
+    listing: bool = False
 
 
 @dataclass(frozen=True)
@@ -358,6 +370,14 @@ def _negative(kind: str, pools: _Pools, rng: random.Random, sid: str, lang: str)
     return Suspect(sid, lang, kind, text, (doc.id,), ())
 
 
+def _listing_negative(kind: str, pools: _Pools, rng: random.Random, sid: str, lang: str) -> Suspect:
+    works = rng.sample(pools.masters, min(10, len(pools.masters)))
+    article = rng.choice(pools.others)
+    found = listing_page(kind, [(w.id, w.text) for w in works], article.text, lang, rng)
+    sources = (article.id, *(w.id for w in works))
+    return Suspect(sid, lang, kind, found.text, sources, (), listing=found.listing)
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
@@ -368,13 +388,15 @@ def build_benchmark(
     suspects: int = 3000,
     langs: Sequence[str] = LANGS,
     seed: int = 0,
+    listing_pages: int = LISTING_PAGES,
 ) -> Benchmark:
     """Masters and labelled suspects, split evenly over ``langs`` (see the module docstring).
 
     Per language, ``NEGATIVE_SHARE`` of the suspects are negatives and the rest are spread
     evenly over the ``POSITIVES`` that apply to the language (an excerpt attack without a
     master long enough is left out). Each suspect draws from its own seeded ``Random``, so
-    one variant's suspects do not depend on the others.
+    one variant's suspects do not depend on the others. ``listing_pages`` of each of
+    LISTING_NEGATIVES per language come on top (not counted in ``suspects``).
     """
     all_masters: list[Document] = []
     all_suspects: list[Suspect] = []
@@ -407,6 +429,12 @@ def build_benchmark(
             rng = random.Random(f"{seed}:{lang}:{kind}")
             all_suspects += [
                 _negative(kind, pools, rng, f"{lang}-{_slug(kind)}-{i}", lang) for i in range(count)
+            ]
+        for kind in LISTING_NEGATIVES:
+            rng = random.Random(f"{seed}:{lang}:{kind}")
+            all_suspects += [
+                _listing_negative(kind, pools, rng, f"{lang}-{_slug(kind)}-{i}", lang)
+                for i in range(listing_pages)
             ]
         all_masters += pools.masters
     return Benchmark(tuple(all_masters), tuple(all_suspects), seed)
@@ -495,8 +523,9 @@ def _start_worker() -> None:
 def _match(i: int) -> Outcome:
     assert _RUN is not None
     started = time.perf_counter()
-    matches = match_text(_RUN.ctx, _RUN.suspects[i].text, _RUN.settings, _RUN.load)
-    found = tuple(m.master.external_id for m in matches)
+    suspect = _RUN.suspects[i]
+    matches = match_text(_RUN.ctx, suspect.text, _RUN.settings, _RUN.load)
+    found = tuple(m.master.external_id for m in matches if not (suspect.listing and m.quotation))
     return Outcome(found, time.perf_counter() - started)
 
 
@@ -670,6 +699,12 @@ def weakest(scores: Mapping[str, Score]) -> tuple[str, float]:
     return worst if worst[1] < 1.0 else ("", 1.0)
 
 
+def listing_figures(scores: Mapping[str, Score]) -> dict[str, int]:
+    """Listing-page negatives (LISTING_NEGATIVES) and how many of them matched anything."""
+    listings = sum((scores.get(kind, Score()) for kind in LISTING_NEGATIVES), Score())
+    return {"suspects": listings.suspects, "false_positives": listings.flagged}
+
+
 def hard_fp_rate(scores: Mapping[str, Score]) -> float:
     """False-positive rate over both kinds of hard negatives."""
     return (scores.get(HARD, Score()) + scores.get(HARD_ADS, Score())).flagged_rate
@@ -680,7 +715,7 @@ def hard_fp_rate(scores: Mapping[str, Score]) -> float:
 
 def _labels(scores: Mapping[str, Score]) -> Iterator[str]:
     """Labels in the benchmark's order."""
-    for label in [v.label for v in POSITIVES] + list(NEGATIVES):
+    for label in [v.label for v in POSITIVES] + list(NEGATIVES) + list(LISTING_NEGATIVES):
         if label in scores:
             yield label
 
@@ -707,6 +742,7 @@ def report_json(evaluation: Evaluation) -> dict[str, Any]:
             lang: {
                 "overall": by_label["all"].as_dict(),
                 "hard_negative_fp_rate": round(hard_fp_rate(by_label), 4),
+                "listing_negatives": listing_figures(by_label),
                 "related_suspects": sum(
                     bool(s.acceptable) for s in evaluation.suspects if s.lang == lang
                 ),
@@ -768,7 +804,7 @@ def report_markdown(evaluation: Evaluation) -> str:
             lines[-2:-2] = [f"Not measured (no master long enough): {', '.join(missing)}.", ""]
         negatives = []
         for label, s in figures["labels"].items():
-            if label in NEGATIVES:
+            if label in NEGATIVES or label in LISTING_NEGATIVES:
                 negatives.append(f"| {label} | {s['suspects']} | {_pct(s['flagged_rate'])} |")
                 continue
             lines.append(
@@ -776,7 +812,9 @@ def report_markdown(evaluation: Evaluation) -> str:
                 f"| {s['precision']:.3f} | {s['f1']:.3f} |"
             )
         lines += ["", "| negatives | suspects | false-positive rate |", "|---|---:|---:|"]
-        lines += [*negatives, ""]
+        listings = figures["listing_negatives"]
+        lines += [*negatives, "", f"Listing-page negatives: {listings['suspects']}, "
+                  f"false positives {listings['false_positives']}.", ""]  # fmt: skip
     speed, index = data["throughput"], data["index"]
     lines += [
         f"Throughput: {speed['masters_per_second']:,} masters/s registered; "

@@ -453,3 +453,16 @@ def test_healthz_follows_the_servers_and_tokens_get_the_full_report(own: Setting
         assert report["queues"] is None and report["workers"] is None
     finally:
         ctx.close()
+
+
+def test_findings_by_size_copies_by_default(api, ctx):
+    """``size``: copies by default, quotation-sized findings or any on asking."""
+    http, _, auth = api
+    ctx.db.findings.update_one({}, {"$set": {"quotation": True}})
+    total = ctx.db.findings.count_documents({})
+    get = lambda query: http.get(f"/api/v1/findings?{query}", headers=auth["viewer"])  # noqa: E731
+    assert get("per_page=200").json()["total"] == total - 1
+    quotations = get("size=quotations").json()
+    assert quotations["total"] == 1 and quotations["items"][0]["quotation"] is True
+    assert get("size=any").json()["total"] == total
+    assert get("size=huge").status_code == 422

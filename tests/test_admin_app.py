@@ -761,3 +761,32 @@ def test_check_a_text_or_a_url_in_the_admin(ctx, seeded):
         data={"csrf_token": csrf_of(no_fetcher.get("/check").text), "url": "https://x.example/"},
     )
     assert refused.status_code == 400 and "paste the page&#39;s text" in refused.text
+
+
+def test_quotation_sized_findings_are_hidden_counted_and_shown_on_asking(ctx, web, seeded):
+    """A page quoting 60 characters of a work: kept out of the list and the dashboard's
+    counts, both saying "1 quotation-sized finding hidden" with a link that lists it."""
+    login(web, "rui")
+    before = web.get("/").text
+    work = ctx.db.masters.find_one({}, sort=[("_id", 1)])
+    flat = "".join(work["text"].split())
+    [quoted] = scanned_page(ctx, "http://quoting.example/1", "A quotation",
+                            ZH[-1] + "\n" + flat[120:180] + "\n" + ZH[-2])  # fmt: skip
+    assert ctx.db.findings.find_one({"_id": quoted})["quotation"]
+    ctx.redis.delete(ctx.keys.dashboard)
+    dashboard = web.get("/").text
+    assert (
+        "1 quotation-sized finding hidden" in dashboard and "/findings?size=quotations" in dashboard
+    )
+    kpi = re.compile(r'id="kpi-open">(\d+)<')
+    assert kpi.search(dashboard)[1] == kpi.search(before)[1]
+    listed = web.get("/findings?per_page=200").text
+    assert str(quoted) not in listed and "1 quotation-sized finding hidden" in listed
+    shown = web.get("/findings?size=quotations").text
+    assert shown.count('name="ids"') == 1 and str(quoted) in shown
+    assert "quotation-sized finding hidden" not in shown
+    assert str(quoted) in web.get("/findings?size=any&per_page=200").text
+    assert web.get("/findings?size=huge").status_code == 400
+    # The export holds what the list shows.
+    assert str(quoted) not in web.get("/exports/findings.csv").text
+    assert str(quoted) in web.get("/exports/findings.csv?size=quotations").text

@@ -19,6 +19,7 @@ from copytrack.cli import main
 from fingerprinter import align
 from testbed.testweb import CORPUS_DIR, RunningWeb, TestWeb, build_site, serve
 from testbed.testweb.generator import _documents
+from testbed.testweb.listings import build_news_mirror
 from tests.loopback import served
 from tracker.campaigns import (
     Campaign,
@@ -89,8 +90,13 @@ def test_a_campaign_finds_the_copies_of_the_test_web(
     cli("campaign", "import", str(campaign_file))
 
     cli("campaign", "run", "testweb", "--wait", "--timeout", str(RUN_TIMEOUT))
-    findings = [json.loads(line) for line in cli("findings", "--json", "--campaign", "testweb")
-                .output.splitlines()]  # fmt: skip
+    # Every finding the run recorded, quotation-sized ones too (the run counts them all).
+    listed = cli("findings", "--json", "--campaign", "testweb", "--size", "any")
+    findings = [json.loads(line) for line in listed.output.splitlines()]
+    # By default the command lists copies, as the admin's queue does.
+    queue = cli("findings", "--json", "--campaign", "testweb").output.splitlines()
+    quotations = crawl_ctx.db.findings.count_documents({"campaign": "testweb", "quotation": True})
+    assert len(queue) == len(findings) - quotations
     found = {(f["url"], f["master_id"]) for f in findings}
     assert all(f["status"] == "new" and f["first_seen"] and f["last_seen"] for f in findings)
 
@@ -246,3 +252,33 @@ def test_known_pages_are_revalidated_with_their_etag(crawl_ctx: Context) -> None
     assert sorted(second) == [("/", None), *((p, _etag(p)) for p in ("/a.html", "/b.html"))]
     assert run["pages"] == {"fetched": 3, "changed": 0, "unchanged": 2}
     assert run["skipped"] == {"no_main_text": 1} and run["scans_enqueued"] == 0
+
+
+def test_a_news_mirror_listing_the_librarys_headlines_has_no_finding_on_its_listings(
+    crawl_ctx: Context, tmp_path: Path
+) -> None:
+    """The library's headlines and first lines over 5 paginated listing pages ("第1页 …
+    下一页"), a tag, an archive and a search page, and 20 copied articles with related-
+    articles blocks: every copy is found, and no listing page has a finding of any size
+    (nor is the listing's pagination joined as a chapter)."""
+    web = build_news_mirror()
+    web.write(tmp_path)
+    cli("library", "add", str(tmp_path / "masters.jsonl"), "--no-progress")
+    with serve(web) as sites:
+        base = sites.base_urls["news-mirror"]
+        campaign = {"name": "mirror", "seeds": [f"{base}/"], "delay": 0, "concurrency": 8}
+        campaign_file = tmp_path / "campaign.yaml"
+        campaign_file.write_text(yaml.safe_dump({"campaigns": [campaign]}))
+        cli("campaign", "import", str(campaign_file))
+        cli("campaign", "run", "mirror", "--wait", "--timeout", str(RUN_TIMEOUT))
+    findings = list(crawl_ctx.db.findings.find({"campaign": "mirror"}))
+    truth = {base + a["path"]: a for a in web.articles()}
+    listings = {url for url, a in truth.items() if a["kind"] != "article"}
+    on_listings = [f for f in findings if f["url"].split("#")[0] in listings]
+    assert on_listings == [], [(f["url"], f["master_external_id"]) for f in on_listings]
+    copies = {(url, m) for url, a in truth.items() for m in a["copies"]}
+    found = {(f["url"], f["master_external_id"]) for f in findings if not f.get("quotation")}
+    assert len(copies) == 20 and copies <= found, sorted(copies - found)
+    fetched = {p["url"]: p for p in crawl_ctx.db.pages.find({}, {"url": 1, "listing": 1})}
+    assert all(fetched[url].get("listing") for url in listings)
+    assert not crawl_ctx.db.pages.find_one({"url": {"$regex": "#pages$"}})

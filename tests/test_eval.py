@@ -19,6 +19,8 @@ from testbed.evaluation import (
     HARD,
     HARD_ADS,
     LANGS,
+    LISTING_NEGATIVES,
+    LISTING_PAGES,
     NEGATIVES,
     POSITIVES,
     Benchmark,
@@ -50,6 +52,8 @@ ATTACK_RECALL_FLOOR = 0.9
 # "Short excerpts"): the measured limit of the fingerprint, not a miss to fix here.
 SHORTEST_EXCERPT_FLOOR = {"short excerpt 30 chars": 0.5}
 MAX_HARD_FALSE_POSITIVES = 1  # of 60 hard negatives per language
+#: Listing-page negatives on top of the 600 suspects: each kind, per language.
+LISTINGS = len(LANGS) * len(LISTING_NEGATIVES) * LISTING_PAGES
 
 
 def small_corpus() -> list[Document]:
@@ -73,7 +77,7 @@ def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):
     # 100 masters per language, or 3/4 of a language's documents in a smaller corpus.
     pools = Counter(doc.lang for doc in small_corpus())
     assert len(bench.masters) == sum(min(100, pools[lang] * 3 // 4) for lang in LANGS)
-    assert len(bench.suspects) == 600
+    assert len(bench.suspects) == 600 + LISTINGS == 640
     masters = {m.id: m for m in bench.masters}
     variants = {v.label: v for v in POSITIVES}
     for lang in LANGS:
@@ -85,10 +89,11 @@ def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):
             for v in POSITIVES
             if lang in v.langs and any(v.min_chars(lang) <= n <= v.max_chars() for n in sizes)
         }
-        assert labels == usable | set(NEGATIVES)
+        assert labels == usable | set(NEGATIVES) | set(LISTING_NEGATIVES)
     for suspect in bench.suspects:
         assert set(suspect.expected) <= masters.keys()
-        assert (suspect.label in NEGATIVES) == (not suspect.expected)
+        negative = suspect.label in NEGATIVES or suspect.label in LISTING_NEGATIVES
+        assert negative == (not suspect.expected)
         assert not set(suspect.acceptable) & set(suspect.expected)
         if suspect.label == "merge":
             assert len(set(suspect.expected)) == 2
@@ -107,6 +112,8 @@ def test_negatives_and_fillers_reuse_no_master_and_hard_negatives_share_a_group(
         related.update(reuse(pool, [m for m in bench.masters if m.lang == lang]))
     groups = {m.group for m in bench.masters}
     for suspect in bench.suspects:
+        if suspect.label in LISTING_NEGATIVES:  # they show masters' headlines by design
+            continue
         for source in set(suspect.sources) - set(suspect.expected):
             assert source not in masters and not related[source]
         if suspect.label in (HARD, HARD_ADS):
@@ -149,10 +156,17 @@ def test_accuracy_on_real_servers_stays_above_the_floors(ctx, bench):
                 floor = SHORTEST_EXCERPT_FLOOR.get(label, ATTACK_RECALL_FLOOR)
                 assert s.recall >= floor, (lang, label, s)
     data = report_json(evaluation)
+    for lang in LANGS:  # headlines, first lines and snippets of 10 works a page: no finding
+        listings = data["languages"][lang]["listing_negatives"]
+        assert listings == {"suspects": LISTINGS // len(LANGS), "false_positives": 0}, lang
     assert data["index"]["postings"] == ctx.index.stats().postings > 0
     assert set(data["languages"]) == set(LANGS)
     markdown = report_markdown(evaluation)
     assert "| excerpt 10% |" in markdown and "| hard negative + ads |" in markdown
+    assert (
+        "| search results |" in markdown
+        and "Listing-page negatives: 20, false positives 0" in markdown
+    )
 
 
 def test_a_sweep_compares_settings_in_memory(ctx, bench):
@@ -181,4 +195,5 @@ def test_the_command_writes_markdown_and_json(tmp_path):
     assert "invalid JSON" in result.output  # the bad line is reported, the rest evaluated
     assert md.read_text(encoding="utf-8") in result.output
     report = json.loads(js.read_text(encoding="utf-8"))
-    assert report["masters"] == 30 and report["suspects"] == 60 and report["seed"] == 1
+    # 60 suspects, and the listing-page negatives on top.
+    assert report["masters"] == 30 and report["suspects"] == 60 + LISTINGS and report["seed"] == 1

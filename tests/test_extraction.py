@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from benchmarks.bench_extraction import HUMAN_TRUTH, load_pages, prf, read_page
 from extractor.decoding import decode_html
 from extractor.extraction import Extracted, ExtractionOptions, extract, published_date
+from testbed.testweb.listings import build_news_mirror
 
 WEBPAGES = Path(__file__).parents[1] / ".." / "shared" / "webpages"
 needs_webpages = pytest.mark.skipif(
@@ -224,3 +225,14 @@ def test_accuracy_floor(lang: str, step: int, floor: float) -> None:
     subset = sorted((e for e in pages if e["lang"] == lang), key=lambda e: e["id"])[::step]
     scores = [prf(extract_shared(e).text, e["truth_text"], lang)[2] for e in subset]
     assert sum(scores) / len(scores) >= floor
+
+
+def test_a_list_of_headlines_is_a_listing_and_an_article_with_related_links_is_not() -> None:
+    """The news mirror's listing, tag and search pages (headline links, first lines,
+    dates, 评论 / 分享) are listings; its articles, related-articles blocks and all, are
+    not."""
+    web = build_news_mirror(n_headlines=60, n_copies=5)
+    site = web.sites["news-mirror"]
+    for entry in web.articles():
+        found = extract(site[entry["path"]].body.decode("utf-8"))
+        assert found.text and found.listing == (entry["kind"] != "article"), entry["path"]

@@ -6,6 +6,7 @@ import hashlib
 import zlib
 
 from tests.corpus import texts
+from tracker.findings import dashboard, find_findings, hidden_quotations, parse_filter
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
 
@@ -74,3 +75,31 @@ def test_a_copy_gets_the_date_its_text_gives_and_a_page_without_findings_is_not_
         p["url"]: p["published"] for p in ctx.db.pages.find({}, {"url": 1, "published": 1})
     }
     assert published == {copy.url: "2021-03-03", other.url: None}
+
+
+def test_quotation_sized_findings_are_kept_out_of_the_queue_unless_asked_for(ctx):
+    """A page quoting 60 characters of a work and a page copying it whole: both recorded,
+    the quotation marked so; lists, counts and the dashboard show the copy only, and say
+    how many quotations they hide; size=quotations or any shows them. On a listing page
+    the quotation is no finding at all."""
+    add_work(ctx, Work(text=ZH[0], external_id="w0"))
+    flat = "".join(ZH[0].split())
+    quoting = PageInput(
+        url="http://q.example/1", text=ZH[20] + "\n" + flat[100:160] + "\n" + ZH[21]
+    )
+    copying = PageInput(url="http://c.example/1", text=ZH[0])
+    for page in (quoting, copying):
+        scan_page(ctx, store_page(ctx, page)[0])
+    by_url = {f["url"]: f for f in ctx.db.findings.find()}
+    assert by_url[quoting.url]["quotation"] and not by_url[copying.url]["quotation"]
+    queue = parse_filter({})
+    assert [f["url"] for f in find_findings(ctx, queue).items] == [copying.url]
+    assert hidden_quotations(ctx, queue) == 1
+    shown = find_findings(ctx, parse_filter({"size": "quotations"}))
+    assert [f["url"] for f in shown.items] == [quoting.url]
+    assert find_findings(ctx, parse_filter({"size": "any"})).total == 2
+    assert parse_filter({"size": "quotations"}).as_params() == {"size": "quotations"}
+    figures = dashboard(ctx)
+    assert figures["open"] == 1 and figures["quotations_hidden"] == 1
+    listing = PageInput(url="http://l.example/1", text=quoting.text, listing=True)
+    assert scan_page(ctx, store_page(ctx, listing)[0]).matches == 0

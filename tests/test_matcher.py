@@ -308,3 +308,46 @@ def test_a_few_hits_deep_in_a_long_work_are_aligned_where_their_places_put_them(
             span = match.spans[0]
             assert abs(span.master_start - at) <= 5 and abs(span.master_end - (at + 40)) <= 5
     assert found >= 3
+
+
+def _headed_library(ctx):
+    """Works of the brief kind that open with a headline line, as news articles do."""
+    for i, text in enumerate(BRIEFS):
+        add_work(ctx, Work(text=f"{text[:36]}\n{text[36:]}", external_id=f"h{i}"))
+    return ctx
+
+
+def test_a_match_confined_to_a_works_headline_is_no_finding(ctx):
+    """A page quoting a work's first line (its headline, 36 characters) copies nothing of
+    it: no match, where the same page matches once the rule is off (heading_chars=0). The
+    same length from the work's body is a quotation, reported."""
+    _headed_library(ctx)
+    filler = UNRELATED[0] + "\n{}\n" + UNRELATED[1]
+    headlines = 0
+    for i, brief in enumerate(BRIEFS):
+        page = filler.format(brief[:36])
+        off = match_text(ctx, page, MatchSettings(heading_chars=0))
+        if f"h{i}" in [m.master.external_id for m in off]:
+            headlines += 1
+            assert f"h{i}" not in [m.master.external_id for m in match_text(ctx, page)]
+    assert headlines >= 10
+    quoted = match_text(ctx, filler.format(BRIEFS[0][100:140]))
+    assert [m.master.external_id for m in quoted] == ["h0"] and quoted[0].quotation
+
+
+def test_short_stretches_of_many_works_are_a_listing_not_findings(ctx):
+    """A search-result page: 40-character snippets from the body of six works, one a line.
+    Quotation-sized matches of three works or more are a listing: none reported, while a
+    copy of a whole work on the same page still is."""
+    _brief_library(ctx)
+    snippets = [BRIEFS[i][len(BRIEFS[i]) // 2 :][:40] for i in range(6)]
+    page = (
+        UNRELATED[2]
+        + "\n"
+        + "\n".join(f"{s}…  2024-05-0{n} 评论 分享" for n, s in enumerate(snippets))
+    )
+    assert match_text(ctx, page) == []
+    each = match_text(ctx, page, MatchSettings(listing_works=99))
+    assert len({m.master.external_id for m in each}) >= 5 and all(m.quotation for m in each)
+    with_copy = match_text(ctx, page + "\n" + BRIEFS[10])
+    assert [m.master.external_id for m in with_copy] == ["b10"] and not with_copy[0].quotation

@@ -25,6 +25,7 @@ import pytest
 from fingerprinter import align, to_letters
 from testbed.attacks import AD_LINES, homophone_table, sentences
 from testbed.testweb import ATTACKS, RunningWeb, TestWeb, build_site, reflow, serve
+from testbed.testweb.listings import build_news_mirror
 from tests.corpus import documents, texts
 from tracker.jsonl import read_jsonl
 
@@ -395,3 +396,24 @@ def test_a_polite_crawl_reaches_every_public_article(web: TestWeb, running: Runn
         assert offsite == {entry["url"] for entry in special(web, "offsite")}
         fetched = [r for r in running.requests[log_start:] if r.site == site]
         assert fetched and not [r for r in fetched if r.path.startswith("/private/")]
+
+
+def test_the_news_mirror_lists_the_librarys_headlines_over_paginated_listings():
+    """5 listing pages of 40 headlines with first lines, each but the last linking its
+    next page (下一页, the pagination a crawler could take for a chapter's), tag, archive
+    and search pages, and 20 whole copies with related-articles blocks."""
+    web = build_news_mirror()
+    site = web.sites["news-mirror"]
+    kinds = Counter(a["kind"] for a in web.articles())
+    assert len(web.masters) == 200 and kinds["article"] == 20 and kinds["listing page"] == 5
+    lists = web.truth["sites"]["news-mirror"]["lists"]
+    for n, path in enumerate(lists):
+        body = site[path].body.decode("utf-8")
+        assert body.count('<p class="summary">') == 40 and ("下一页" in body) == (
+            n < len(lists) - 1
+        )
+        assert "评论" in body and "分享" in body and "第5页" in body
+    for article in web.articles():
+        if article["copies"]:
+            body = site[article["path"]].body.decode("utf-8")
+            assert 'class="related-articles"' in body and body.count("<li><a") >= 5

@@ -21,7 +21,12 @@
    k-grams (``Alignment.exact_weight``: Latin letters weighted by
    ``FingerprintParams.latin_weight``) or, for masters too short to hold that many, cover
    ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of the
-   master or of the suspect.
+   master or of the suspect;
+5. what copies nothing is no match: a match confined to the work's heading (its title, or
+   its first line: what a list of headlines or a "related articles" block shows of it;
+   ``heading_chars``), and the quotation-sized matches of a text that has
+   ``listing_works`` of them or more (a listing page, a search result, a tag page: short
+   stretches of many works, each a link to the work, none a copy of it).
 """
 
 from __future__ import annotations
@@ -86,6 +91,12 @@ NEAR_HIT_LETTERS = 20
 # gigabytes; at 100,000 works 512 MB also keeps more than it did: check 10.3 -> 8.5-9.0 s
 # of CPU).
 _MASTER_LETTERS_BYTES = 512 * 2**20
+#: A match copying fewer characters of the work is quotation-sized: kept, but out of the
+#: reviewer's queue (`tracker.findings.queries` filter ``size``).
+QUOTATION_CHARS = 200
+# Characters an aligned passage may reach past the heading it copies (the alignment
+# extends over a punctuation mark or two).
+_HEADING_SLACK_CHARS = 4
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,13 @@ class MatchSettings:
     whole_master_coverage: float = 0.8
     boilerplate_max_chars: int = 150
     boilerplate_max_share: float = 0.5
+    # A match whose passages all lie in the work's heading (its title where the text has it,
+    # its first line) copies nothing: a headline in a list links to the work. At most this
+    # many characters are the first line, and only of a work at least twice as long.
+    heading_chars: int = 160
+    # A text with quotation-sized matches of this many works is a listing (headlines and
+    # first lines, search snippets): those matches are dropped, copies kept.
+    listing_works: int = 3
 
     def df_cut(self, library_size: int) -> int:
         """Fingerprints listed by more masters than this are ignored (see max_df)."""
@@ -178,6 +196,11 @@ class Match:
     #: Characters of the work inside the matched passages: how much was copied, so that a
     #: quotation-sized excerpt is told from a copy.
     copied_chars: int = 0
+
+    @property
+    def quotation(self) -> bool:
+        """Quotation-sized: fewer than QUOTATION_CHARS characters of the work copied."""
+        return self.copied_chars < QUOTATION_CHARS
 
 
 @dataclass(frozen=True)
@@ -545,6 +568,8 @@ def _match(
         for span, longest in zip(alignment.spans, alignment.longest_exact, strict=True)
     ):
         return None
+    if _in_heading(master, spans, settings):
+        return None
     return Match(
         master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
         score=round(coverage, 4),
@@ -554,6 +579,35 @@ def _match(
         spans=spans,
         copied_chars=copied,
     )
+
+
+def heading_end(text: str, title: str | None, settings: MatchSettings) -> int:
+    """Where the heading of a work ends in its text: past its title when the text opens
+    with it, and past its first line when that line ends within ``heading_chars``
+    characters (a work in one paragraph has no first line apart from its body); 0 for a
+    work shorter than twice its heading (a match of it is a match of much of it)."""
+    start = len(text) - len(text.lstrip())
+    if title and title.strip() and text.startswith(title.strip(), start):
+        start += len(title.strip())
+        start += len(text[start:]) - len(text[start:].lstrip())
+    line = text.find("\n", start, start + settings.heading_chars + 1)
+    end = line if line >= 0 else start
+    return end if 2 * end <= len(text) else 0
+
+
+def _in_heading(master: dict[str, Any], spans: Sequence[Span], settings: MatchSettings) -> bool:
+    """Whether every passage lies in the work's heading (`heading_end`)."""
+    end = heading_end(master["text"], master.get("title"), settings)
+    return bool(spans) and all(s.master_end <= end + _HEADING_SLACK_CHARS for s in spans)
+
+
+def _without_listing(matches: list[Match], settings: MatchSettings) -> list[Match]:
+    """The matches without the quotation-sized ones when ``listing_works`` works or more
+    are matched so (a listing: the page copies none of them)."""
+    short = [m for m in matches if m.quotation]
+    if len({m.master.id for m in short}) < settings.listing_works:
+        return matches
+    return [m for m in matches if not m.quotation]
 
 
 def _around_hit(master: str, text: str, candidate: Candidate) -> tuple[int, str] | None:
@@ -617,4 +671,4 @@ def _matches(
             if match is not None:
                 matches.append(match)
     matches.sort(key=lambda m: (-m.score, -m.hits, m.master.id))
-    return matches
+    return _without_listing(matches, settings)

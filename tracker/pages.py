@@ -46,6 +46,9 @@ class PageInput:
     # A page of a chapter cut into several: its copies are found in the chapter joined from
     # them (tracker.chains), not on it alone (where each would be a quotation-sized excerpt).
     chained: bool = False
+    # A listing page (headlines, a tag or search page: extractor.Extracted.listing): its
+    # quotation-sized matches are headlines and first lines, links to the works.
+    listing: bool = False
     # The address the page was fetched from: whose network hosts it (takedown notices).
     ip: str | None = None
     # The URLs that redirected to it, in order (the domains an operator sends on).
@@ -95,7 +98,7 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     unset: dict[str, str] = {}
     sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
               ("skip_reason", page.skip_reason), ("rendered", page.rendered),
-              ("chained", page.chained),
+              ("chained", page.chained), ("listing", page.listing),
               ("redirected_from", list(page.redirected_from)))  # fmt: skip
     for name, value in sparse:
         if value:
@@ -242,6 +245,8 @@ def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResul
         return ScanResult(page_id, scanned=False, matches=page.get("matches", 0))
     # A page of a chain is matched as part of its joined chapter only.
     matches = [] if page.get("chained") else match_text(ctx, page_text(ctx, page))
+    if page.get("listing"):  # a copy on it is kept, its headlines are not findings
+        matches = [match for match in matches if not match.quotation]
     record = record_findings(
         ctx, page, matches, run_id=page.get("run_id"), keep_open=lambda ids: audit_works(ctx, ids)
     )

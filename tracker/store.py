@@ -60,6 +60,8 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("campaign", ASCENDING)], {}),
         ([("domain", ASCENDING)], {}),
         ([("first_seen", ASCENDING)], {}),
+        # The queue (copies) and the quotation-sized findings kept out of it, by status.
+        ([("quotation", ASCENDING), ("status", ASCENDING)], {}),
     ],
     "notices": [([("finding_id", ASCENDING)], {})],
     "campaigns": [([("name", ASCENDING)], {"unique": True})],

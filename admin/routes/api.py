@@ -25,6 +25,7 @@ from tracker.findings import (
     NOTICE_STAGES,
     OUTCOME_LABELS,
     REVIEWER_STATUSES,
+    SIZES,
     SORT_KEYS,
     STATUSES,
     find_findings,
@@ -220,6 +221,9 @@ class FindingOut(BaseModel):
     copied_chars: int | None = Field(
         None, description="Characters of the work copied (none for findings of old scans)"
     )
+    quotation: bool = Field(
+        False, description="Quotation-sized: out of the review queue unless size= asks for it"
+    )
     first_seen: datetime
     last_seen: datetime
     page_id: str
@@ -244,6 +248,12 @@ ReviewStatus = named_enum(
 )
 DismissReason = named_enum("DismissReason", "Why a finding was dismissed.", tuple(DISMISS_REASONS))
 NoticeStage = named_enum("NoticeStage", "Where a finding's takedown notice stands.", NOTICE_STAGES)
+FindingSize = named_enum(
+    "FindingSize",
+    "Copies (the review queue), quotation-sized findings (under 200 characters), or any.",
+    SIZES,
+)
+COPIES = FindingSize("copies")
 
 
 class StatusIn(Strict):
@@ -366,6 +376,7 @@ def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
         work_coverage=doc["master_coverage"],
         page_coverage=doc["suspect_coverage"],
         copied_chars=doc.get("copied_chars"),
+        quotation=bool(doc.get("quotation")),
         first_seen=doc["first_seen"],
         last_seen=doc["last_seen"],
         page_id=str(doc["page_id"]),
@@ -523,6 +534,9 @@ def list_findings(
     notice: Annotated[
         NoticeStage | None, Query(description="Where the findings' takedown notices stand")
     ] = None,
+    size: Annotated[
+        FindingSize, Query(description="Copies only (the default), quotation-sized, or any")
+    ] = COPIES,
     sort: Annotated[FindingSort, Query()] = DEFAULT_SORT,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,

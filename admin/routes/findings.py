@@ -27,6 +27,7 @@ from tracker.findings import (
     build_notice,
     bulk_set_status,
     find_findings,
+    hidden_quotations,
     neighbours,
     notices_of,
     parse_filter,
@@ -63,6 +64,12 @@ SORT_CHOICES = (
     ("-copied_chars", N_("Most copied")),
     ("-hits", N_("Hits")),
     ("domain", N_("Domain")),
+)
+#: Sizes offered in the list (tracker.findings.SIZES): the queue holds copies only.
+SIZE_CHOICES = (
+    ("copies", N_("Copies")),
+    ("quotations", N_("Quotation-sized only")),
+    ("any", N_("Copies and quotations")),
 )
 
 
@@ -101,6 +108,8 @@ def findings_list(
         status_value=",".join(flt.status),
         status_choices=STATUS_CHOICES,
         sort_choices=SORT_CHOICES,
+        size_choices=SIZE_CHOICES,
+        hidden_quotations=hidden_quotations(ctx, flt),
         campaigns=sorted(ctx.db.campaigns.distinct("name")),
         back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
     )

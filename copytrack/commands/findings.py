@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tracker.context import open_context
-from tracker.findings import STATUSES, list_findings
+from tracker.findings import DEFAULT_SIZE, SIZES, STATUSES, list_findings
 from tracker.times import iso
 
 
@@ -36,11 +36,20 @@ def finding_record(doc: dict[str, Any]) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--campaign", help="Only findings of this campaign.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only findings in this state.")
+@click.option(
+    "--size",
+    type=click.Choice(SIZES),
+    default=DEFAULT_SIZE,
+    show_default=True,
+    help="Copies, quotation-sized findings (kept out of the queue), or any.",
+)
 @click.option("--limit", type=click.IntRange(min=0), default=0, help="At most N [default: all].")
-def findings(as_json: bool, campaign: str | None, status: str | None, limit: int) -> None:
+def findings(
+    as_json: bool, campaign: str | None, status: str | None, size: str, limit: int
+) -> None:
     """List findings: status, score, share of the work copied, work id, page URL."""
     ctx = open_context()
-    for doc in list_findings(ctx, campaign=campaign, status=status, limit=limit):
+    for doc in list_findings(ctx, campaign=campaign, status=status, limit=limit, size=size):
         record = finding_record(doc)
         if as_json:
             click.echo(json.dumps(record, ensure_ascii=False))

@@ -221,15 +221,8 @@ def list_page(
     duplicate-URL case every crawler meets.
     """
     labels = style.labels
-    rows = []
-    for item in items:
-        href = escape(item.path)
-        rows.append(
-            f'<li><a href="{href}">{escape(item.title)}</a> '
-            f"<span>{format_date(item.date, style.lang)}</span> "
-            f'<a href="{href}#comments">{labels["comment_count"]}</a> '
-            f'<a href="{escape(tracking_variant(item.path))}">{labels["share"]}</a></li>'
-        )
+    rows = [_list_row(style, item, f'<a href="{escape(item.path)}">{escape(item.title)}</a> ')
+            for item in items]  # fmt: skip
     main = f"""<section class="list"><h1>{escape(heading)}</h1>
 <ul>{"".join(rows)}</ul>
 <div class="pagination">{_inline_links(pager)}</div>
@@ -323,4 +316,53 @@ def png_bytes(rng: random.Random, width: int = 96, height: int = 64) -> bytes:
         + chunk(b"IHDR", header)
         + chunk(b"IDAT", zlib.compress(rows, 9))
         + chunk(b"IEND", b"")
+    )
+
+
+def _list_row(style: SiteStyle, item: ListItem, head: str) -> str:
+    """A list's item: ``head`` (its headline link), its date, comment and share links."""
+    labels = style.labels
+    href = escape(item.path)
+    return (
+        f"<li>{head}<span>{format_date(item.date, style.lang)}</span> "
+        f'<a href="{href}#comments">{labels["comment_count"]}</a> '
+        f'<a href="{escape(tracking_variant(item.path))}">{labels["share"]}</a></li>'
+    )
+
+
+def headline_list_page(
+    style: SiteStyle,
+    charset: str,
+    *,
+    heading: str,
+    items: Sequence[ListItem],
+    pager: Sequence[Link] = (),
+) -> str:
+    """A news site's list of headlines (a listing, tag, archive or search-result page):
+    each item its headline as a link, its first line, date and 评论 / 分享 links."""
+    rows = [
+        _list_row(
+            style,
+            item,
+            f'<h3><a href="{escape(item.path)}">{escape(item.title)}</a></h3>'
+            f'<p class="summary">{escape(item.summary)}</p>',
+        )
+        for item in items
+    ]
+    main = f"""<section class="list"><h1>{escape(heading)}</h1>
+<ul>{"".join(rows)}</ul>
+<div class="pagination">{_inline_links(pager)}</div>
+</section>"""
+    return _document(style, charset, f"{heading} - {style.title}", "", main)
+
+
+def related_block(style: SiteStyle, items: Sequence[ListItem]) -> str:
+    """A "related articles" block: headlines of other articles with their first lines."""
+    rows = "".join(
+        f'<li><a href="{escape(i.path)}">{escape(i.title)}</a> '
+        f"<span>{escape(i.summary)}</span></li>"
+        for i in items
+    )
+    return (
+        f'<aside class="related-articles"><h2>{style.labels["related"]}</h2><ul>{rows}</ul></aside>'
     )

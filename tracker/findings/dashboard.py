@@ -11,6 +11,7 @@ from typing import Any
 from ..context import Context
 from ..times import zone
 from .deadlines import notice_stages
+from .queries import size_query
 from .status import NOT_COPIES, OPEN, STATUSES
 
 DASHBOARD_MAX_AGE_S = 60
@@ -32,8 +33,12 @@ def invalidate_dashboard(ctx: Context) -> None:
 
 def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     findings = ctx.db.findings
+    # Quotation-sized findings are kept out of every figure but the count of them.
+    copies = size_query("copies")
     by_status = {s: 0 for s in STATUSES}
-    for row in findings.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}]):
+    for row in findings.aggregate(
+        [{"$match": copies}, {"$group": {"_id": "$status", "n": {"$sum": 1}}}]
+    ):
         by_status[row["_id"]] = row["n"]
     # Days of the installation's zone: a Beijing newsroom's day starts at 16:00 UTC.
     there = zone(ctx.settings.time_zone)
@@ -44,7 +49,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     first_start = datetime.combine(first_day, time.min, tzinfo=there)
     for row in findings.aggregate(
         [
-            {"$match": {"first_seen": {"$gte": first_start.astimezone(UTC)}}},
+            {"$match": {"first_seen": {"$gte": first_start.astimezone(UTC)}, **copies}},
             {
                 "$group": {
                     "_id": {
@@ -61,7 +66,7 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
     ):
         if row["_id"] in per_day:
             per_day[row["_id"]] = row["n"]
-    live = {"status": {"$nin": list(NOT_COPIES)}}
+    live = {"status": {"$nin": list(NOT_COPIES)}, **copies}
     top_domains = [
         {"domain": row["_id"], "findings": row["n"], "works": len(row["works"])}
         for row in findings.aggregate(
@@ -109,7 +114,8 @@ def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
         "computed_at": now.isoformat(),
         "by_status": by_status,
         "open": sum(by_status[s] for s in OPEN),
-        "new_this_week": findings.count_documents({"first_seen": {"$gte": week_ago}}),
+        "new_this_week": findings.count_documents({"first_seen": {"$gte": week_ago}, **copies}),
+        "quotations_hidden": findings.count_documents(size_query("quotations")),
         "per_day": [{"day": day, "findings": n} for day, n in per_day.items()],
         "top_domains": top_domains,
         "top_works": top_works,

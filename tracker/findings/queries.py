@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -37,6 +37,12 @@ SORT_KEYS = (
 
 
 DEFAULT_SORT = "-last_seen"
+
+#: Which findings by how much they copy (``size``): copies only (the reviewer's queue),
+#: the quotation-sized ones kept out of it (fewer than `tracker.matcher.QUOTATION_CHARS`
+#: characters), or both.
+SIZES = ("copies", "quotations", "any")
+DEFAULT_SIZE = "copies"
 
 
 MAX_PER_PAGE = 200
@@ -72,6 +78,7 @@ class FindingFilter:
     until: date | None = None  # first seen on or before
     page_id: ObjectId | None = None  # the findings of one page (a whole book copies many works)
     notice: str | None = None  # where their takedown notice stands (deadlines.NOTICE_STAGES)
+    size: str = DEFAULT_SIZE  # copies, quotation-sized findings, or any (SIZES)
     sort: str = DEFAULT_SORT
 
     def as_params(self) -> dict[str, str]:
@@ -90,6 +97,7 @@ class FindingFilter:
             "until": self.until,
             "page_id": self.page_id,
             "notice": self.notice,
+            "size": self.size if self.size != DEFAULT_SIZE else None,
             "sort": self.sort if self.sort != DEFAULT_SORT else None,
         }
         return {key: str(value) for key, value in params.items() if value not in (None, "")}
@@ -166,6 +174,9 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
     notice = (params.get("notice") or "").strip() or None
     if notice is not None and notice not in NOTICE_STAGES:
         raise FilterError(f"notice={notice!r}: use one of {', '.join(NOTICE_STAGES)}")
+    size = (params.get("size") or DEFAULT_SIZE).strip()
+    if size not in SIZES:
+        raise FilterError(f"size={size!r}: use one of {', '.join(SIZES)}")
     sort = (params.get("sort") or DEFAULT_SORT).strip()
     if sort.lstrip("-") not in SORT_KEYS:
         raise FilterError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)} (prefix - to reverse)")
@@ -187,6 +198,7 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
         until=_date(params, "until"),
         page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,
         notice=notice,
+        size=size,
         sort=sort,
     )
 
@@ -222,9 +234,16 @@ def _search(ctx: Context, words: str) -> dict[str, Any]:
     }
 
 
+def size_query(size: str) -> dict[str, Any]:
+    """Findings of one of SIZES; one recorded before sizes were kept counts as a copy."""
+    if size == "quotations":
+        return {"quotation": True}
+    return {"quotation": {"$ne": True}} if size == "copies" else {}
+
+
 def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
     """The MongoDB query of a filter (an unknown work matches nothing)."""
-    clauses: list[dict[str, Any]] = []
+    clauses: list[dict[str, Any]] = [size_query(flt.size)]
     if flt.status:
         clauses.append({"status": {"$in": list(flt.status)}})
     if flt.work:
@@ -252,7 +271,7 @@ def finding_query(ctx: Context, flt: FindingFilter) -> dict[str, Any]:
         seen["$lte"] = datetime.combine(flt.until, time.max, tzinfo=UTC)
     if seen:
         clauses.append({"first_seen": seen})
-    return all_of(clauses)
+    return all_of([clause for clause in clauses if clause])
 
 
 def sort_spec(sort: str) -> list[tuple[str, int]]:
@@ -290,6 +309,14 @@ def find_findings(
         .limit(per_page)
     )
     return FindingPage(list(cursor), total, page, per_page)
+
+
+def hidden_quotations(ctx: Context, flt: FindingFilter) -> int:
+    """How many quotation-sized findings a filter of copies leaves out (0 for another
+    size): the list says so, with a link that shows them."""
+    if flt.size != DEFAULT_SIZE:
+        return 0
+    return ctx.db.findings.count_documents(finding_query(ctx, replace(flt, size="quotations")))
 
 
 #: Findings of a list looked at for a finding's neighbours: past them, no previous/next.

@@ -13,6 +13,7 @@ from pymongo import UpdateOne
 from ..context import Context
 from ..library import REMOVING
 from ..matcher import Match
+from .queries import size_query
 from .status import CLOSED, NEW, REMOVED, SYSTEM, history_entry
 
 #: Set on a finding that a scan closed (``removed``): the status to reopen it with if the
@@ -39,6 +40,8 @@ def _finding_fields(match: Match) -> dict[str, Any]:
         "suspect_coverage": match.suspect_coverage,
         "spans": [list(span) for span in match.spans],
         "copied_chars": match.copied_chars,
+        # Out of the reviewer's queue unless asked for (queries.FindingFilter.size).
+        "quotation": match.quotation,
     }
 
 
@@ -190,10 +193,15 @@ def _reopen(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> No
 
 
 def list_findings(
-    ctx: Context, campaign: str | None = None, status: str | None = None, limit: int = 0
+    ctx: Context,
+    campaign: str | None = None,
+    status: str | None = None,
+    limit: int = 0,
+    size: str = "any",
 ) -> list[dict[str, Any]]:
-    """Findings, newest first, optionally of one campaign or status."""
-    query: dict[str, Any] = {}
+    """Findings, newest first, optionally of one campaign, status or size
+    (`queries.SIZES`)."""
+    query: dict[str, Any] = size_query(size)
     if campaign:
         query["campaign"] = campaign
     if status:
