@@ -116,6 +116,12 @@ document.addEventListener("DOMContentLoaded", () => {
         health.textContent = progress.health.message;
         health.className = `health health-${progress.health.level}`;
       }
+      // A run waiting for a worker that no one runs says so (and stops saying it).
+      const waiting = document.querySelector("[data-run-waiting]");
+      if (waiting && "waiting" in progress) {
+        waiting.textContent = progress.waiting || "";
+        waiting.hidden = !progress.waiting;
+      }
     };
     const poll = async () => {
       let progress = null;
