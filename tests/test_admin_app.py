@@ -742,3 +742,26 @@ def test_check_a_text_or_a_url_in_the_admin(ctx, seeded):
         data={"csrf_token": csrf_of(no_fetcher.get("/check").text), "url": "https://x.example/"},
     )
     assert refused.status_code == 400 and "paste the page&#39;s text" in refused.text
+
+
+def test_check_with_a_url_and_a_text_checks_both_and_labels_each(ctx, seeded):
+    """Both inputs given: each is checked and reported under its own input, and the form
+    keeps them (the 5-character text was checked alone, the box cleared, and its empty
+    result labelled with the URL of a page that copies a work)."""
+    url = "https://news.example/1046.html"
+
+    def fetch(asked: str) -> PageInput:
+        return PageInput(asked, f"转载：\n{ZH[2]}\n（完）")
+
+    http = TestClient(create_app(ctx, fetch_page=fetch), base_url="http://127.0.0.1")
+    token = login(http, "vic")
+    work = ctx.db.masters.find_one({"text": ZH[2]})
+    both = http.post("/check", data={"csrf_token": token, "url": url, "text": "短短五个字"})
+    assert both.status_code == 200
+    page = both.text
+    by_url, by_text = page.split('data-input="url"')[1].split('data-input="text"')
+    assert f"from {url}" in by_url and "1 work copied" in by_url
+    assert f'href="/works/{work["_id"]}"' in by_url
+    assert "of the pasted text" in by_text and "0 works copied" in by_text
+    assert f"from {url}" not in by_text
+    assert ">短短五个字</textarea>" in page and f'value="{url}"' in page  # nothing cleared
