@@ -523,6 +523,13 @@ def test_works_are_edited_and_deleted_with_their_findings_fate_stated(ctx, web, 
         {"master_id": master_id, "history": {"$elemMatch": {"by": {"$ne": "copytrack"}}}}
     )
     total = ctx.db.findings.count_documents({"master_id": master_id})
+    # Reviewers edit works; only admins delete them (as in the API).
+    assert 'id="delete-work"' not in web.get(f"/works/{master_id}").text
+    assert web.get(f"/works/{master_id}/delete").status_code == 403
+    refused = web.post(f"/works/{master_id}/delete", data={"csrf_token": token})
+    assert refused.status_code == 403 and ctx.db.masters.find_one({"_id": master_id})
+    token = login(web, "ada")
+    assert 'id="delete-work"' in web.get(f"/works/{master_id}").text
     confirm = web.get(f"/works/{master_id}/delete").text
     assert f"<b>{total - decided}</b> finding(s) nobody" in confirm
     assert f"<b>{decided}</b> finding(s) a reviewer decided on" in confirm
@@ -765,3 +772,13 @@ def test_check_with_a_url_and_a_text_checks_both_and_labels_each(ctx, seeded):
     assert "of the pasted text" in by_text and "0 works copied" in by_text
     assert f"from {url}" not in by_text
     assert ">短短五个字</textarea>" in page and f'value="{url}"' in page  # nothing cleared
+
+
+def test_the_sibling_list_gives_scores_in_percent_like_elsewhere(ctx, web, seeded):
+    login(web, "vic")
+    first, second = scanned_page(ctx, "https://two.example/p", "两篇", f"{ZH[1]}\n{ZH[2]}")
+    page = web.get(f"/findings/{first}").text
+    siblings = page.split('id="siblings"')[1].split("</section>")[0]
+    score = ctx.db.findings.find_one({"_id": second})["score"]
+    assert f"score {score:.0%}" in siblings
+    assert not re.search(r"score \d\.\d\d", siblings)  # not "1.00"
