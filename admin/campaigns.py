@@ -86,12 +86,35 @@ def parse_form(form: Mapping[str, str]) -> Campaign:
     data["enabled"] = form.get("enabled") in ("on", "true", "1")
     data["render"] = form.get("render") in ("on", "true", "1")
     data["notes"] = (form.get("notes") or "").strip()
-    if problems:
-        raise FormError(problems)
-    try:
-        return Campaign.from_dict(data)
-    except CampaignError as err:
-        raise FormError({_field_of(err): str(err)}) from None
+    # tracker.campaigns stops at the first bad field: each one found is set aside (a valid
+    # stand-in, never stored) and the rest checked again, so the form lists them all.
+    for _attempt in FORM_FIELDS:
+        try:
+            campaign = Campaign.from_dict(data)
+        except CampaignError as err:
+            field = _field_of(err)
+            if field in problems:  # a stand-in that does not help: report what we have
+                break
+            problems[field] = str(err)
+            data[field] = _STAND_INS.get(field, lambda _kind: None)(data.get("kind"))
+            if data[field] is None:
+                del data[field]
+        else:
+            if not problems:
+                return campaign
+            break
+    raise FormError(problems)
+
+
+#: A valid value for a field found bad, so that the fields after it are checked too.
+_STAND_INS = {
+    "name": lambda _kind: "checked",
+    "kind": lambda _kind: "sites",
+    "seeds": lambda kind: [] if kind == "discover" else ["http://example.com/"],
+    "allowed_domains": lambda _kind: [],
+    "allow": lambda _kind: [],
+    "deny": lambda _kind: [],
+}
 
 
 def as_form(campaign: Campaign | None, proposed: Mapping[str, str] | None = None) -> dict[str, str]:

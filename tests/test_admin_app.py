@@ -782,3 +782,20 @@ def test_the_sibling_list_gives_scores_in_percent_like_elsewhere(ctx, web, seede
     score = ctx.db.findings.find_one({"_id": second})["score"]
     assert f"score {score:.0%}" in siblings
     assert not re.search(r"score \d\.\d\d", siblings)  # not "1.00"
+
+
+def test_the_campaign_form_reports_every_invalid_field_at_once(ctx, web, seeded):
+    token = login(web, "ada")
+    bad = web.post(
+        "/campaigns/new",
+        data={"name": "no spaces please", "seeds": "ftp://files.example/", "schedule": "every day",
+              "max_pages": "lots", "allow": "([", "csrf_token": token},
+    )  # fmt: skip
+    assert bad.status_code == 400
+    page = html.unescape(bad.text)
+    for said in ("is not a valid name", "is not an http(s) URL with a host",
+                 "is not a cron expression", "give a number, or leave it empty",
+                 "allow:"):  # fmt: skip
+        assert said in page, said
+    assert 'value="no spaces please"' in page  # the form keeps what was typed
+    assert all(c.name != "no spaces please" for c in tracker_campaigns.list_campaigns(ctx))
