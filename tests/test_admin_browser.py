@@ -405,3 +405,24 @@ def test_a_chinese_browser_gets_the_chinese_admin_and_the_switch_sticks(server, 
         assert tab.inner_text("h1").startswith("Works")  # the choice sticks
     finally:
         context.close()
+
+
+def test_d_opens_a_dialog_where_the_keyboard_chooses_the_reason(server, page, ctx):
+    base, seeded = server
+    new = [f for f in seeded.findings if ctx.db.findings.find_one({"_id": f})["status"] == "new"]
+    native: list[str] = []
+    page.on("dialog", lambda dialog: (native.append(dialog.message), dialog.dismiss()))
+    _log_in(page, base, "rui")
+    page.goto(f"{base}/findings/{new[-1]}")
+    page.keyboard.press("d")
+    dialog = page.locator("#dismiss-dialog")
+    assert dialog.is_visible() and "Quotation or fair use" in dialog.inner_text()
+    page.keyboard.press("Escape")  # changed its mind: the finding stays open
+    assert not dialog.is_visible()
+    assert ctx.db.findings.find_one({"_id": new[-1]})["status"] == "new"
+    page.keyboard.press("d")
+    page.keyboard.press("3")
+    page.wait_for_selector(".flash-ok")
+    dismissed = ctx.db.findings.find_one({"_id": new[-1]})
+    assert dismissed["status"] == "dismissed" and dismissed["dismiss_reason"] == "quotation"
+    assert native == []  # no native confirm on the way

@@ -38,11 +38,40 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 
+  // "d" opens a small dialog where 1-4 (or a click) choose the dismissal's reason: the
+  // choice is the confirmation, so no native confirm follows; Esc keeps the finding open.
+  const dismissDialog = document.getElementById("dismiss-dialog");
+  const dismissAs = (reason) => {
+    const form = dismissDialog.closest("form");
+    form.elements.reason.value = reason;
+    dismissDialog.close();
+    // Submitted as by the button (status=dismissed), without its click's native confirm.
+    form.requestSubmit(document.getElementById("to-dismissed"));
+  };
+  if (dismissDialog) {
+    dismissDialog.querySelectorAll("[data-dismiss-reason]").forEach((choice) => {
+      choice.addEventListener("click", () => dismissAs(choice.dataset.dismissReason));
+    });
+    dismissDialog.addEventListener("keydown", (event) => {
+      const choices = dismissDialog.querySelectorAll("[data-dismiss-reason]");
+      const n = Number.parseInt(event.key, 10);
+      if (n >= 1 && n <= choices.length) {
+        event.preventDefault();
+        dismissAs(choices[n - 1].dataset.dismissReason);
+      }
+    });
+  }
+
   // Reviewing from the keyboard: j/k next and previous finding, c confirm, d dismiss.
   const keys = { j: "#next-finding", k: "#prev-finding", c: "#to-confirmed", d: "#to-dismissed" };
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.target.closest("input, textarea, select, [contenteditable]")) return;
+    if (event.target.closest("input, textarea, select, [contenteditable], dialog")) return;
+    if (event.key === "d" && dismissDialog) {
+      event.preventDefault();
+      dismissDialog.showModal();
+      return;
+    }
     const target = keys[event.key] && document.querySelector(keys[event.key]);
     if (target) {
       event.preventDefault();
