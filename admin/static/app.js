@@ -79,6 +79,27 @@ document.addEventListener("DOMContentLoaded", () => {
     }
   });
 
+  // A notice's deadline moved: the "N working days" its text asks for follows (Saturdays
+  // and Sundays do not count, as tracker.findings.notices.working_days_after).
+  const deadline = document.getElementById("notice-deadline");
+  const noticeBody = document.getElementById("notice-body");
+  if (deadline && noticeBody) {
+    deadline.addEventListener("change", () => {
+      const day = new Date(`${deadline.dataset.today}T00:00:00Z`);
+      const end = new Date(`${deadline.value}T00:00:00Z`);
+      if (Number.isNaN(end.getTime()) || end <= day) return;
+      let days = 0;
+      while (day < end) {
+        day.setUTCDate(day.getUTCDate() + 1);
+        if (day.getUTCDay() !== 0 && day.getUTCDay() !== 6) days += 1;
+      }
+      noticeBody.value = noticeBody.value
+        .replace(/within \d+ working days?/, `within ${days} working day${days === 1 ? "" : "s"}`)
+        .replace(/\d+ 个工作日内/, `${days} 个工作日内`);
+      deadline.dataset.days = String(days);
+    });
+  }
+
   // Copy buttons (tokens, notices).
   document.querySelectorAll("[data-copy]").forEach((button) => {
     button.addEventListener("click", async () => {
