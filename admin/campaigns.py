@@ -15,7 +15,7 @@ from typing import Any
 from croniter import croniter
 
 from tracker import campaigns as tracker_campaigns
-from tracker.campaigns import ACTIVE_STATES, Campaign, CampaignError
+from tracker.campaigns import ACTIVE_STATES, STOPPABLE_STATES, Campaign, CampaignError
 from tracker.campaigns.outcomes import (
     Health,
     ProblemPage,
@@ -25,6 +25,7 @@ from tracker.campaigns.outcomes import (
 )
 from tracker.context import Context
 from tracker.discovery.proposals import ProposedSite, proposed_sites
+from tracker.heartbeats import has_worker
 
 from .i18n import gettext
 
@@ -85,12 +86,35 @@ def parse_form(form: Mapping[str, str]) -> Campaign:
     data["enabled"] = form.get("enabled") in ("on", "true", "1")
     data["render"] = form.get("render") in ("on", "true", "1")
     data["notes"] = (form.get("notes") or "").strip()
-    if problems:
-        raise FormError(problems)
-    try:
-        return Campaign.from_dict(data)
-    except CampaignError as err:
-        raise FormError({_field_of(err): str(err)}) from None
+    # tracker.campaigns stops at the first bad field: each one found is set aside (a valid
+    # stand-in, never stored) and the rest checked again, so the form lists them all.
+    for _attempt in FORM_FIELDS:
+        try:
+            campaign = Campaign.from_dict(data)
+        except CampaignError as err:
+            field = _field_of(err)
+            if field in problems:  # a stand-in that does not help: report what we have
+                break
+            problems[field] = str(err)
+            data[field] = _STAND_INS.get(field, lambda _kind: None)(data.get("kind"))
+            if data[field] is None:
+                del data[field]
+        else:
+            if not problems:
+                return campaign
+            break
+    raise FormError(problems)
+
+
+#: A valid value for a field found bad, so that the fields after it are checked too.
+_STAND_INS = {
+    "name": lambda _kind: "checked",
+    "kind": lambda _kind: "sites",
+    "seeds": lambda kind: [] if kind == "discover" else ["http://example.com/"],
+    "allowed_domains": lambda _kind: [],
+    "allow": lambda _kind: [],
+    "deny": lambda _kind: [],
+}
 
 
 def as_form(campaign: Campaign | None, proposed: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -174,10 +198,30 @@ def health_message(health: Health) -> str:
     return gettext(health.text) % values
 
 
-def progress(run: Mapping[str, Any]) -> dict[str, Any]:
-    """What the pages update while a run goes (JSON): state, health, figures, counts."""
+def waiting_for_worker(ctx: Context, run: Mapping[str, Any]) -> str | None:
+    """Why the run cannot go on, when it waits for a worker that no one runs: a queued
+    run for a crawler worker, a crawling or scanning one for a scan worker."""
+    state = run["state"]
+    if state == "queued" and not has_worker(ctx, "crawl"):
+        return gettext(
+            "This run waits for a crawler worker, and none is running: start one "
+            "(copytrack worker, or copytrack up)."
+        )
+    if state in ("starting", "running", "scanning") and not has_worker(ctx, "scan"):
+        return gettext(
+            "No worker is running: the pages of this run wait to be scanned. Start one "
+            "(copytrack worker, or copytrack up)."
+        )
+    return None
+
+
+def progress(run: Mapping[str, Any], ctx: Context | None = None) -> dict[str, Any]:
+    """What the pages update while a run goes (JSON): state, health, figures, counts, and
+    (given ``ctx``) whether it waits for a worker that is not running."""
     health = run_health(run)
     return {
+        "waiting": waiting_for_worker(ctx, run) if ctx is not None else None,
+        "stoppable": run["state"] in STOPPABLE_STATES,
         "id": str(run["_id"]),
         "state": run["state"],
         "done": run["state"] in tracker_campaigns.DONE_STATES,
@@ -205,6 +249,17 @@ def next_runs(schedule: str | None, count: int = 3) -> list[datetime]:
         return []
     it = croniter(schedule, datetime.now(UTC))
     return [it.get_next(datetime) for _ in range(count)]
+
+
+def stop(ctx: Context, name: str, by: str) -> dict[str, Any]:
+    """Stop campaign ``name``'s run under way, on behalf of user ``by``; returns the run.
+
+    Raises LookupError for an unknown campaign and ``tracker.campaigns.NotRunning`` (a
+    CampaignError) when no run of it is under way.
+    """
+    if get(ctx, name) is None:
+        raise LookupError(f"no campaign {name!r}")
+    return tracker_campaigns.stop_run(ctx, name, by)
 
 
 def trigger(ctx: Context, name: str) -> Any:

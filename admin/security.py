@@ -30,6 +30,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.context import Context
@@ -198,7 +199,10 @@ async def gate(request: Request) -> Auth | None:
         sent = request.headers.get(CSRF_HEADER)
         if sent is None:
             # Parsed once and cached by Starlette, so the route still gets its form fields.
-            sent = (await request.form()).get(CSRF_FIELD)
+            try:
+                sent = (await request.form()).get(CSRF_FIELD)
+            except ClientDisconnect:  # BodyGuard refused the body (a role's, a cap's): done
+                raise Forbidden("the request was refused") from None
         if not isinstance(sent, str) or not token_matches(sent, auth.session.csrf):
             raise Forbidden("the form expired or did not come from this site: reload and retry")
     request.state.auth = auth

@@ -51,6 +51,11 @@ WORDS: tuple[str, ...] = (
     N_("mostly failed: %(failed)s URLs failed, %(fetched)s fetched; main reason "
        "%(num)s × %(reason)s"),
     N_("%(fetched)s fetched; %(failed)s failed"), N_("%(fetched)s fetched"),
+    N_("stopped by %(by)s at %(at)s; %(fetched)s fetched"),
+    N_("%(fetched)s fetched; %(failed)s failed, and %(expected)s as expected (%(why)s)"),
+    N_("%(fetched)s fetched; %(expected)s failed as expected (%(why)s)"),
+    # copytrack.commands.demo.AS_BUILT: why the demo's run expects its failures
+    N_("links to pages the test web does not have, and its deliberate server errors"),
     N_("the search engine failed: %(error)s"),
     N_("nothing searched: today's query budget is spent (%(over_budget)s queries wait "
        "for tomorrow)"),

@@ -542,6 +542,13 @@ def test_works_are_edited_and_deleted_with_their_findings_fate_stated(ctx, web, 
         {"master_id": master_id, "history": {"$elemMatch": {"by": {"$ne": "copytrack"}}}}
     )
     total = ctx.db.findings.count_documents({"master_id": master_id})
+    # Reviewers edit works; only admins delete them (as in the API).
+    assert 'id="delete-work"' not in web.get(f"/works/{master_id}").text
+    assert web.get(f"/works/{master_id}/delete").status_code == 403
+    refused = web.post(f"/works/{master_id}/delete", data={"csrf_token": token})
+    assert refused.status_code == 403 and ctx.db.masters.find_one({"_id": master_id})
+    token = login(web, "ada")
+    assert 'id="delete-work"' in web.get(f"/works/{master_id}").text
     confirm = web.get(f"/works/{master_id}/delete").text
     assert f"<b>{total - decided}</b> finding(s) nobody" in confirm
     assert f"<b>{decided}</b> finding(s) a reviewer decided on" in confirm
@@ -790,3 +797,53 @@ def test_quotation_sized_findings_are_hidden_counted_and_shown_on_asking(ctx, we
     # The export holds what the list shows.
     assert str(quoted) not in web.get("/exports/findings.csv").text
     assert str(quoted) in web.get("/exports/findings.csv?size=quotations").text
+
+
+def test_check_with_a_url_and_a_text_checks_both_and_labels_each(ctx, seeded):
+    """Both inputs given: each is checked and reported under its own input, and the form
+    keeps them (the 5-character text was checked alone, the box cleared, and its empty
+    result labelled with the URL of a page that copies a work)."""
+    url = "https://news.example/1046.html"
+
+    def fetch(asked: str) -> PageInput:
+        return PageInput(asked, f"转载：\n{ZH[2]}\n（完）")
+
+    http = TestClient(create_app(ctx, fetch_page=fetch), base_url="http://127.0.0.1")
+    token = login(http, "vic")
+    work = ctx.db.masters.find_one({"text": ZH[2]})
+    both = http.post("/check", data={"csrf_token": token, "url": url, "text": "短短五个字"})
+    assert both.status_code == 200
+    page = both.text
+    by_url, by_text = page.split('data-input="url"')[1].split('data-input="text"')
+    assert f"from {url}" in by_url and "1 work copied" in by_url
+    assert f'href="/works/{work["_id"]}"' in by_url
+    assert "of the pasted text" in by_text and "0 works copied" in by_text
+    assert f"from {url}" not in by_text
+    assert ">短短五个字</textarea>" in page and f'value="{url}"' in page  # nothing cleared
+
+
+def test_the_sibling_list_gives_scores_in_percent_like_elsewhere(ctx, web, seeded):
+    login(web, "vic")
+    first, second = scanned_page(ctx, "https://two.example/p", "两篇", f"{ZH[1]}\n{ZH[2]}")
+    page = web.get(f"/findings/{first}").text
+    siblings = page.split('id="siblings"')[1].split("</section>")[0]
+    score = ctx.db.findings.find_one({"_id": second})["score"]
+    assert f"score {score:.0%}" in siblings
+    assert not re.search(r"score \d\.\d\d", siblings)  # not "1.00"
+
+
+def test_the_campaign_form_reports_every_invalid_field_at_once(ctx, web, seeded):
+    token = login(web, "ada")
+    bad = web.post(
+        "/campaigns/new",
+        data={"name": "no spaces please", "seeds": "ftp://files.example/", "schedule": "every day",
+              "max_pages": "lots", "allow": "([", "csrf_token": token},
+    )  # fmt: skip
+    assert bad.status_code == 400
+    page = html.unescape(bad.text)
+    for said in ("is not a valid name", "is not an http(s) URL with a host",
+                 "is not a cron expression", "give a number, or leave it empty",
+                 "allow:"):  # fmt: skip
+        assert said in page, said
+    assert 'value="no spaces please"' in page  # the form keeps what was typed
+    assert all(c.name != "no spaces please" for c in tracker_campaigns.list_campaigns(ctx))

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from tests.corpus import texts
 from tests.served_admin import served_admin
 from tracker import campaigns as tracker_campaigns
 from tracker import library
+from tracker.findings.notices import working_days_after
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 
@@ -413,3 +415,42 @@ def test_a_chinese_browser_gets_the_chinese_admin_and_the_switch_sticks(server, 
         assert tab.inner_text("h1").startswith("Works")  # the choice sticks
     finally:
         context.close()
+
+
+def test_d_opens_a_dialog_where_the_keyboard_chooses_the_reason(server, page, ctx):
+    base, seeded = server
+    new = [f for f in seeded.findings if ctx.db.findings.find_one({"_id": f})["status"] == "new"]
+    native: list[str] = []
+    page.on("dialog", lambda dialog: (native.append(dialog.message), dialog.dismiss()))
+    _log_in(page, base, "rui")
+    page.goto(f"{base}/findings/{new[-1]}")
+    page.keyboard.press("d")
+    dialog = page.locator("#dismiss-dialog")
+    assert dialog.is_visible() and "Quotation or fair use" in dialog.inner_text()
+    page.keyboard.press("Escape")  # changed its mind: the finding stays open
+    assert not dialog.is_visible()
+    assert ctx.db.findings.find_one({"_id": new[-1]})["status"] == "new"
+    page.keyboard.press("d")
+    page.keyboard.press("3")
+    page.wait_for_selector(".flash-ok")
+    dismissed = ctx.db.findings.find_one({"_id": new[-1]})
+    assert dismissed["status"] == "dismissed" and dismissed["dismiss_reason"] == "quotation"
+    assert native == []  # no native confirm on the way
+
+
+@pytest.mark.parametrize(("lang", "asks"), [("en", "within 8 working days"),
+                                            ("zh", "8 个工作日内")])  # fmt: skip
+def test_moving_a_notices_deadline_moves_the_working_days_its_text_asks_for(
+    server, page, ctx, lang, asks
+):
+    base, seeded = server
+    confirmed = next(
+        f for f in seeded.findings if ctx.db.findings.find_one({"_id": f})["status"] == "confirmed"
+    )
+    _log_in(page, base, "rui")
+    page.goto(f"{base}/findings/{confirmed}/notice?lang={lang}")
+    assert asks not in page.input_value("#notice-body")
+    eight = working_days_after(datetime.now(UTC), 8).date().isoformat()
+    page.fill("#notice-deadline", eight)
+    page.dispatch_event("#notice-deadline", "change")
+    assert asks in page.input_value("#notice-body")

@@ -6,15 +6,25 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+from html import escape
 
 import pytest
 
+from admin.i18n import language
 from admin.web import templates
 from testbed.attacks import homophones, traditional
 from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
-from tests.pdf_layout import overflowing_text
-from tracker.findings import differences, evidence, tally
+from tests.pdf_layout import overflowing_text, text_past_its_cell
+from tracker.findings import (
+    build_notice,
+    differences,
+    evidence,
+    record_notice,
+    set_notice_sender,
+    set_status,
+    tally,
+)
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
 from tracker.users import add_user
@@ -99,3 +109,25 @@ def test_the_evidence_pdf_stays_within_its_margins(edited_copy):
         ev=found, pdf=True, has_capture=True, capture_name="capture.html", max_chars=60_000
     )
     assert overflowing_text(html) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_evidence_pdf_prints_no_review_or_notice_text_over_the_next_column(edited_copy, lang):
+    """The review table printed "…21:38:29 UTC" over the status column, in both languages;
+    the notices' table, with its two times and a hash, too."""
+    ctx, finding, _ = edited_copy
+    set_status(ctx, finding["_id"], "confirmed", "reviewer-with-a-long-name")
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
+    body = build_notice(ctx, finding["_id"], "zh").body
+    record_notice(ctx, finding["_id"], lang="zh", subject="s", body=body,
+                  recipient="abuse@a-long-domain-name.example", by="rui")  # fmt: skip
+    found = evidence(ctx, finding["_id"])
+    assert found.notices and len(found.finding["history"]) >= 2
+    with language(lang):
+        html = templates.get_template("evidence.html").render(
+            ev=found, pdf=True, has_capture=True, capture_name="capture.html", max_chars=60_000
+        )
+    assert text_past_its_cell(html) == []
+    assert overflowing_text(html) == []
+    # The report keeps the text sent, not only its hash.
+    assert escape(body.splitlines()[0]) in html and escape(body.splitlines()[-1]) in html

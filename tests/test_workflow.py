@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import date, timedelta
 
 import pytest
@@ -174,6 +176,8 @@ def test_notices_need_a_confirmed_finding_and_are_recorded_with_their_hash(libra
         assert "https://copy.example/n" in notice.body and page["raw_sha256"] in notice.body
         assert "示例报业集团" in notice.body and "legal@news.example" in notice.body
         assert notice.passages and notice.passages[0].page_text[:10] in notice.body
+    # One passage copied: the English says so in the singular.
+    assert len(notice.passages) == 1 and "in 1 matching passage. For" in notice.body
     with pytest.raises(WorkflowError, match="say where"):
         record_notice(ctx, finding_id, lang="en", subject="s", body="b", recipient=" ", by="r")
     record = record_notice(
@@ -311,3 +315,26 @@ def test_sites_on_one_host_but_other_ports_are_told_apart(library):
     assert [f["url"] for f in one_site.items] == ["http://127.0.0.1:8001/a"]
     # The host alone still covers every port.
     assert find_findings(ctx, parse_filter({"domain": "127.0.0.1"})).total == 3
+
+
+def test_csv_keeps_the_site_port_says_statuses_in_words_and_names_the_notice(library):
+    ctx = library
+    finding_id = found_on(ctx, "http://127.0.0.1:8002/n", 0)
+    found_on(ctx, "http://127.0.0.1:8001/m", 1)
+    set_status(ctx, finding_id, "confirmed", "rui")
+    set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
+    body = build_notice(ctx, finding_id, "en").body
+    for recipient in ("abuse@host.example", "form: https://host.example/complain"):
+        record_notice(ctx, finding_id, lang="en", subject="s", body=body,
+                      recipient=recipient, by="rui")  # fmt: skip
+    rows = {
+        row["url"]: row
+        for row in csv.DictReader(io.StringIO("".join(findings_csv(ctx, FindingFilter()))[1:]))
+    }
+    sent, other = rows["http://127.0.0.1:8002/n"], rows["http://127.0.0.1:8001/m"]
+    assert (sent["site"], other["site"]) == ("127.0.0.1:8002", "127.0.0.1:8001")
+    assert (sent["status"], other["status"]) == ("Notice sent", "New")
+    deadline = ctx.db.findings.find_one({"_id": finding_id})["notice_deadline"]
+    assert sent["notice_deadline"][:10] == f"{deadline:%Y-%m-%d}"
+    assert sent["notice_recipients"] == "abuse@host.example; form: https://host.example/complain"
+    assert other["notice_deadline"] == other["notice_recipients"] == ""

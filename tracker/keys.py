@@ -84,5 +84,10 @@ class RedisKeys:
     def durability_mark(self, host: str, pid: int) -> str:
         return f"{self.prefix}:durable:{host}:{pid}"
 
+    def worker_heartbeat(self, queue: str) -> str:
+        """Set, with a short expiry, while a worker consuming ``queue`` is alive
+        (tracker.heartbeats)."""
+        return f"{self.prefix}:workers:{queue}"
+
     def health_probe(self, host: str, pid: int) -> str:
         return f"{self.prefix}:health:{host}:{pid}"

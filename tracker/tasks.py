@@ -33,7 +33,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.result import AsyncResult
 from celery.signals import worker_ready, worker_shutting_down
 
-from . import campaigns, generation, library, pages
+from . import campaigns, generation, heartbeats, library, pages
 from .celery_app import CRAWL_TASK, app, sweep_interval
 from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
@@ -362,5 +362,25 @@ class TimestampSweep(_Sweep):
             stamp_captures.apply_async(ignore_result=True)
 
 
+class Heartbeat(_Sweep):
+    """Every worker renews the heartbeat of the queues it consumes (`tracker.heartbeats`),
+    so the admin can say when a run or a scan waits for a worker that is not there."""
+
+    what = "its heartbeat"
+
+    def interval(self, settings: Settings) -> float:
+        return heartbeats.HEARTBEAT_SECONDS
+
+    def start(self, parent: Any) -> None:
+        self.queues = sorted(parent.app.amqp.queues.consume_from)
+        self.hostname = parent.hostname
+        self.sweep()  # at once: the admin need not wait an interval to see the worker
+        self.timer_entry = parent.timer.call_repeatedly(self.interval(Settings()), self.sweep)
+
+    def look(self, ctx: Context) -> None:
+        heartbeats.beat(ctx, self.queues, self.hostname)
+
+
+app.steps["worker"].add(Heartbeat)
 app.steps["worker"].add(LostScanSweep)
 app.steps["worker"].add(TimestampSweep)

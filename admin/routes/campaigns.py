@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from tracker.campaigns import Campaign
+from tracker.campaigns import Campaign, NotRunning
 from tracker.findings import recent_runs
 
 from .. import campaigns as seam
@@ -86,12 +86,17 @@ async def create_campaign(request: Request, user: Admin) -> Response:
 @router.get("/campaigns/{name}")
 def campaign_detail(request: Request, user: Viewer, name: str) -> HTMLResponse:
     campaign = _campaign(request, name)
+    ctx = app_context(request)
+    runs = seam.history(ctx, name)
+    current = runs[0] if runs and seam.progress(runs[0])["stoppable"] else None
     return render(
         request,
         "campaign.html",
         campaign=campaign,
         next_runs=seam.next_runs(campaign.schedule),
-        runs=seam.history(app_context(request), name),
+        runs=runs,
+        current=current,
+        waiting=seam.waiting_for_worker(ctx, current) if current else None,
         proposals=seam.proposals(app_context(request), name) if campaign.kind == "discover" else [],
     )
 
@@ -120,6 +125,20 @@ def run_campaign(request: Request, user: Admin, name: str) -> Response:
     return redirect(f"/campaigns/{name}")
 
 
+@router.post("/campaigns/{name}/stop")
+def stop_campaign(request: Request, user: Admin, name: str) -> Response:
+    """Stop the run under way (admins, as they start runs): recorded cancelled, by whom."""
+    try:
+        run = seam.stop(app_context(request), name, user.name)
+    except LookupError:
+        raise HTTPException(404, _("no such campaign")) from None
+    except NotRunning:
+        flash(request, _("No run of %(name)s is under way.") % {"name": name}, "error")
+        return redirect(f"/campaigns/{name}")
+    flash(request, _("Run %(run)s of %(name)s stopped.") % {"run": run["_id"], "name": name})
+    return redirect(f"/runs/{run['_id']}")
+
+
 def _run(request: Request, run_id: str) -> dict[str, Any]:
     run = seam.get_run(app_context(request), run_id)
     if run is None:
@@ -141,7 +160,7 @@ def run_detail(
         request,
         "run.html",
         run=run,
-        progress=seam.progress(run),
+        progress=seam.progress(run, app_context(request)),
         problems=seam.problems(app_context(request), run, outcome, reason, page),
         filters={"outcome": outcome, "reason": reason},
     )
@@ -149,6 +168,6 @@ def run_detail(
 
 @router.get("/runs/{run_id}/progress")
 def run_progress(request: Request, user: Viewer, run_id: str) -> dict[str, Any]:
-    progress = seam.progress(_run(request, run_id))
+    progress = seam.progress(_run(request, run_id), app_context(request))
     # The page's badge shows the state in the reader's words; the API keeps the raw state.
     return {**progress, "state_label": _(progress["state"])}

@@ -63,9 +63,46 @@ def _skipped(reason: str) -> str:
     return f"{said(explain(key))} ({said(detail)})" if detail else said(explain(key))
 
 
+@dataclass(frozen=True)
+class Check:
+    """What one input gave: the page at ``url``, or (``url`` empty) the pasted text."""
+
+    url: str
+    chars: int = 0
+    results: list[CheckedWork] | None = None
+    problem: str | None = None
+
+
+def _too_long(text: str) -> str | None:
+    if len(text) <= MAX_CHECK_CHARS:
+        return None
+    return _(
+        "the text has %(chars)s characters; the admin checks up to %(most)s: check longer "
+        "ones with `copytrack check FILE`"
+    ) % {"chars": f"{len(text):,}", "most": f"{MAX_CHECK_CHARS:,}"}
+
+
+async def _check_url(ctx: Context, fetch: PageFetcher | None, url: str) -> Check:
+    if fetch is None:
+        return Check(url, problem=_("this admin cannot fetch pages: paste the page's text instead"))
+    try:
+        page = await run_in_threadpool(fetch, url)
+    except ValueError as err:
+        return Check(url, problem=str(err))
+    if page.skip_reason:
+        return Check(url, problem=f"{url}: {_skipped(page.skip_reason)}")
+    return await _check_text(ctx, page.text, url)
+
+
+async def _check_text(ctx: Context, text: str, url: str = "") -> Check:
+    if problem := _too_long(text):
+        return Check(url, len(text), problem=problem)
+    return Check(url, len(text), await run_in_threadpool(_checked, ctx, text))
+
+
 @router.get("/check")
 def check_form(request: Request, user: Viewer) -> HTMLResponse:
-    return render(request, "check.html", text="", url="", results=None, problem=None)
+    return render(request, "check.html", text="", url="", checks=[], problem=None)
 
 
 @router.post("/check")
@@ -75,36 +112,23 @@ async def check_submitted(
     text: Annotated[str, Form()] = "",
     url: Annotated[str, Form(max_length=2000)] = "",
 ) -> HTMLResponse:
+    """Checks the page at the URL and the pasted text, each reported under its own input
+    (both when both are given); the form keeps what was submitted."""
     ctx = app_context(request)
     fetch: PageFetcher | None = request.app.state.fetch_page
-    text, url = text.strip(), url.strip()
-    problem = None
-    if url and not text:
-        if fetch is None:
-            problem = _("this admin cannot fetch pages: paste the page's text instead")
-        else:
-            try:
-                page = await run_in_threadpool(fetch, url)
-            except ValueError as err:
-                problem = str(err)
-            else:
-                text = page.text
-                problem = f"{url}: {_skipped(page.skip_reason)}" if page.skip_reason else None
-    if not problem and not text:
-        problem = _("give a text, or the URL of a page")
-    if not problem and len(text) > MAX_CHECK_CHARS:
-        problem = _(
-            "the text has %(chars)s characters; the admin checks up to %(most)s: check longer "
-            "ones with `copytrack check FILE`"
-        ) % {"chars": f"{len(text):,}", "most": f"{MAX_CHECK_CHARS:,}"}
-    results = None if problem else await run_in_threadpool(_checked, ctx, text)
+    checks = []
+    if url.strip():
+        checks.append(await _check_url(ctx, fetch, url.strip()))
+    if text.strip():
+        checks.append(await _check_text(ctx, text.strip()))
+    problem = None if checks else _("give a text, or the URL of a page")
+    failed = not checks or all(check.problem for check in checks)
     return render(
         request,
         "check.html",
-        status_code=400 if problem else 200,
-        text=text if not url else "",
-        url=url,
-        chars=len(text),
-        results=results,
+        status_code=400 if failed else 200,
+        text=text,
+        url=url.strip(),
+        checks=checks,
         problem=problem,
     )

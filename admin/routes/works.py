@@ -42,7 +42,7 @@ from tracker.loaders import (
 )
 
 from ..i18n import _
-from ..security import Reviewer, Viewer, app_context, flash
+from ..security import Admin, Reviewer, Viewer, app_context, flash
 from ..web import MAX_PAGE, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -332,14 +332,15 @@ async def edit_submitted(
 
 
 @router.get("/works/{master_id}/delete")
-def delete_form(request: Request, user: Reviewer, master_id: MasterId) -> HTMLResponse:
+def delete_form(request: Request, user: Admin, master_id: MasterId) -> HTMLResponse:
+    """Deleting a work (admins: reviewers edit works, as in the API) asks first."""
     ctx = app_context(request)
     master = _master(ctx, master_id, {"text": 0})
     return render(request, "work_delete.html", master=master, fate=findings_fate(ctx, master_id))
 
 
 @router.post("/works/{master_id}/delete")
-async def delete_submitted(request: Request, user: Reviewer, master_id: MasterId) -> Response:
+async def delete_submitted(request: Request, user: Admin, master_id: MasterId) -> Response:
     ctx = app_context(request)
     _master(ctx, master_id, {"_id": 1})
     result = await run_in_threadpool(delete_work, ctx, master_id, user.name)

@@ -38,17 +38,67 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 
+  // "d" opens a small dialog where 1-4 (or a click) choose the dismissal's reason: the
+  // choice is the confirmation, so no native confirm follows; Esc keeps the finding open.
+  const dismissDialog = document.getElementById("dismiss-dialog");
+  const dismissAs = (reason) => {
+    const form = dismissDialog.closest("form");
+    form.elements.reason.value = reason;
+    dismissDialog.close();
+    // Submitted as by the button (status=dismissed), without its click's native confirm.
+    form.requestSubmit(document.getElementById("to-dismissed"));
+  };
+  if (dismissDialog) {
+    dismissDialog.querySelectorAll("[data-dismiss-reason]").forEach((choice) => {
+      choice.addEventListener("click", () => dismissAs(choice.dataset.dismissReason));
+    });
+    dismissDialog.addEventListener("keydown", (event) => {
+      const choices = dismissDialog.querySelectorAll("[data-dismiss-reason]");
+      const n = Number.parseInt(event.key, 10);
+      if (n >= 1 && n <= choices.length) {
+        event.preventDefault();
+        dismissAs(choices[n - 1].dataset.dismissReason);
+      }
+    });
+  }
+
   // Reviewing from the keyboard: j/k next and previous finding, c confirm, d dismiss.
   const keys = { j: "#next-finding", k: "#prev-finding", c: "#to-confirmed", d: "#to-dismissed" };
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.target.closest("input, textarea, select, [contenteditable]")) return;
+    if (event.target.closest("input, textarea, select, [contenteditable], dialog")) return;
+    if (event.key === "d" && dismissDialog) {
+      event.preventDefault();
+      dismissDialog.showModal();
+      return;
+    }
     const target = keys[event.key] && document.querySelector(keys[event.key]);
     if (target) {
       event.preventDefault();
       target.click();
     }
   });
+
+  // A notice's deadline moved: the "N working days" its text asks for follows (Saturdays
+  // and Sundays do not count, as tracker.findings.notices.working_days_after).
+  const deadline = document.getElementById("notice-deadline");
+  const noticeBody = document.getElementById("notice-body");
+  if (deadline && noticeBody) {
+    deadline.addEventListener("change", () => {
+      const day = new Date(`${deadline.dataset.today}T00:00:00Z`);
+      const end = new Date(`${deadline.value}T00:00:00Z`);
+      if (Number.isNaN(end.getTime()) || end <= day) return;
+      let days = 0;
+      while (day < end) {
+        day.setUTCDate(day.getUTCDate() + 1);
+        if (day.getUTCDay() !== 0 && day.getUTCDay() !== 6) days += 1;
+      }
+      noticeBody.value = noticeBody.value
+        .replace(/within \d+ working days?/, `within ${days} working day${days === 1 ? "" : "s"}`)
+        .replace(/\d+ 个工作日内/, `${days} 个工作日内`);
+      deadline.dataset.days = String(days);
+    });
+  }
 
   // Copy buttons (tokens, notices).
   document.querySelectorAll("[data-copy]").forEach((button) => {
@@ -115,6 +165,12 @@ document.addEventListener("DOMContentLoaded", () => {
       if (health) {
         health.textContent = progress.health.message;
         health.className = `health health-${progress.health.level}`;
+      }
+      // A run waiting for a worker that no one runs says so (and stops saying it).
+      const waiting = document.querySelector("[data-run-waiting]");
+      if (waiting && "waiting" in progress) {
+        waiting.textContent = progress.waiting || "";
+        waiting.hidden = !progress.waiting;
       }
     };
     const poll = async () => {

@@ -1,7 +1,8 @@
-"""`copytrack campaign add|import|list|show|run|rm` and `copytrack scheduler`."""
+"""`copytrack campaign add|import|list|show|run|stop|rm` and `copytrack scheduler`."""
 
 from __future__ import annotations
 
+import getpass
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from tracker.campaigns import (
     run_due_campaigns,
     run_history,
     save_campaign,
+    stop_run,
     trigger_run,
     wait_for_run,
 )
@@ -224,6 +226,23 @@ def run(name: str, wait: bool, timeout: float | None) -> None:  # fmt: skip
 
 @campaign.command(cls=_CampaignCommand)
 @click.argument("name")
+@click.option(
+    "--by",
+    default=getpass.getuser,
+    show_default="your login name",
+    help="Who stops it, as the run records it.",
+)
+def stop(name: str, by: str) -> None:
+    """Stop the run of campaign NAME under way: recorded cancelled, with who and when; its
+    crawl ends after the requests under way, and the campaign can run again at once."""
+    run = stop_run(open_context(), name, by)
+    click.echo(
+        f"stopped run {run['_id']} of {name}: cancelled by {by} at {_when(run['finished_at'])} UTC"
+    )
+
+
+@campaign.command(cls=_CampaignCommand)
+@click.argument("name")
 def rm(name: str) -> None:
     """Remove campaign NAME (its runs and findings stay)."""
     remove_campaign(open_context(), name)
@@ -307,4 +326,6 @@ def describe_run(run: dict[str, Any]) -> str:
     )
     line += f"  resumes {run['resumes']}" if run.get("resumes") else ""
     line += f"  crawled by {run['worker']}" if run.get("worker") else ""
+    if stopped := run.get("cancelled"):
+        line += f"  stopped by {stopped['by']} at {_when(stopped['at'])}"
     return line + (f"  error: {run['error']}" if run.get("error") else "")

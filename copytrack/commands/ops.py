@@ -142,7 +142,7 @@ def _pump(name: str, stream: IO[bytes]) -> None:
         sys.stderr.flush()
 
 
-def _start_child(name: str, args: list[str], env: dict[str, str]) -> _Child:
+def start_child(name: str, args: list[str], env: dict[str, str]) -> _Child:
     proc = subprocess.Popen(
         [*COPYTRACK_COMMAND, *args],
         env=env,
@@ -160,7 +160,7 @@ def _start_child(name: str, args: list[str], env: dict[str, str]) -> _Child:
     return _Child(name, proc, pump)
 
 
-def _stop_child(child: _Child) -> None:
+def stop_child(child: _Child) -> None:
     _stop(child.proc.pid, lambda: child.proc.poll() is not None, WORKER_STOP_TIMEOUT)
     # Whatever is left of its group (pool processes of a killed worker) goes too.
     with contextlib.suppress(ProcessLookupError):
@@ -261,7 +261,7 @@ def up(concurrency: int | None, admin_port: int) -> None:
             # dir's state file: so they follow a server that died and came back.
             env = {**os.environ, **settings.to_env()}
             for name, args in _services(concurrency, admin_port, settings.crawl_dispatch):
-                children.append(_start_child(name, args, env))
+                children.append(start_child(name, args, env))
             _print_stack(settings, children)
             while not (dead := [c for c in children if c.proc.poll() is not None]):
                 time.sleep(0.5)
@@ -283,7 +283,7 @@ def _stop_stack(settings: Settings, children: list[_Child], own_servers: bool) -
     meanwhile no process starts a server of the data dir again (`stopping`)."""
     with stopping(settings.data_dir) if own_servers else contextlib.nullcontext():
         for child in reversed(children):
-            _stop_child(child)
+            stop_child(child)
         if not own_servers:
             log.info("leaving the servers and the crawls running: `up` did not start them")
             return

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bson import ObjectId
-from pymongo import ASCENDING
+from pymongo import ASCENDING, ReturnDocument
 
 from ..context import Context
 
@@ -204,16 +204,53 @@ def _search_health(search: Mapping[str, Any], fetched: int) -> Health:
     )
 
 
+def expect_failures(
+    ctx: Context, run_id: ObjectId, counts: Mapping[str, int], why: str
+) -> dict[str, Any] | None:
+    """Record that ``counts`` of the run's failures (by reason) were expected, and ``why``
+    (a sentence): `run_health` counts them apart, not as the run's failures. Returns the
+    run as recorded (None for an unknown run)."""
+    expected = {"counts": {reason: n for reason, n in counts.items() if n}, "why": why}
+    return ctx.db.runs.find_one_and_update(
+        {"_id": run_id},
+        {"$set": {"expected_failures": expected}},
+        return_document=ReturnDocument.AFTER,
+    )
+
+
+def _unexpected(run: Mapping[str, Any]) -> tuple[dict[str, int], int, str]:
+    """The run's failures by reason less those it expected; how many it expected, and why."""
+    expected = run.get("expected_failures") or {}
+    counts = expected.get("counts") or {}
+    failed, n_expected = {}, 0
+    for reason, n in (run.get("failed") or {}).items():
+        known = min(n, counts.get(reason, 0))
+        n_expected += known
+        if n > known:
+            failed[reason] = n - known
+    return failed, n_expected, expected.get("why") or ""
+
+
 def run_health(run: Mapping[str, Any]) -> Health:
-    """Red: the run failed, or it is over and fetched nothing; amber: most of its URLs
-    failed; green otherwise (a run still going is judged on what it did so far)."""
+    """Red: the run failed, or it is over and fetched nothing; amber: someone stopped it,
+    or most of its URLs failed; green otherwise (a run still going is judged on what it
+    did so far)."""
     fetched = (run.get("pages") or {}).get("fetched", 0)
-    failed = run.get("failed") or {}
+    failed, n_expected, expected_why = _unexpected(run)
     skipped = run.get("skipped") or {}
     n_failed = sum(failed.values())
     counts = {"fetched": f"{fetched:,}", "failed": f"{n_failed:,}"}
     if run.get("state") == "failed":
         return Health("error", run.get("error") or "the run failed")
+    if run.get("state") == "cancelled":
+        stopped = run.get("cancelled") or {}
+        at = stopped.get("at")
+        return Health(
+            "warning",
+            "stopped by %(by)s at %(at)s; %(fetched)s fetched",
+            {**counts, "by": stopped.get("by") or "?",
+             "at": at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if at else "?"},
+        )  # fmt: skip
     done = run.get("state") in ("scanning", "finished")
     search = run.get("discovery")
     if search is not None and (search.get("error") or (done and not search["seeds"])):
@@ -229,6 +266,16 @@ def run_health(run: Mapping[str, Any]) -> Health:
             "mostly failed: %(failed)s URLs failed, %(fetched)s fetched; main reason "
             "%(num)s × %(reason)s",
             {**counts, **_main_reason(failed)},
+        )
+    if n_expected:
+        counts |= {"expected": f"{n_expected:,}", "why": expected_why}
+        if n_failed:
+            return Health(
+                "ok", "%(fetched)s fetched; %(failed)s failed, and %(expected)s as expected "
+                "(%(why)s)", counts,
+            )  # fmt: skip
+        return Health(
+            "ok", "%(fetched)s fetched; %(expected)s failed as expected (%(why)s)", counts
         )
     if n_failed:
         return Health("ok", "%(fetched)s fetched; %(failed)s failed", counts)

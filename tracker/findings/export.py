@@ -13,13 +13,17 @@ from ..context import Context
 from ..store import find_in
 from ..times import iso
 from .queries import FindingFilter, finding_query, sort_spec
+from .status import LABELS
 
 CSV_COLUMNS = (
     ("id", lambda f: str(f["_id"])),
-    ("status", lambda f: f.get("status")),
+    # As the admin says them ("Notice sent"), not as stored ("notice_sent").
+    ("status", lambda f: LABELS.get(f.get("status"), f.get("status"))),
     ("work_id", lambda f: f.get("master_external_id")),
     ("work_title", lambda f: f.get("master_title")),
     ("domain", lambda f: f.get("domain")),
+    # host:port: two sites on one host are two sites (the domain column drops the port).
+    ("site", lambda f: f.get("site") or f.get("domain")),
     ("url", lambda f: f.get("url")),
     ("campaign", lambda f: f.get("campaign")),
     ("dismiss_reason", lambda f: f.get("dismiss_reason")),
@@ -30,6 +34,9 @@ CSV_COLUMNS = (
     ("hits", lambda f: f.get("hits")),
     ("first_seen", lambda f: iso(f.get("first_seen"))),
     ("last_seen", lambda f: iso(f.get("last_seen"))),
+    ("notice_deadline", lambda f: iso(f.get("notice_deadline"))),
+    # Everyone a notice about the finding went to, oldest first ("; " between them).
+    ("notice_recipients", lambda f: "; ".join(f.get("recipients") or [])),
     # Two hashes, named for what they hash: the captured bytes (the evidence file) and
     # the text extracted from them (what was matched).
     ("page_capture_sha256", lambda f: f.get("capture_sha256")),
@@ -70,8 +77,17 @@ def findings_csv(ctx: Context, flt: FindingFilter, batch: int = 500) -> Iterator
             page["_id"]: page.get("raw_sha256")
             for page in find_in(ctx.db.pages, "_id", page_ids, {"raw_sha256": 1})
         }
+        recipients: dict[Any, list[str]] = {}
+        notices = ctx.db.notices.find(
+            {"finding_id": {"$in": [f["_id"] for f in chunk]}}, {"finding_id": 1, "recipient": 1}
+        ).sort("sent_at", 1)
+        for notice in notices:
+            sent_to = recipients.setdefault(notice["finding_id"], [])
+            if notice["recipient"] not in sent_to:
+                sent_to.append(notice["recipient"])
         for finding in chunk:
             finding["capture_sha256"] = captures.get(finding["page_id"])
+            finding["recipients"] = recipients.get(finding["_id"])
             writer.writerow([safe_cell(get(finding)) for _, get in CSV_COLUMNS])
         yield _drain(buffer)
 

@@ -54,7 +54,7 @@ The page
     {url}
 
 reproduces this work without our permission: {master_coverage:.0%} of the work appears on
-the page, in {passage_count} matching passages. For example:
+the page, in {passages_en}. For example:
 
 {passages}
 
@@ -182,6 +182,7 @@ def build_notice(ctx: Context, finding_id: ObjectId, lang: str) -> Notice:
         "final_url": page.get("final_url") or finding["url"],
         "master_coverage": finding.get("master_coverage") or 0.0,
         "passage_count": len(found),
+        "passages_en": f"{len(found)} matching passage{'' if len(found) == 1 else 's'}",
         "passages": quoted,
         "fetched_at": fetched.strftime("%Y-%m-%d %H:%M UTC") if fetched else "—",
         "raw_sha256": page.get("raw_sha256") or "—",
