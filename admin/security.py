@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.context import Context
+from tracker.findings import Catalogue
 from tracker.users import Principal, get_user, verify_token
 
 SESSION_COOKIE = "copytrack_session"
@@ -146,6 +147,11 @@ class Auth:
 def app_context(request: Request) -> Context:
     """The tracker Context of the app serving this request."""
     return request.app.state.ctx
+
+
+def app_catalogue(request: Request) -> Catalogue:
+    """The findings catalogue of the app serving this request (lists, counts, search)."""
+    return request.app.state.catalogue
 
 
 def cookie_name(request: Request, name: str) -> str:

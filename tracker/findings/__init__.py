@@ -4,7 +4,8 @@
   entries), the one place that knows them;
 - `record`: the match store, one finding per (page, work), updated by every scan;
 - `queries`: filters, lists and a finding's neighbours, the same in the admin, the API and
-  the command line;
+  the command line; `catalogue`: the admin's in-memory columns of them, for lists, counts
+  and searches in milliseconds at 100,000 findings;
 - `passages`: the matched passages, the work's text beside the page's;
 - `dashboard`, `export` (CSV), `reports` (printable, per work or per domain);
 - `evidence`: one finding's evidence for a report, with `differences` (character-level,
@@ -15,6 +16,7 @@
 The public names of all of them are importable from ``tracker.findings``.
 """
 
+from .catalogue import Catalogue, FindingSource, MongoFindings
 from .dashboard import (
     DASHBOARD_MAX_AGE_S,
     DAYS_CHARTED,
@@ -151,12 +153,15 @@ __all__ = [
     "SYSTEM",
     "TRANSITIONS",
     "BulkResult",
+    "Catalogue",
     "ComparedPassage",
     "Evidence",
     "FilterError",
     "FindingFilter",
     "FindingNotFound",
     "FindingPage",
+    "FindingSource",
+    "MongoFindings",
     "Neighbours",
     "NoSender",
     "Notice",

@@ -13,6 +13,7 @@ from pymongo import UpdateOne
 from ..context import Context
 from ..library import REMOVING
 from ..matcher import Match
+from ..store import CHANGED_AT, changed, delete_findings
 from .status import CLOSED, NEW, REMOVED, SYSTEM, history_entry
 
 #: Set on a finding that a scan closed (``removed``): the status to reopen it with if the
@@ -77,7 +78,10 @@ def record_findings(
         "site": site_of(page["url"]),
         "campaign": page.get("campaign"),
         "page_sha256": page.get("content_sha256"),
+        # The page's title, searched in the admin's findings catalogue with the work's.
+        "page_title": page.get("title") or "",
         "last_seen": now,
+        CHANGED_AT: now,
     }
     if run_id is not None:
         page_fields["run_id"] = run_id
@@ -119,14 +123,15 @@ def _drop_of_removed(ctx: Context, page_id: Any, matched: list[int]) -> int:
     }
     if not (removed := [master_id for master_id in matched if master_id not in present]):
         return 0
-    return ctx.db.findings.delete_many(
+    return delete_findings(
+        ctx.db,
         {
             "page_id": page_id,
             "master_id": {"$in": removed},
             "work_deleted": {"$exists": False},
             "history": {"$not": {"$elemMatch": {"by": {"$ne": SYSTEM}}}},
-        }
-    ).deleted_count
+        },
+    )
 
 
 def _ids_by(findings: Iterable[dict[str, Any]], field: str) -> dict[str, list[Any]]:
@@ -156,14 +161,17 @@ def _close_gone(
     for status, ids in _ids_by(closing, "status").items():
         removed += ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": status},
-            {
-                "$set": {"status": REMOVED, "last_checked": now, REOPEN_AS: status},
-                "$push": {
-                    "history": history_entry(
-                        REMOVED, now, note="the page no longer copies this work"
-                    )
+            changed(
+                {
+                    "$set": {"status": REMOVED, "last_checked": now, REOPEN_AS: status},
+                    "$push": {
+                        "history": history_entry(
+                            REMOVED, now, note="the page no longer copies this work"
+                        )
+                    },
                 },
-            },
+                now,
+            ),
         ).modified_count
     return removed
 
@@ -179,13 +187,18 @@ def _reopen(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> No
     for status, ids in _ids_by(ctx.db.findings.find(query, {REOPEN_AS: 1}), REOPEN_AS).items():
         ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": REMOVED},
-            {
-                "$set": {"status": status, "last_checked": now},
-                "$unset": {REOPEN_AS: ""},
-                "$push": {
-                    "history": history_entry(status, now, note="the page copies this work again")
+            changed(
+                {
+                    "$set": {"status": status, "last_checked": now},
+                    "$unset": {REOPEN_AS: ""},
+                    "$push": {
+                        "history": history_entry(
+                            status, now, note="the page copies this work again"
+                        )
+                    },
                 },
-            },
+                now,
+            ),
         )
 
 
