@@ -353,6 +353,7 @@ class Catalogue:
     # Answers -----------------------------------------------------------------------
 
     def __len__(self) -> int:
+        self.refresh()
         with self._lock:
             return len(self._rows)
 
