@@ -81,7 +81,7 @@ from .queries import (
     parse_filter,
     parse_object_id,
 )
-from .record import REOPEN_AS, RecordResult, list_findings, record_findings
+from .record import REOPEN_AS, RecordResult, list_findings, record_findings, record_first_scans
 from .reports import Report, domain_report, work_report
 from .status import (
     CLOSED,
@@ -201,6 +201,7 @@ __all__ = [
     "recent_runs",
     "record_check",
     "record_findings",
+    "record_first_scans",
     "record_notice",
     "remove_licensed_domain",
     "safe_cell",
