@@ -130,15 +130,22 @@ def time_pages(ctx: Context, repeat: int, seed: int = 7) -> tuple[float, dict[st
     """Seconds of the fresh admin's first request (its catalogue loading), and the ms of
     each kind of page."""
     rng = random.Random(seed)
+    total = ctx.db.findings.estimated_document_count()
     add_user(ctx, "bench", PASSWORD, "reviewer")
-    http = TestClient(create_app(ctx), base_url="http://127.0.0.1")
+    app = create_app(ctx)
+    http = TestClient(app, base_url="http://127.0.0.1")
     form = http.get("/login").text
     token = form.split('name="csrf_token" value="')[1].split('"')[0]
-    http.post("/login", data={"name": "bench", "password": PASSWORD, "csrf_token": token})
+    logged_in = http.post(
+        "/login",
+        data={"name": "bench", "password": PASSWORD, "csrf_token": token},
+        follow_redirects=False,
+    )
+    assert logged_in.status_code == 303, logged_in.text
     start = time.perf_counter()
-    assert http.get("/findings?per_page=10").status_code == 200
+    listed = http.get("/findings?per_page=10")
     first = time.perf_counter() - start
-    total = ctx.db.findings.estimated_document_count()
+    assert 'href="/findings/' in listed.text and len(app.state.catalogue) == total
     sorts = ("-last_seen", "-score", "copied_chars", "domain", "-hits", "-master_coverage")
     filters = ("", "status=new", "status=confirmed&min_pct=50", "domain=site7.example",
                "campaign=campaign-2", "max_copied=100")  # fmt: skip
@@ -150,6 +157,7 @@ def time_pages(ctx: Context, repeat: int, seed: int = 7) -> tuple[float, dict[st
         response = http.get(url)
         times[name].append((time.perf_counter() - start) * 1000)
         assert response.status_code == 200, (url, response.status_code)
+        assert "/login" not in str(response.url), url
         return response.text
 
     for i in range(repeat):

@@ -516,9 +516,10 @@ class Catalogue:
             week = int(np.count_nonzero(first >= _ms(now - timedelta(days=7))))
             live = alive & ~np.isin(c["status"], [_STATUS_CODE[s] for s in NOT_COPIES])
             sites, masters = c["site"][live], c["master"][live]
+            site_of, master_of = _distinct_pairs(sites, masters) if len(sites) else ([], [])
             top_domains = [
                 {"domain": self._texts["site"].values[site], "findings": n, "works": w}
-                for site, n, w in _top(sites, masters, self._texts["site"].ranks())
+                for site, n, w in _top(sites, site_of, self._texts["site"].ranks())
             ]
             titles = {
                 m: (self._texts["external_id"].values[c["external_id"][r]],
@@ -528,7 +529,7 @@ class Catalogue:
             top_works = [
                 {"master_id": master, "external_id": titles.get(master, ("", ""))[0],
                  "title": titles.get(master, ("", ""))[1], "pages": n, "domains": d}
-                for master, n, d in _top(masters, sites, None)
+                for master, n, d in _top(masters, master_of, None)
             ]  # fmt: skip
             notices = {
                 stage: int(np.count_nonzero(self._stage(stage, now) & alive))
@@ -537,16 +538,34 @@ class Catalogue:
             return Figures(by_status, per_day, week, top_domains, top_works, notices)
 
 
+#: Pairs of keys marked in a table of booleans up to this many cells, else sorted.
+_PAIR_CELLS = 50_000_000
+
+
+def _distinct_pairs(keys: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (key, other) pairs, as two arrays (keys and others are >= -1)."""
+    keys, others = keys + 1, others + 1  # -1 (none) is a value too
+    width = int(others.max()) + 1
+    cells = (int(keys.max()) + 1) * width
+    pair = keys * width + others
+    if cells <= _PAIR_CELLS:  # a table: linear, where sorting 100,000 pairs takes 50 ms
+        seen = np.zeros(cells, dtype=bool)
+        seen[pair] = True
+        found = np.flatnonzero(seen)
+    else:
+        found = np.unique(pair)
+    return found // width - 1, found % width - 1
+
+
 def _top(
-    keys: np.ndarray, others: np.ndarray, ranks: np.ndarray | None, n: int = 10
+    keys: np.ndarray, pairs: np.ndarray, ranks: np.ndarray | None, n: int = 10
 ) -> Iterator[tuple[int, int, int]]:
     """The ``n`` keys with most rows (ties by their ``ranks``, or by key), with their rows
-    and how many distinct others they have."""
+    and how many distinct others they have (``pairs``: the keys of the distinct pairs)."""
     if not len(keys):
         return
     values, counts = np.unique(keys, return_counts=True)
-    pairs = np.unique(np.stack([keys, others]), axis=1)
-    distinct = dict(zip(*np.unique(pairs[0], return_counts=True), strict=True))
+    distinct = dict(zip(*np.unique(pairs, return_counts=True), strict=True))
     ties = values if ranks is None else ranks[values]
     for i in np.lexsort((ties, -counts))[:n]:
         yield int(values[i]), int(counts[i]), int(distinct[values[i]])
