@@ -133,3 +133,20 @@ def test_dashboard_counts_from_the_catalogue_are_the_aggregations(ctx):
     for key in ("by_status", "open", "new_this_week", "per_day", "top_domains", "top_works"):
         assert counted[key] == aggregated[key], key
     assert counted["notices"] == aggregated["notices"]
+
+
+def test_the_findings_list_jumps_to_any_page_of_a_long_list(ctx):
+    from tests.admin_seed import PASSWORD, client, login
+    from tracker.users import add_user
+
+    _findings(ctx, 130)
+    add_user(ctx, "viewer", PASSWORD, "viewer")
+    http = client(ctx)
+    login(http, "viewer")
+    first = http.get("/findings?per_page=10&sort=-score").text
+    assert 'name="page" min="1" max="13"' in first and "page=13" in first  # the last page
+    assert '<input type="hidden" name="sort" value="-score">' in first  # the jump keeps the sort
+    seventh = http.get("/findings?per_page=10&sort=-score&page=7").text
+    expected = find_findings(ctx, parse_filter({"sort": "-score"}), 7, 10).items
+    shown = [f["_id"] for f in expected if f'href="/findings/{f["_id"]}' in seventh]
+    assert len(shown) == 10 and "Page 7 of 13" in seventh
