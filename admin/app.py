@@ -18,7 +18,7 @@ from starlette.routing import Match
 from tracker.context import Context, process_context, reconnected
 from tracker.durability import NotDurable
 from tracker.failures import describe
-from tracker.findings import FilterError
+from tracker.findings import Catalogue, FilterError, MongoFindings
 from tracker.generation import IndexNotReady
 from tracker.health import index_health, server_health
 from tracker.rechecks import PageFetcher
@@ -156,6 +156,8 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     app.state.ctx = ctx or process_context()
     app.state.fetch_page = fetch_page
     app.state.sessions = SessionStore(app.state.ctx)
+    # Lists, counts and searches of findings, loaded on first use and kept in step.
+    app.state.catalogue = Catalogue(MongoFindings(lambda: app.state.ctx.db))
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(LanguageMiddleware)  # every page, message and PDF in its language
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)

@@ -34,6 +34,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.context import Context
+from tracker.findings import Catalogue
 from tracker.users import Principal, get_user, verify_token
 
 SESSION_COOKIE = "copytrack_session"
@@ -147,6 +148,11 @@ class Auth:
 def app_context(request: Request) -> Context:
     """The tracker Context of the app serving this request."""
     return request.app.state.ctx
+
+
+def app_catalogue(request: Request) -> Catalogue:
+    """The findings catalogue of the app serving this request (lists, counts, search)."""
+    return request.app.state.catalogue
 
 
 def cookie_name(request: Request, name: str) -> str:

@@ -21,6 +21,7 @@ from tracker.context import Context
 from tracker.findings import record_notice, set_notice_sender, set_status
 from tracker.library import Work, add_work
 from tracker.pages import PageInput, scan_page, store_page
+from tracker.store import changed
 from tracker.users import add_user
 
 PASSWORD = "correct horse battery"
@@ -64,9 +65,9 @@ def scanned_page(
     scan_page(ctx, page_id)
     if days_ago:
         # Spread first sightings over the past days, as weeks of crawling would.
+        first_seen = datetime.now(UTC) - timedelta(days=days_ago, hours=1)
         ctx.db.findings.update_many(
-            {"page_id": page_id},
-            {"$set": {"first_seen": datetime.now(UTC) - timedelta(days=days_ago, hours=1)}},
+            {"page_id": page_id}, changed({"$set": {"first_seen": first_seen}})
         )
     return [f["_id"] for f in ctx.db.findings.find({"page_id": page_id}, {"_id": 1})]
 

@@ -43,6 +43,7 @@ from tracker.findings import domain_report, set_status, work_report
 from tracker.library import Work, add_work, add_works
 from tracker.library_edits import delete_work
 from tracker.pages import PageInput
+from tracker.store import changed
 
 
 @pytest.fixture
@@ -409,7 +410,8 @@ def test_a_notice_has_a_deadline_and_a_reviewer_can_recheck_the_page(ctx, seeded
 
     # The deadline passes; the page is still there, then it cannot be fetched.
     ctx.db.findings.update_one(
-        {"_id": finding_id}, {"$set": {"notice_deadline": datetime.now(UTC) - timedelta(days=1)}}
+        {"_id": finding_id},
+        changed({"$set": {"notice_deadline": datetime.now(UTC) - timedelta(days=1)}}),
     )
     still = http.post(f"/findings/{finding_id}/recheck", data={"csrf_token": token})
     assert "still copies the work" in still.text and "Still there" in still.text

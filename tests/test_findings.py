@@ -103,3 +103,25 @@ def test_quotation_sized_findings_are_kept_out_of_the_queue_unless_asked_for(ctx
     assert figures["open"] == 1 and figures["quotations_hidden"] == 1
     listing = PageInput(url="http://l.example/1", text=quoting.text, listing=True)
     assert scan_page(ctx, store_page(ctx, listing)[0]).matches == 0
+
+
+def test_first_scans_recorded_at_once_are_as_one_by_one(ctx):
+    from tracker.findings import record_findings, record_first_scans
+    from tracker.matcher import MasterRef, Match
+
+    (added,) = add_work(ctx, Work(text=ZH[3], external_id="w3", title="Work three"))
+    match = Match(MasterRef(added.master_id, "w3", "Work three"), 0.9, 7, 0.8, 0.5,
+                  ((0, 300, 10, 310),), copied_chars=300)  # fmt: skip
+    pages = []
+    for i in range(3):
+        page_id, _ = store_page(ctx, PageInput(url=f"http://p.example/{i}", text=ZH[3], title="t"))
+        pages.append(ctx.db.pages.find_one({"_id": page_id}))
+    record_findings(ctx, pages[0], [match])
+    assert record_first_scans(ctx, [(pages[0], []), (pages[1], [match]), (pages[2], [match])]) == 2
+    # The page that had a finding was recorded as a scan: what it no longer copies is closed.
+    assert ctx.db.findings.find_one({"page_id": pages[0]["_id"]})["status"] == "removed"
+    one, two = (ctx.db.findings.find_one({"page_id": p["_id"]}) for p in pages[1:])
+    record_findings(ctx, pages[2], [match])  # a re-scan, one by one: the same finding
+    again = ctx.db.findings.find_one({"page_id": pages[2]["_id"]})
+    assert set(one) == set(again) and one["status"] == "new" and one["page_title"] == "t"
+    assert again["_id"] == two["_id"] and again["first_seen"] == two["first_seen"]

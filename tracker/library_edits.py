@@ -30,6 +30,7 @@ from .library import (
 )
 from .master_cache import note_library_edit
 from .pages import scan_page
+from .store import changed, delete_findings
 from .times import now
 
 
@@ -78,7 +79,7 @@ def edit_work(
         note_library_edit(ctx)
         if "title" in fields:
             ctx.db.findings.update_many(
-                {"master_id": master_id}, {"$set": {"master_title": fields["title"]}}
+                {"master_id": master_id}, changed({"$set": {"master_title": fields["title"]}})
             )
     rescanned = 0
     if result is not None and result.status == "updated":
@@ -127,11 +128,9 @@ def _delete(ctx: Context, master: dict[str, Any], by: str) -> DeleteResult:
         upsert=True,
     )
     kept = ctx.db.findings.update_many(
-        _reviewed(master_id), {"$set": {"work_deleted": {"at": at, "by": by}}}
+        _reviewed(master_id), changed({"$set": {"work_deleted": {"at": at, "by": by}}})
     ).modified_count
-    deleted = ctx.db.findings.delete_many(
-        {"master_id": master_id, "work_deleted": {"$exists": False}}
-    ).deleted_count
+    deleted = delete_findings(ctx.db, {"master_id": master_id, "work_deleted": {"$exists": False}})
     delete_master(ctx, master_id)
     if not kept:
         ctx.db[ARCHIVE].delete_one({"_id": master_id})  # no finding needs it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any
 
@@ -62,7 +63,11 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("first_seen", ASCENDING)], {}),
         # The queue (copies) and the quotation-sized findings kept out of it, by status.
         ([("quotation", ASCENDING), ("status", ASCENDING)], {}),
+        # What changed since the admin's findings catalogue last looked (CHANGED_AT).
+        ([("changed_at", ASCENDING)], {}),
     ],
+    # A tombstone of each deleted finding, for the catalogue (delete_findings).
+    "findings_gone": [([("gone_at", ASCENDING)], {})],
     "notices": [([("finding_id", ASCENDING)], {})],
     "campaigns": [([("name", ASCENDING)], {"unique": True})],
     "runs": [
@@ -228,3 +233,37 @@ def all_of(clauses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if rest:
         merged["$and"] = rest
     return merged
+
+
+#: Set on every write of a finding (`changed`): the admin's findings catalogue
+#: (tracker.findings.catalogue) reads what changed since it last looked through its index.
+CHANGED_AT = "changed_at"
+#: Tombstones of deleted findings are kept this long; a catalogue that has not looked for
+#: longer loads everything again.
+GONE_KEPT = timedelta(days=2)
+
+
+def changed(update: Mapping[str, Any], at: datetime | None = None) -> dict[str, Any]:
+    """``update`` (of findings) that also sets their ``changed_at``."""
+    out = {op: dict(fields) for op, fields in update.items()}
+    out.setdefault("$set", {})[CHANGED_AT] = at or datetime.now(UTC)
+    return out
+
+
+def delete_findings(db: Database, query: Mapping[str, Any]) -> int:
+    """Delete the findings matching ``query``, leaving a tombstone of each in
+    ``findings_gone`` (a catalogue drops them); returns how many were deleted.
+
+    The tombstones go first: a catalogue that reads one of a finding still there keeps it.
+    """
+    ids = [found["_id"] for found in db.findings.find(query, {"_id": 1})]
+    if not ids:
+        return 0
+    at = datetime.now(UTC)
+    db.findings_gone.insert_many([{"finding_id": found, "gone_at": at} for found in ids])
+    deleted = sum(
+        db.findings.delete_many({**query, "_id": {"$in": chunk}}).deleted_count
+        for chunk in batched(ids, IN_VALUES)
+    )
+    db.findings_gone.delete_many({"gone_at": {"$lt": at - GONE_KEPT}})
+    return deleted

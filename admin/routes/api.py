@@ -41,7 +41,7 @@ from tracker.matcher import match_text
 from .. import campaigns as campaign_seam
 from ..i18n import N_
 from ..limits import body_cap
-from ..security import Admin, Reviewer, Viewer, app_context
+from ..security import Admin, Reviewer, Viewer, app_catalogue, app_context
 from ..web import MAX_PAGE, render
 from . import api_enforcement, api_notices, api_works
 from .api_base import (
@@ -542,7 +542,8 @@ def list_findings(
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> FindingList:
     # The declared parameters document the API; parse_filter reads them like the pages do.
-    result = find_findings(app_context(request), parse_filter(request.query_params), page, per_page)
+    flt = parse_filter(request.query_params)
+    result = find_findings(app_context(request), flt, page, per_page, app_catalogue(request))
     return FindingList(
         total=result.total,
         page=result.page,

@@ -10,7 +10,7 @@ from tracker.findings import recent_runs
 from tracker.operators.queries import new_operator_domains
 
 from ..charts import bar_chart
-from ..security import Viewer, app_context
+from ..security import Viewer, app_catalogue, app_context
 from ..web import render
 from .enforcement import funnel_panel
 
@@ -20,7 +20,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/")
 def dashboard(request: Request, user: Viewer) -> HTMLResponse:
     ctx = app_context(request)
-    figures = dashboard_figures(ctx)
+    figures = dashboard_figures(ctx, catalogue=app_catalogue(request))
     chart = bar_chart([(row["day"], row["findings"]) for row in figures["per_day"]])
     return render(
         request,

@@ -43,7 +43,15 @@ from tracker.times import now
 
 from ..evidence import PART_BYTES, capture_part, marked_copy, part_count, part_holding
 from ..i18n import N_, _
-from ..security import EVIDENCE_CSP, Reviewer, Viewer, app_context, flash, safe_next
+from ..security import (
+    EVIDENCE_CSP,
+    Reviewer,
+    Viewer,
+    app_catalogue,
+    app_context,
+    flash,
+    safe_next,
+)
 from ..web import MAX_PAGE, excerpt_bounds, highlight, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -96,9 +104,10 @@ def findings_list(
 ) -> HTMLResponse:
     ctx = app_context(request)
     flt = parse_filter(request.query_params)
-    result = find_findings(ctx, flt, page, per_page)
+    catalogue = app_catalogue(request)
+    result = find_findings(ctx, flt, page, per_page, catalogue)
     if result.page > result.pages:  # a page past the last (an old link): show the last
-        result = find_findings(ctx, flt, result.pages, per_page)
+        result = find_findings(ctx, flt, result.pages, per_page, catalogue)
     return render(
         request,
         "findings.html",
@@ -191,7 +200,7 @@ def finding_detail(request: Request, user: Viewer, finding_id: str) -> HTMLRespo
         notices=notices_of(ctx, finding["_id"]),
         timeline=finding_timeline(ctx, finding["_id"]),
         languages=NOTICE_LANGUAGES,
-        near=neighbours(ctx, flt, finding["_id"]),
+        near=neighbours(ctx, flt, finding["_id"], app_catalogue(request)),
         list_params=flt.as_params(),
         now=now(),
         can_recheck=request.app.state.fetch_page is not None,

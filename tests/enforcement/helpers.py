@@ -31,7 +31,8 @@ def store_finding(
         "page_id": page_id, "master_id": abs(hash(work)) % 10**6, "master_external_id": work,
         "master_title": f"The work {work}", "url": url, "domain": domain, "site": domain,
         "campaign": campaign, "score": score, "copied_chars": copied_chars, "status": status,
-        "first_seen": seen, "last_seen": seen, "history": [history_entry(NEW, seen)], **extra,
+        "first_seen": seen, "last_seen": seen, "history": [history_entry(NEW, seen)],
+        "changed_at": now(), **extra,
     }).inserted_id  # fmt: skip
 
 

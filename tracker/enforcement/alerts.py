@@ -23,6 +23,7 @@ from ..context import Context
 from ..findings.deadlines import stage_query
 from ..findings.status import CONFIRMED as CONFIRMED_STATUS
 from ..findings.status import NOT_COPIES
+from ..store import changed
 from ..times import now as utc_now
 from .deliveries import Attempted, deliver_due, queue_delivery
 from .smtp import Relay, SmtpError, relay_from_settings
@@ -221,7 +222,7 @@ def queue_alerts_for(
     for event, ids in marked.items():
         if ids:
             ctx.db.findings.update_many(
-                {"_id": {"$in": ids}}, {"$addToSet": {ALERTED: _key(subscription, event)}}
+                {"_id": {"$in": ids}}, changed({"$addToSet": {ALERTED: _key(subscription, event)}})
             )
     if runs:
         ctx.db.runs.update_many(

@@ -20,6 +20,7 @@ from typing import Any
 from ..captures import page_capture
 from ..context import Context
 from ..findings.notices import EMAIL_ADDRESS
+from ..store import changed
 from .rdap import RdapAnswer, lookup_domain, lookup_ip
 
 __all__ = ["HOSTING", "REGISTRAR", "REVIEWER", "SITE", "Recipient", "propose_recipients"]
@@ -100,6 +101,6 @@ def propose_recipients(
         proposed.setdefault(recipient.email, recipient)
     kept = [answer.as_doc() for answer in answers]
     ctx.db.findings.update_many(
-        {"_id": {"$in": [f["_id"] for f in findings]}}, {"$set": {"rdap": kept}}
+        {"_id": {"$in": [f["_id"] for f in findings]}}, changed({"$set": {"rdap": kept}})
     )
     return list(proposed.values()), answers

@@ -29,6 +29,7 @@ from ..findings.notices import (
 )
 from ..findings.status import CONFIRMED, NOTICE_READY
 from ..findings.workflow import FindingNotFound, WorkflowError
+from ..store import changed
 from ..times import now as utc_now
 from .rdap import RdapAnswer
 from .recipients import Recipient, propose_recipients
@@ -212,7 +213,9 @@ def send_notice(
         sent = send_mail(relay, message)
     except SmtpError as err:
         failure = {"at": utc_now(), "to": to, "error": str(err)[:500], "by": by}
-        ctx.db.findings.update_many({"_id": {"$in": ids}}, {"$push": {"notice_failures": failure}})
+        ctx.db.findings.update_many(
+            {"_id": {"$in": ids}}, changed({"$push": {"notice_failures": failure}})
+        )
         raise NoticeNotSent(f"the notice was not sent: {err}") from None
     delivery = {
         "channel": "email",

@@ -4,7 +4,8 @@
   entries), the one place that knows them;
 - `record`: the match store, one finding per (page, work), updated by every scan;
 - `queries`: filters, lists and a finding's neighbours, the same in the admin, the API and
-  the command line;
+  the command line; `catalogue`: the admin's in-memory columns of them, for lists, counts
+  and searches in milliseconds at 100,000 findings;
 - `passages`: the matched passages, the work's text beside the page's;
 - `dashboard`, `export` (CSV), `reports` (printable, per work or per domain);
 - `evidence`: one finding's evidence for a report, with `differences` (character-level,
@@ -15,6 +16,7 @@
 The public names of all of them are importable from ``tracker.findings``.
 """
 
+from .catalogue import Catalogue, FindingSource, MongoFindings
 from .dashboard import (
     DASHBOARD_MAX_AGE_S,
     DAYS_CHARTED,
@@ -82,7 +84,7 @@ from .queries import (
     parse_filter,
     parse_object_id,
 )
-from .record import REOPEN_AS, RecordResult, list_findings, record_findings
+from .record import REOPEN_AS, RecordResult, list_findings, record_findings, record_first_scans
 from .reports import Report, domain_report, work_report
 from .status import (
     CLOSED,
@@ -156,12 +158,15 @@ __all__ = [
     "SYSTEM",
     "TRANSITIONS",
     "BulkResult",
+    "Catalogue",
     "ComparedPassage",
     "Evidence",
     "FilterError",
     "FindingFilter",
     "FindingNotFound",
     "FindingPage",
+    "FindingSource",
+    "MongoFindings",
     "Neighbours",
     "NoSender",
     "Notice",
@@ -202,6 +207,7 @@ __all__ = [
     "recent_runs",
     "record_check",
     "record_findings",
+    "record_first_scans",
     "record_notice",
     "remove_licensed_domain",
     "safe_cell",

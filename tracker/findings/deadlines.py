@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..context import Context
+from ..store import changed
 from .status import NOTICE_SENT, REMOVED, history_entry
 
 #: What a re-check found: the page no longer copies the work, still does, or did not answer.
@@ -90,5 +91,5 @@ def record_check(
     if outcome == STILL_THERE:
         note = "re-checked after the notice: the page still copies this work"
         update["$push"] = {"history": history_entry(NOTICE_SENT, at, by, note)}
-    ctx.db.findings.update_one({"_id": finding["_id"]}, update)
+    ctx.db.findings.update_one({"_id": finding["_id"]}, changed(update))
     return outcome

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from bson import ObjectId
 
 from ..context import Context
-from ..store import all_of
+from ..store import all_of, changed
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .queries import domain_query
@@ -55,23 +55,27 @@ def list_licensed_domains(ctx: Context) -> list[dict[str, Any]]:
 
 def _suppress(ctx: Context, query: dict[str, Any], domain: str, by: str) -> int:
     """Mark matching findings licensed, remembering each one's status to restore it later."""
-    changed = 0
+    moved = 0
     for status in REVIEWER_STATUSES:
-        changed += ctx.db.findings.update_many(
+        moved += ctx.db.findings.update_many(
             all_of([query, {"status": status}]),
-            {
-                "$set": {
-                    "status": LICENSED,
-                    "status_at": now(),
-                    "licensed_by": domain,
-                    "status_before_license": status,
-                },
-                "$push": {
-                    "history": history_entry(LICENSED, now(), by, f"{domain} is a licensed domain")
-                },
-            },
+            changed(
+                {
+                    "$set": {
+                        "status": LICENSED,
+                        "status_at": now(),
+                        "licensed_by": domain,
+                        "status_before_license": status,
+                    },
+                    "$push": {
+                        "history": history_entry(
+                            LICENSED, now(), by, f"{domain} is a licensed domain"
+                        )
+                    },
+                }
+            ),
         ).modified_count
-    return changed
+    return moved
 
 
 #: Reviewers' decisions a whitelist change relabels: worth a warning first.
@@ -140,13 +144,17 @@ def remove_licensed_domain(ctx: Context, domain: str, by: str) -> int:
     for status in REVIEWER_STATUSES:
         restored += ctx.db.findings.update_many(
             {"licensed_by": domain, "status": LICENSED, "status_before_license": status},
-            {
-                "$set": {"status": status, "status_at": now()},
-                "$unset": {"licensed_by": "", "status_before_license": ""},
-                "$push": {
-                    "history": history_entry(status, now(), by, f"{domain} is no longer licensed")
-                },
-            },
+            changed(
+                {
+                    "$set": {"status": status, "status_at": now()},
+                    "$unset": {"licensed_by": "", "status_before_license": ""},
+                    "$push": {
+                        "history": history_entry(
+                            status, now(), by, f"{domain} is no longer licensed"
+                        )
+                    },
+                }
+            ),
         ).modified_count
     for entry in list_licensed_domains(ctx):
         other = entry["_id"]

@@ -11,17 +11,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bson import ObjectId
 from bson.errors import InvalidId
 
 from ..context import Context
 from ..library import find_masters
-from ..store import all_of
+from ..store import all_of, find_in
 from ..times import now
 from .deadlines import NOTICE_STAGES, stage_query
 from .status import STATUSES
+
+if TYPE_CHECKING:
+    from .catalogue import Catalogue
 
 #: Sort keys a findings list accepts; ``-key`` sorts descending.
 _WITH_PORT = re.compile(r"[^:]+:\d{1,5}")
@@ -294,12 +297,27 @@ class FindingPage:
         return max(1, -(-self.total // self.per_page))
 
 
+def _works(ctx: Context, flt: FindingFilter) -> list[int] | None:
+    """The works a filter's ``work`` names (a catalogue asks the library)."""
+    return [m["_id"] for m in find_masters(ctx, flt.work)] if flt.work else None
+
+
 def find_findings(
-    ctx: Context, flt: FindingFilter, page: int = 1, per_page: int = 50
+    ctx: Context,
+    flt: FindingFilter,
+    page: int = 1,
+    per_page: int = 50,
+    catalogue: Catalogue | None = None,
 ) -> FindingPage:
-    """A page of findings matching the filter, in the filter's order (history left out)."""
+    """A page of findings matching the filter, in the filter's order (history left out);
+    listed and counted by ``catalogue`` when given, the page's findings read by id."""
     per_page = max(1, min(per_page, MAX_PER_PAGE))
     page = max(1, page)
+    if catalogue is not None:
+        ids, total = catalogue.page(flt, page, per_page, _works(ctx, flt))
+        read = find_in(ctx.db.findings, "_id", ids, {"history": 0, "spans": 0})
+        found = {finding["_id"]: finding for finding in read}
+        return FindingPage([found[i] for i in ids if i in found], total, page, per_page)
     query = finding_query(ctx, flt)
     total = ctx.db.findings.count_documents(query)
     cursor = (
@@ -333,9 +351,13 @@ class Neighbours:
     total: int
 
 
-def neighbours(ctx: Context, flt: FindingFilter, finding_id: ObjectId) -> Neighbours:
+def neighbours(
+    ctx: Context, flt: FindingFilter, finding_id: ObjectId, catalogue: Catalogue | None = None
+) -> Neighbours:
     """The findings before and after ``finding_id`` in the filter's order, so a reviewer
-    goes through a list one finding after another."""
+    goes through a list one finding after another (in all of it, with ``catalogue``)."""
+    if catalogue is not None:
+        return catalogue.neighbours(flt, finding_id, _works(ctx, flt))
     query = finding_query(ctx, flt)
     ids = [
         f["_id"]

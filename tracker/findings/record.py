@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +13,7 @@ from pymongo import UpdateOne
 from ..context import Context
 from ..library import REMOVING
 from ..matcher import Match
+from ..store import CHANGED_AT, changed, delete_findings, find_in
 from .queries import size_query
 from .status import CLOSED, NEW, REMOVED, SYSTEM, history_entry
 
@@ -58,6 +59,66 @@ def site_of(url: str) -> str:
     return f"{host}:{port}" if port else host
 
 
+def _upserts(
+    page: dict[str, Any], matches: list[Match], now: datetime, run_id: Any
+) -> list[UpdateOne]:
+    """The upserts of a scanned page's findings, keyed by (page, master)."""
+    page_fields = {
+        "url": page["url"],
+        "domain": urlsplit(page["url"]).hostname or "",
+        "site": site_of(page["url"]),
+        "campaign": page.get("campaign"),
+        "page_sha256": page.get("content_sha256"),
+        # The page's title, searched in the admin's findings catalogue with the work's.
+        "page_title": page.get("title") or "",
+        "last_seen": now,
+        CHANGED_AT: now,
+    }
+    if run_id is not None:
+        page_fields["run_id"] = run_id
+    return [
+        UpdateOne(
+            {"page_id": page["_id"], "master_id": match.master.id},
+            {
+                "$set": {**page_fields, **_finding_fields(match)},
+                "$setOnInsert": {
+                    "first_seen": now,
+                    "status": NEW,
+                    "history": [history_entry(NEW, now)],
+                },
+            },
+            upsert=True,
+        )
+        for match in matches
+    ]
+
+
+def record_first_scans(
+    ctx: Context, scans: Sequence[tuple[dict[str, Any], list[Match]]], run_id: Any = None
+) -> int:
+    """`record_findings` of many pages at once, for pages without findings yet (a first
+    crawl's scans): their upserts in one bulk write, as one page's are. A page that has
+    findings already, or copies a work being removed, is recorded by `record_findings`
+    (what it no longer copies is closed). Returns how many findings are new."""
+    pages = [page["_id"] for page, _ in scans]
+    known = {f["page_id"] for f in find_in(ctx.db.findings, "page_id", pages, {"page_id": 1})}
+    works = sorted({match.master.id for _, matches in scans for match in matches})
+    present = {
+        m["_id"]
+        for m in find_in(ctx.db.masters, "_id", works, {"state": 1})
+        if m.get("state") != REMOVING
+    }
+    now, ops, new = datetime.now(UTC), [], 0
+    for page, matches in scans:
+        if page["_id"] in known or any(m.master.id not in present for m in matches):
+            new += record_findings(ctx, page, matches, run_id).new
+        else:
+            ops.extend(_upserts(page, matches, now, run_id))
+    if ops:
+        new += ctx.db.findings.bulk_write(ops, ordered=False).upserted_count
+    return new
+
+
 def record_findings(
     ctx: Context,
     page: dict[str, Any],
@@ -74,31 +135,7 @@ def record_findings(
     A finding of a work removed meanwhile (`tracker.library_edits`) is not kept.
     """
     now = datetime.now(UTC)
-    page_fields = {
-        "url": page["url"],
-        "domain": urlsplit(page["url"]).hostname or "",
-        "site": site_of(page["url"]),
-        "campaign": page.get("campaign"),
-        "page_sha256": page.get("content_sha256"),
-        "last_seen": now,
-    }
-    if run_id is not None:
-        page_fields["run_id"] = run_id
-    ops = [
-        UpdateOne(
-            {"page_id": page["_id"], "master_id": match.master.id},
-            {
-                "$set": {**page_fields, **_finding_fields(match)},
-                "$setOnInsert": {
-                    "first_seen": now,
-                    "status": NEW,
-                    "history": [history_entry(NEW, now)],
-                },
-            },
-            upsert=True,
-        )
-        for match in matches
-    ]
+    ops = _upserts(page, matches, now, run_id)
     new = updated = 0
     matched = [m.master.id for m in matches]
     if ops:
@@ -122,14 +159,15 @@ def _drop_of_removed(ctx: Context, page_id: Any, matched: list[int]) -> int:
     }
     if not (removed := [master_id for master_id in matched if master_id not in present]):
         return 0
-    return ctx.db.findings.delete_many(
+    return delete_findings(
+        ctx.db,
         {
             "page_id": page_id,
             "master_id": {"$in": removed},
             "work_deleted": {"$exists": False},
             "history": {"$not": {"$elemMatch": {"by": {"$ne": SYSTEM}}}},
-        }
-    ).deleted_count
+        },
+    )
 
 
 def _ids_by(findings: Iterable[dict[str, Any]], field: str) -> dict[str, list[Any]]:
@@ -159,14 +197,17 @@ def _close_gone(
     for status, ids in _ids_by(closing, "status").items():
         removed += ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": status},
-            {
-                "$set": {"status": REMOVED, "last_checked": now, REOPEN_AS: status},
-                "$push": {
-                    "history": history_entry(
-                        REMOVED, now, note="the page no longer copies this work"
-                    )
+            changed(
+                {
+                    "$set": {"status": REMOVED, "last_checked": now, REOPEN_AS: status},
+                    "$push": {
+                        "history": history_entry(
+                            REMOVED, now, note="the page no longer copies this work"
+                        )
+                    },
                 },
-            },
+                now,
+            ),
         ).modified_count
     return removed
 
@@ -182,13 +223,18 @@ def _reopen(ctx: Context, page_id: Any, matched: list[int], now: datetime) -> No
     for status, ids in _ids_by(ctx.db.findings.find(query, {REOPEN_AS: 1}), REOPEN_AS).items():
         ctx.db.findings.update_many(
             {"_id": {"$in": ids}, "status": REMOVED},
-            {
-                "$set": {"status": status, "last_checked": now},
-                "$unset": {REOPEN_AS: ""},
-                "$push": {
-                    "history": history_entry(status, now, note="the page copies this work again")
+            changed(
+                {
+                    "$set": {"status": status, "last_checked": now},
+                    "$unset": {REOPEN_AS: ""},
+                    "$push": {
+                        "history": history_entry(
+                            status, now, note="the page copies this work again"
+                        )
+                    },
                 },
-            },
+                now,
+            ),
         )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from bson import ObjectId
 
 from ..context import Context
-from ..store import update_found
+from ..store import changed, update_found
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .record import REOPEN_AS
@@ -58,7 +58,7 @@ def status_update(
         update["$set"]["dismiss_reason"] = reason
     else:
         update["$unset"]["dismiss_reason"] = ""
-    return update
+    return changed(update)
 
 
 def sources_of(status: str) -> list[str]:

@@ -26,7 +26,7 @@ from bson import ObjectId
 from ..captures import page_capture
 from ..context import Context
 from ..findings import invalidate_dashboard
-from ..store import find_in, update_in
+from ..store import changed, find_in, update_in
 from ..times import now
 from .signals import Signal, page_signals, redirect_sources
 
@@ -205,11 +205,11 @@ def _store(ctx: Context, operators: list[dict[str, Any]]) -> None:
                 mark["$set"]["operator_new_domain"] = True
             else:
                 mark["$unset"] = {"operator_new_domain": ""}
-            ctx.db.findings.update_many({"domain": entry["domain"]}, mark)
+            ctx.db.findings.update_many({"domain": entry["domain"]}, changed(mark))
     alone = [d for d in ctx.db.findings.distinct("domain", {"operator_id": {"$exists": True}})
              if d not in grouped]  # fmt: skip
     update_in(ctx.db.findings, "domain", alone,
-              {"$unset": {"operator_id": "", "operator_new_domain": ""}})  # fmt: skip
+              changed({"$unset": {"operator_id": "", "operator_new_domain": ""}}))  # fmt: skip
     invalidate_dashboard(ctx)
 
 
