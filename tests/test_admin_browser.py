@@ -285,6 +285,42 @@ def test_on_a_phone_no_page_scrolls_sideways_and_the_nav_is_whole(server, browse
         context.close()
 
 
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_at_1280_px_the_findings_filter_keeps_its_units_and_whole_placeholder(
+    server, browser, language
+):
+    """Each bound's unit (%, characters) on the line of its box, and the search box wide
+    enough for its placeholder, in both languages."""
+    base, _ = server
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": LANGUAGE_COOKIE, "value": language, "url": base}])
+    tab = context.new_page()
+    try:
+        _log_in(tab, base, "rui")
+        tab.goto(f"{base}/findings")
+        for name in ("min_pct", "max_pct", "min_copied", "max_copied"):
+            apart = tab.evaluate(
+                """name => { const box = document.querySelector(`input[name=${name}]`);
+                   const unit = document.createRange(); unit.selectNodeContents(box.parentNode);
+                   const a = box.getBoundingClientRect(), b = unit.getBoundingClientRect();
+                   return Math.abs(b.bottom - a.bottom) > 2 || b.height > a.height + 4; }""",
+                name,
+            )
+            assert not apart, f"{name}'s unit wrapped below its box ({language})"
+        cut = tab.evaluate(
+            """() => { const box = document.querySelector("input[name=q]");
+               const style = getComputedStyle(box);
+               const ctx = document.createElement("canvas").getContext("2d");
+               ctx.font = style.font;
+               const room = box.clientWidth - parseFloat(style.paddingLeft)
+                            - parseFloat(style.paddingRight);
+               return ctx.measureText(box.placeholder).width > room; }"""
+        )
+        assert not cut, f"the search box cuts its placeholder ({language})"
+    finally:
+        context.close()
+
+
 def test_a_reviewer_goes_through_a_list_from_the_keyboard(server, page, ctx):
     base, _ = server
     order = [
