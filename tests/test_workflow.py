@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import tracemalloc
 from datetime import date, timedelta
 
 import pytest
@@ -338,3 +339,44 @@ def test_csv_keeps_the_site_port_says_statuses_in_words_and_names_the_notice(lib
     assert sent["notice_deadline"][:10] == f"{deadline:%Y-%m-%d}"
     assert sent["notice_recipients"] == "abuse@host.example; form: https://host.example/complain"
     assert other["notice_deadline"] == other["notice_recipients"] == ""
+
+
+def test_the_csv_export_holds_a_batch_of_findings_never_all_of_them(library):
+    ctx = library
+    original = ctx.db.findings.find_one({"_id": found_on(ctx, "https://lazy.example/0", 0)})
+    # Copies of a real finding, each on its own page URL: 5,000 rows as a scan would leave.
+    ctx.db.findings.insert_many(
+        [
+            {
+                **original,
+                "_id": ObjectId(),
+                "page_id": ObjectId(),
+                "url": f"https://lazy.example/{n:05d}" + "x" * 200,
+            }
+            for n in range(1, 5000)
+        ]
+    )
+    assert "".join(findings_csv(ctx, FindingFilter(), batch=7)) == "".join(
+        findings_csv(ctx, FindingFilter())
+    )
+
+    def peak(run) -> int:
+        tracemalloc.start()
+        try:
+            run()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    rows = 0
+
+    def stream() -> None:
+        nonlocal rows
+        for chunk in findings_csv(ctx, FindingFilter(), batch=200):
+            rows += chunk.count("https://lazy.example/")
+
+    streamed = peak(stream)
+    held = peak(lambda: list(ctx.db.findings.find({}, {"history": 0, "spans": 0})))
+    assert rows == 5000
+    # Streaming all 5,000 takes a fraction of what holding them (without CSV) would.
+    assert streamed < held / 4, (streamed, held)
