@@ -39,7 +39,7 @@ from tests.test_books import _epub
 from tests.test_library import _docx
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
-from tracker.findings import domain_report, set_status, work_report
+from tracker.findings import REPORT_PAGE, domain_report, set_status, work_report
 from tracker.library import Work, add_work, add_works
 from tracker.library_edits import delete_work
 from tracker.pages import PageInput
@@ -619,7 +619,7 @@ def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
     login(web, "vic")
     html = web.get("/reports/work?work=news-000")
     assert html.status_code == 200 and "www.pirate-news.example" in html.text
-    domain = web.get("/reports/domain?domain=https://www.pirate-news.example/x")
+    domain = web.get("/reports/domain?domain=https://www.pirate-news.example/x&scope=all")
     assert domain.status_code == 200 and "news-000" in domain.text
     pdf = web.get("/reports/domain?domain=www.pirate-news.example&format=pdf")
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
@@ -627,6 +627,46 @@ def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
     assert pdf.headers["content-disposition"].startswith("attachment;")  # "Download PDF" downloads
     assert web.get("/reports/work?work=nope").status_code == 404
     assert web.get("/reports/domain?domain=not a domain").status_code == 400
+
+
+def test_a_domain_report_shows_reviewed_findings_and_pages_its_detail(ctx, web, seeded):
+    login(web, "vic")
+    domain = ctx.db.findings.find_one({"_id": seeded.findings[0]})["domain"]
+    on_domain = list(ctx.db.findings.find({"domain": domain}))
+    reviewed = [f for f in on_domain if f["status"] in ("confirmed", "notice_sent", "removed")]
+    assert 0 < len(reviewed) < len(on_domain)
+
+    def listed(page: str) -> set[str]:
+        return set(re.findall(r'<td class="url">([^<]+)</td>', page))
+
+    default = web.get(f"/reports/domain?domain={domain}").text
+    assert listed(default) == {html.escape(f["url"]) for f in reviewed}
+    # The summary still counts every finding of the domain.
+    assert f"<td><b>{len(on_domain)}</b></td>" in default
+    assert f"/reports/domain?domain={domain}&amp;scope=all" in default
+    everything = web.get(f"/reports/domain?domain={domain}&scope=all").text
+    assert listed(everything) == {html.escape(f["url"]) for f in on_domain}
+
+    # Past a page of findings the detail is paged, with a link to each page.
+    extra = [
+        {
+            **reviewed[0],
+            "_id": ObjectId(),
+            "page_id": ObjectId(),
+            "url": f"https://{domain}/more/{n}",
+        }
+        for n in range(REPORT_PAGE + 10)
+    ]
+    ctx.db.findings.insert_many(extra)
+    first = web.get(f"/reports/domain?domain={domain}").text
+    assert len(listed(first)) == REPORT_PAGE and 'id="report-pager"' in first
+    assert f"/reports/domain?domain={domain}&amp;page=2" in first
+    second = web.get(f"/reports/domain?domain={domain}&page=2").text
+    assert listed(first) | listed(second) == {
+        html.escape(f["url"]) for f in reviewed + extra
+    } and not listed(first) & listed(second)
+    pdf = web.get(f"/reports/domain?domain={domain}&format=pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
 
 
 def test_users_page_manages_users(ctx, web):

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from tracker.findings import (
+    REPORT_PAGE,
     FindingNotFound,
     Report,
     WorkflowError,
@@ -75,12 +76,17 @@ def report_domain(
     user: Viewer,
     domain: Annotated[str, Query(min_length=1, max_length=300)],
     format: Format = "html",
+    scope: Literal["reviewed", "all"] = "reviewed",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
+    """A domain's report: reviewed findings by default (``scope=all``: every one), its
+    detail paged in HTML; the PDF lists the whole scope."""
     try:
         domain = normalize_domain(domain)
     except WorkflowError as err:
         raise HTTPException(400, str(err)) from None
-    report = domain_report(app_context(request), domain)
+    per_page = None if format == "pdf" else REPORT_PAGE
+    report = domain_report(app_context(request), domain, scope, page, per_page)
     return _report_response(request, report, format, f"copytrack-domain-{domain}")
 
 
