@@ -9,15 +9,18 @@ import html
 import io
 import json
 import re
+import time
 import zlib
 from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
+import httpx
 import pytest
 from bson import ObjectId
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from pypdf import PdfReader
 from starlette.routing import Mount
 
 from admin.app import create_app
@@ -35,6 +38,8 @@ from tests.admin_seed import (
 )
 from tests.corpus import novel_chapters, texts
 from tests.pdf_layout import overflowing_text
+from tests.processes import wait_until
+from tests.served_admin import served_admin
 from tests.test_books import _epub
 from tests.test_library import _docx
 from tracker import campaigns as tracker_campaigns
@@ -665,8 +670,59 @@ def test_a_domain_report_shows_reviewed_findings_and_pages_its_detail(ctx, web, 
     assert listed(first) | listed(second) == {
         html.escape(f["url"]) for f in reviewed + extra
     } and not listed(first) & listed(second)
+    # Its PDF is built off the request (test_a_long_domain_report_pdf_...).
     pdf = web.get(f"/reports/domain?domain={domain}&format=pdf")
-    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
+    assert pdf.status_code == 200 and 'id="report-pdf"' in pdf.text
+
+
+def test_a_long_domain_report_pdf_is_built_while_the_admin_answers(ctx, seeded):
+    domain = ctx.db.findings.find_one({"_id": seeded.findings[0]})["domain"]
+    base = ctx.db.findings.find_one({"_id": seeded.findings[0]})
+    ctx.db.findings.insert_many(
+        [
+            {
+                **base,
+                "_id": ObjectId(),
+                "page_id": ObjectId(),
+                "status": "confirmed",
+                "url": f"https://{domain}/long/{n}",
+            }
+            for n in range(3 * REPORT_PAGE + 50)
+        ]
+    )
+    with served_admin(ctx) as port:
+        reader = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        other = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        login(reader, "vic")
+        asked = reader.get(f"/reports/domain?domain={domain}&format=pdf")
+        assert asked.status_code == 200 and "The PDF is being prepared" in asked.text
+        # Another reader logs in and opens the dashboard while the PDF is being built.
+        started = time.monotonic()
+        login(other, "rui")
+        assert other.get("/").status_code == 200
+        answered = time.monotonic() - started
+        still = reader.get(f"/reports/domain.pdf?domain={domain}")
+        assert "The PDF is being prepared" in still.text, "built before the other request"
+        assert answered < 5, answered
+        assert re.search(r"prepared… \d+%", still.text)
+
+        def ready() -> bool:
+            page = reader.get(f"/reports/domain?domain={domain}&format=pdf").text
+            assert "could not be made" not in page
+            return 'id="report-pdf-download"' in page
+
+        wait_until(ready, 180, "the domain report's PDF")
+        made = reader.get(f"/reports/domain.pdf?domain={domain}")
+        reader.close()
+        other.close()
+    assert made.headers["content-type"] == "application/pdf"
+    assert made.headers["content-disposition"].startswith("attachment;")
+    pages = PdfReader(io.BytesIO(made.content)).pages
+    # Four pages of findings, one report: the domain's heading once, at the start.
+    assert len(pages) >= 4
+    text = "".join(page.extract_text() for page in pages)
+    assert text.upper().count("DOMAIN REPORT") == 1
+    assert f"1 / {len(pages)}" in text and f"{len(pages)} / {len(pages)}" in text
 
 
 def test_users_page_manages_users(ctx, web):
