@@ -26,6 +26,7 @@ from tracker.servers import ServerStartError
 
 from .i18n import LanguageMiddleware
 from .limits import BodyGuard
+from .report_pdfs import ReportPdfs
 from .routes import (
     account,
     api,
@@ -158,6 +159,8 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     app.state.sessions = SessionStore(app.state.ctx)
     # Lists, counts and searches of findings, loaded on first use and kept in step.
     app.state.catalogue = Catalogue(MongoFindings(lambda: app.state.ctx.db))
+    # Long domain reports' PDFs, built in a thread while the admin answers.
+    app.state.report_pdfs = ReportPdfs(lambda: app.state.ctx)
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(LanguageMiddleware)  # every page, message and PDF in its language
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)

@@ -9,15 +9,18 @@ import html
 import io
 import json
 import re
+import time
 import zlib
 from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
+import httpx
 import pytest
 from bson import ObjectId
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from pypdf import PdfReader
 from starlette.routing import Mount
 
 from admin.app import create_app
@@ -35,11 +38,13 @@ from tests.admin_seed import (
 )
 from tests.corpus import novel_chapters, texts
 from tests.pdf_layout import overflowing_text
+from tests.processes import wait_until
+from tests.served_admin import served_admin
 from tests.test_books import _epub
 from tests.test_library import _docx
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
-from tracker.findings import domain_report, set_status, work_report
+from tracker.findings import REPORT_PAGE, domain_report, set_status, work_report
 from tracker.library import Work, add_work, add_works
 from tracker.library_edits import delete_work
 from tracker.pages import PageInput
@@ -619,7 +624,7 @@ def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
     login(web, "vic")
     html = web.get("/reports/work?work=news-000")
     assert html.status_code == 200 and "www.pirate-news.example" in html.text
-    domain = web.get("/reports/domain?domain=https://www.pirate-news.example/x")
+    domain = web.get("/reports/domain?domain=https://www.pirate-news.example/x&scope=all")
     assert domain.status_code == 200 and "news-000" in domain.text
     pdf = web.get("/reports/domain?domain=www.pirate-news.example&format=pdf")
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
@@ -627,6 +632,97 @@ def test_reports_per_work_and_domain_as_html_and_pdf(web, seeded):
     assert pdf.headers["content-disposition"].startswith("attachment;")  # "Download PDF" downloads
     assert web.get("/reports/work?work=nope").status_code == 404
     assert web.get("/reports/domain?domain=not a domain").status_code == 400
+
+
+def test_a_domain_report_shows_reviewed_findings_and_pages_its_detail(ctx, web, seeded):
+    login(web, "vic")
+    domain = ctx.db.findings.find_one({"_id": seeded.findings[0]})["domain"]
+    on_domain = list(ctx.db.findings.find({"domain": domain}))
+    reviewed = [f for f in on_domain if f["status"] in ("confirmed", "notice_sent", "removed")]
+    assert 0 < len(reviewed) < len(on_domain)
+
+    def listed(page: str) -> set[str]:
+        return set(re.findall(r'<td class="url">([^<]+)</td>', page))
+
+    default = web.get(f"/reports/domain?domain={domain}").text
+    assert listed(default) == {html.escape(f["url"]) for f in reviewed}
+    # The summary still counts every finding of the domain.
+    assert f"<td><b>{len(on_domain)}</b></td>" in default
+    assert f"/reports/domain?domain={domain}&amp;scope=all" in default
+    everything = web.get(f"/reports/domain?domain={domain}&scope=all").text
+    assert listed(everything) == {html.escape(f["url"]) for f in on_domain}
+
+    # Past a page of findings the detail is paged, with a link to each page.
+    extra = [
+        {
+            **reviewed[0],
+            "_id": ObjectId(),
+            "page_id": ObjectId(),
+            "url": f"https://{domain}/more/{n}",
+        }
+        for n in range(REPORT_PAGE + 10)
+    ]
+    ctx.db.findings.insert_many(extra)
+    first = web.get(f"/reports/domain?domain={domain}").text
+    assert len(listed(first)) == REPORT_PAGE and 'id="report-pager"' in first
+    assert f"/reports/domain?domain={domain}&amp;page=2" in first
+    second = web.get(f"/reports/domain?domain={domain}&page=2").text
+    assert listed(first) | listed(second) == {
+        html.escape(f["url"]) for f in reviewed + extra
+    } and not listed(first) & listed(second)
+    # Its PDF is built off the request (test_a_long_domain_report_pdf_...).
+    pdf = web.get(f"/reports/domain?domain={domain}&format=pdf")
+    assert pdf.status_code == 200 and 'id="report-pdf"' in pdf.text
+
+
+def test_a_long_domain_report_pdf_is_built_while_the_admin_answers(ctx, seeded):
+    domain = ctx.db.findings.find_one({"_id": seeded.findings[0]})["domain"]
+    base = ctx.db.findings.find_one({"_id": seeded.findings[0]})
+    ctx.db.findings.insert_many(
+        [
+            {
+                **base,
+                "_id": ObjectId(),
+                "page_id": ObjectId(),
+                "status": "confirmed",
+                "url": f"https://{domain}/long/{n}",
+            }
+            for n in range(3 * REPORT_PAGE + 50)
+        ]
+    )
+    with served_admin(ctx) as port:
+        reader = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        other = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        login(reader, "vic")
+        asked = reader.get(f"/reports/domain?domain={domain}&format=pdf")
+        assert asked.status_code == 200 and "The PDF is being prepared" in asked.text
+        # Another reader logs in and opens the dashboard while the PDF is being built.
+        started = time.monotonic()
+        login(other, "rui")
+        assert other.get("/").status_code == 200
+        answered = time.monotonic() - started
+        still = reader.get(f"/reports/domain.pdf?domain={domain}")
+        assert "The PDF is being prepared" in still.text, "built before the other request"
+        assert answered < 5, answered
+        assert re.search(r"prepared… \d+%", still.text)
+
+        def ready() -> bool:
+            page = reader.get(f"/reports/domain?domain={domain}&format=pdf").text
+            assert "could not be made" not in page
+            return 'id="report-pdf-download"' in page
+
+        wait_until(ready, 180, "the domain report's PDF")
+        made = reader.get(f"/reports/domain.pdf?domain={domain}")
+        reader.close()
+        other.close()
+    assert made.headers["content-type"] == "application/pdf"
+    assert made.headers["content-disposition"].startswith("attachment;")
+    pages = PdfReader(io.BytesIO(made.content)).pages
+    # Four pages of findings, one report: the domain's heading once, at the start.
+    assert len(pages) >= 4
+    text = "".join(page.extract_text() for page in pages)
+    assert text.upper().count("DOMAIN REPORT") == 1
+    assert f"1 / {len(pages)}" in text and f"{len(pages)} / {len(pages)}" in text
 
 
 def test_users_page_manages_users(ctx, web):

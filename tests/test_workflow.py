@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import tracemalloc
 from datetime import date, timedelta
 
 import pytest
@@ -257,7 +258,7 @@ def test_csv_export_and_reports(library):
     report = work_report(ctx, "w0")
     assert report.summary["total"] == 2 and report.summary["confirmed"] == 1
     assert [label for label, _ in report.groups] == ["q.example", "r.example"]
-    by_domain = domain_report(ctx, "R.example")
+    by_domain = domain_report(ctx, "R.example", scope="all")
     assert by_domain.summary["total"] == 2 and by_domain.summary["pages"] == 2
     assert {label for label, _ in by_domain.groups} == {"作品0 (w0)", "作品1 (w1)"}
     assert work_report(ctx, "missing") is None
@@ -338,3 +339,70 @@ def test_csv_keeps_the_site_port_says_statuses_in_words_and_names_the_notice(lib
     assert sent["notice_deadline"][:10] == f"{deadline:%Y-%m-%d}"
     assert sent["notice_recipients"] == "abuse@host.example; form: https://host.example/complain"
     assert other["notice_deadline"] == other["notice_recipients"] == ""
+
+
+def test_a_domain_report_lists_reviewed_findings_by_default_a_page_at_a_time(library):
+    ctx = library
+    made = [found_on(ctx, f"https://p.example/{n}", n % 3) for n in range(7)]
+    for finding in made[:5]:
+        set_status(ctx, finding, "confirmed", "rui")
+    set_status(ctx, made[1], "notice_sent", "rui")
+    set_status(ctx, made[5], "dismissed", "rui")
+
+    def rows(report):
+        return [f["_id"] for _, group in report.groups for f in group]
+
+    reviewed = domain_report(ctx, "p.example", per_page=2)
+    # The summary counts every finding; the detail only the five a reviewer judged copies.
+    assert reviewed.summary["total"] == 7 and reviewed.summary["pages"] == 7
+    assert reviewed.summary["dismissed"] == 1 and reviewed.summary["new"] == 1
+    assert reviewed.listed == 5 and reviewed.pages == 3
+    pages = [rows(domain_report(ctx, "p.example", page=n, per_page=2)) for n in (1, 2, 3)]
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert sorted(f for p in pages for f in p) == sorted(made[:5])
+    # Groups are as big as their work's findings over every page, biggest first.
+    assert reviewed.group_sizes == {"作品0 (w0)": 2, "作品1 (w1)": 2, "作品2 (w2)": 1}
+    assert domain_report(ctx, "p.example", page=99, per_page=2).page == 3
+    everything = domain_report(ctx, "p.example", scope="all", per_page=None)
+    assert sorted(rows(everything)) == sorted(made) and everything.pages == 1
+
+
+def test_the_csv_export_holds_a_batch_of_findings_never_all_of_them(library):
+    ctx = library
+    original = ctx.db.findings.find_one({"_id": found_on(ctx, "https://lazy.example/0", 0)})
+    # Copies of a real finding, each on its own page URL: 5,000 rows as a scan would leave.
+    ctx.db.findings.insert_many(
+        [
+            {
+                **original,
+                "_id": ObjectId(),
+                "page_id": ObjectId(),
+                "url": f"https://lazy.example/{n:05d}" + "x" * 200,
+            }
+            for n in range(1, 5000)
+        ]
+    )
+    assert "".join(findings_csv(ctx, FindingFilter(), batch=7)) == "".join(
+        findings_csv(ctx, FindingFilter())
+    )
+
+    def peak(run) -> int:
+        tracemalloc.start()
+        try:
+            run()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    rows = 0
+
+    def stream() -> None:
+        nonlocal rows
+        for chunk in findings_csv(ctx, FindingFilter(), batch=200):
+            rows += chunk.count("https://lazy.example/")
+
+    streamed = peak(stream)
+    held = peak(lambda: list(ctx.db.findings.find({}, {"history": 0, "spans": 0})))
+    assert rows == 5000
+    # Streaming all 5,000 takes a fraction of what holding them (without CSV) would.
+    assert streamed < held / 4, (streamed, held)

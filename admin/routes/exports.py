@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from tracker.findings import (
+    REPORT_PAGE,
     FindingNotFound,
     Report,
     WorkflowError,
@@ -26,6 +28,7 @@ from tracker.findings import (
 from ..evidence_report import evidence_pdf, report_context
 from ..i18n import _
 from ..pdf import pdf
+from ..report_pdfs import Build
 from ..security import Viewer, app_context
 from ..web import reading_zone, render, templates
 
@@ -69,19 +72,71 @@ def report_work(
     return _report_response(request, report, format, f"copytrack-work-{report.master['_id']}")
 
 
+def _domain(asked: str) -> str:
+    """The domain a report is asked for, as stored (400 for what is not a domain)."""
+    try:
+        return normalize_domain(asked)
+    except WorkflowError as err:
+        raise HTTPException(400, str(err)) from None
+
+
 @router.get("/reports/domain")
 def report_domain(
     request: Request,
     user: Viewer,
     domain: Annotated[str, Query(min_length=1, max_length=300)],
     format: Format = "html",
+    scope: Literal["reviewed", "all"] = "reviewed",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
-    try:
-        domain = normalize_domain(domain)
-    except WorkflowError as err:
-        raise HTTPException(400, str(err)) from None
-    report = domain_report(app_context(request), domain)
+    """A domain's report: reviewed findings by default (``scope=all``: every one), its
+    detail paged in HTML; the PDF lists the whole scope."""
+    domain = _domain(domain)
+    ctx = app_context(request)
+    report = domain_report(ctx, domain, scope, page, REPORT_PAGE)
+    if format == "pdf" and report.pages > 1:
+        # More than a page of findings: built off the request, this page shows how far.
+        with reading_zone(request):
+            build = request.app.state.report_pdfs.build(domain, scope)
+        return _pdf_progress(request, domain, scope, build)
+    if format == "pdf":
+        report = domain_report(ctx, domain, scope, per_page=None)
     return _report_response(request, report, format, f"copytrack-domain-{domain}")
+
+
+def _domain_link(path: str, domain: str, scope: str) -> str:
+    return f"{path}?{urlencode({'domain': domain, 'scope': scope})}"
+
+
+def _pdf_progress(request: Request, domain: str, scope: str, build: Build) -> Response:
+    return render(
+        request,
+        "report_pdf.html",
+        domain=domain,
+        build=build,
+        download=_domain_link("/reports/domain.pdf", domain, scope),
+        back=_domain_link("/reports/domain", domain, scope),
+    )
+
+
+@router.get("/reports/domain.pdf")
+def report_domain_pdf(
+    request: Request,
+    user: Viewer,
+    domain: Annotated[str, Query(min_length=1, max_length=300)],
+    scope: Literal["reviewed", "all"] = "reviewed",
+) -> Response:
+    """A long domain report's PDF once its build is done (until then, its progress)."""
+    domain = _domain(domain)
+    with reading_zone(request):
+        build = request.app.state.report_pdfs.build(domain, scope)
+    if not build.ready:
+        return _pdf_progress(request, domain, scope, build)
+    return FileResponse(
+        build.path,
+        media_type="application/pdf",
+        filename=f"copytrack-domain-{domain}.pdf",
+    )
 
 
 @router.get("/findings/{finding_id}/evidence")

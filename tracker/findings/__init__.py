@@ -85,7 +85,7 @@ from .queries import (
     parse_object_id,
 )
 from .record import REOPEN_AS, RecordResult, list_findings, record_findings, record_first_scans
-from .reports import Report, domain_report, work_report
+from .reports import REPORT_PAGE, REVIEWED, Report, domain_report, work_report
 from .status import (
     CLOSED,
     CONFIRMED,
@@ -148,6 +148,8 @@ __all__ = [
     "OUTCOME_LABELS",
     "REMOVED",
     "REOPEN_AS",
+    "REPORT_PAGE",
+    "REVIEWED",
     "REVIEWER_STATUSES",
     "SEARCH_PAGES",
     "SENDER_FIELDS",

@@ -68,8 +68,12 @@ def findings_csv(ctx: Context, flt: FindingFilter, batch: int = 500) -> Iterator
     writer = csv.writer(buffer)
     writer.writerow([name for name, _ in CSV_COLUMNS])
     yield "\ufeff" + _drain(buffer)
-    cursor = ctx.db.findings.find(finding_query(ctx, flt), {"history": 0, "spans": 0}).sort(
-        sort_spec(flt.sort)
+    # The cursor's batches as big as ours: the admin holds one batch of findings at a time
+    # (the driver's default would fetch up to 16 MB of them at once).
+    cursor = (
+        ctx.db.findings.find(finding_query(ctx, flt), {"history": 0, "spans": 0})
+        .sort(sort_spec(flt.sort))
+        .batch_size(batch)
     )
     for chunk in batched(cursor, batch):
         page_ids = [f["page_id"] for f in chunk]

@@ -10,7 +10,12 @@ from typing import Any
 from ..context import Context
 from ..library import find_masters
 from .queries import domain_query
-from .status import STATUSES
+from .status import CONFIRMED, NOTICE_SENT, REMOVED, STATUSES
+
+#: Findings a reviewer has judged to be copies: what a domain report shows by default.
+REVIEWED: tuple[str, ...] = (CONFIRMED, NOTICE_SENT, REMOVED)
+#: Findings a domain report lists a page (the summary counts them all).
+REPORT_PAGE = 200
 
 
 @dataclass
@@ -23,6 +28,13 @@ class Report:
     summary: dict[str, int]
     groups: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
     master: dict[str, Any] | None = None
+    #: A domain report: "reviewed" or "all" findings in its detail, which page of how many,
+    #: how many findings its detail covers, and each group's size over every page.
+    scope: str = "all"
+    page: int = 1
+    pages: int = 1
+    listed: int = 0
+    group_sizes: dict[str, int] = field(default_factory=dict)
 
 
 def _summary(findings: list[dict[str, Any]]) -> dict[str, int]:
@@ -72,16 +84,93 @@ def work_report(ctx: Context, work: str) -> Report | None:
     )
 
 
-def domain_report(ctx: Context, domain: str) -> Report:
-    """What a domain (and its subdomains) copies, grouped by work."""
+def _domain_summary(ctx: Context, query: dict[str, Any]) -> dict[str, int]:
+    """The summary of every finding matching ``query``, counted by the database (a report
+    of 100,000 findings holds none of them)."""
+    counts = {s: 0 for s in STATUSES}
+    for row in ctx.db.findings.aggregate(
+        [{"$match": query}, {"$group": {"_id": "$status", "n": {"$sum": 1}}}]
+    ):
+        counts[row["_id"]] = row["n"]
+    pages = 0
+    for row in ctx.db.findings.aggregate(
+        [
+            {"$match": query},
+            {"$group": {"_id": "$page_id"}},
+            {"$group": {"_id": None, "n": {"$sum": 1}}},
+        ]
+    ):
+        pages = row["n"]
+    return {"total": sum(counts.values()), "pages": pages, **counts}
+
+
+def domain_report(
+    ctx: Context,
+    domain: str,
+    scope: str = "reviewed",
+    page: int = 1,
+    per_page: int | None = REPORT_PAGE,
+) -> Report:
+    """What a domain (and its subdomains) copies, grouped by work: the summary counts every
+    finding; the detail lists the reviewed ones (``scope="all"``: every one), ``per_page``
+    a page (``None``: all of them, as a PDF does)."""
     domain = domain.lower()
-    findings = list(
-        ctx.db.findings.find(domain_query(domain), _REPORT_FIELDS).sort([("score", -1), ("_id", 1)])
-    )
+    query = domain_query(domain)
+    summary = _domain_summary(ctx, query)
+    detail = query if scope == "all" else {**query, "status": {"$in": list(REVIEWED)}}
+    # Group sizes first (one row a work), so a page reads its rows work by work from the
+    # database instead of sorting every finding in memory.
+    sizes: dict[Any, int] = {}
+    labels: dict[Any, str] = {}
+    for row in ctx.db.findings.aggregate(
+        [
+            {"$match": detail},
+            {
+                "$group": {
+                    "_id": "$master_id",
+                    "n": {"$sum": 1},
+                    "title": {"$first": "$master_title"},
+                    "external_id": {"$first": "$master_external_id"},
+                }
+            },
+        ]
+    ):
+        sizes[row["_id"]] = row["n"]
+        labels[row["_id"]] = _work_label(
+            {"master_id": row["_id"], "master_title": row["title"],
+             "master_external_id": row["external_id"]}
+        )  # fmt: skip
+    order = sorted(sizes, key=lambda m: (-sizes[m], labels[m]))
+    listed = sum(sizes.values())
+    size = per_page or max(listed, 1)
+    pages = max(1, -(-listed // size))
+    page = min(max(page, 1), pages)
+    start, end = (page - 1) * size, page * size
+    groups: list[tuple[str, list[dict[str, Any]]]] = []
+    before = 0
+    for master_id in order:
+        first, last = max(start - before, 0), min(end - before, sizes[master_id])
+        before += sizes[master_id]
+        if first >= last:
+            if before >= end:
+                break
+            continue
+        rows = (
+            ctx.db.findings.find({**detail, "master_id": master_id}, _REPORT_FIELDS)
+            .sort([("score", -1), ("_id", 1)])
+            .skip(first)
+            .limit(last - first)
+        )
+        groups.append((labels[master_id], list(rows)))
     return Report(
         kind="domain",
         subject=domain,
         generated_at=datetime.now(UTC),
-        summary=_summary(findings),
-        groups=_grouped(findings, _work_label),
+        summary=summary,
+        groups=groups,
+        scope="all" if scope == "all" else "reviewed",
+        page=page,
+        pages=pages,
+        listed=listed,
+        group_sizes={labels[m]: sizes[m] for m in order},
     )

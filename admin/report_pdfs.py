@@ -1,0 +1,128 @@
+"""Long domain reports as PDF, built in a thread off the request: a page of findings at a
+time into the data directory, then joined, so no request waits for WeasyPrint and the admin
+holds one page of a report at a time. The admin page polls the build's progress."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import io
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pypdf import PdfReader, PdfWriter
+
+from tracker.context import Context
+from tracker.findings import REPORT_PAGE, domain_report
+
+from .pdf import pdf
+from .web import templates
+
+log = logging.getLogger(__name__)
+
+#: A finished PDF is given as it is for this long; a later request builds it afresh.
+KEPT_S = 15 * 60
+
+
+@dataclass
+class Build:
+    """One report's PDF: how many pages of findings are rendered, of how many."""
+
+    path: Path
+    done: int = 0
+    total: int = 1
+    finished_at: float | None = None
+    failed: str | None = None
+
+    @property
+    def percent(self) -> int:
+        return min(99, 100 * self.done // max(self.total, 1)) if self.finished_at is None else 100
+
+    @property
+    def ready(self) -> bool:
+        return self.finished_at is not None and self.failed is None
+
+
+class ReportPdfs:
+    """The PDF builds of an admin, one a report (domain and scope) at a time."""
+
+    def __init__(self, ctx_of: Callable[[], Context]) -> None:
+        self._ctx_of = ctx_of
+        self._builds: dict[tuple[str, str], Build] = {}
+        self._lock = threading.Lock()
+
+    def build(self, domain: str, scope: str) -> Build:
+        """The report's build: started now unless one runs, or finished a little while ago."""
+        key = (domain, scope)
+        with self._lock:
+            build = self._builds.get(key)
+            fresh = build and (
+                build.finished_at is None
+                or (build.failed is None and time.time() - build.finished_at < KEPT_S)
+            )
+            if build is not None and fresh:
+                return build
+            ctx = self._ctx_of()
+            # One folder a report of a database (installations may share a data dir).
+            named = f"{ctx.db.name}\0{domain}\0{scope}"
+            folder = (
+                ctx.settings.data_dir / "reports" / hashlib.sha256(named.encode()).hexdigest()[:16]
+            )
+            build = Build(path=folder / "report.pdf")
+            self._builds[key] = build
+        # The reader's language and time zone go with the thread (context variables).
+        run = contextvars.copy_context().run
+        threading.Thread(
+            target=run, args=(self._run, build, domain, scope), daemon=True, name="report-pdf"
+        ).start()
+        return build
+
+    def _run(self, build: Build, domain: str, scope: str) -> None:
+        ctx = self._ctx_of()
+        parts = build.path.parent / "parts"
+        shutil.rmtree(parts, ignore_errors=True)
+        parts.mkdir(parents=True)
+        try:
+            page, files = 1, []
+            while True:
+                report = domain_report(ctx, domain, scope, page, REPORT_PAGE)
+                build.total = report.pages
+                # Parts unnumbered: the joined PDF is numbered over all its pages.
+                html = templates.get_template("report.html").render(
+                    report=report, pdf=True, continued=page > 1, unnumbered=True
+                )
+                files.append(parts / f"{page:06d}.pdf")
+                files[-1].write_bytes(pdf(html))
+                build.done = page
+                if page >= report.pages:
+                    break
+                page += 1
+            writer = PdfWriter()
+            for file in files:
+                writer.append(file)
+            _number(writer)
+            partial = build.path.with_suffix(".part")
+            with partial.open("wb") as out:
+                writer.write(out)
+            partial.replace(build.path)
+        except Exception as err:  # the page says it failed, the log says why
+            log.exception("the PDF of the report on %s (%s) failed", domain, scope)
+            build.failed = f"{type(err).__name__}: {err}"
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)
+            build.finished_at = time.time()
+
+
+def _number(writer: PdfWriter) -> None:
+    """Page numbers ("3 / 466") stamped over the joined pages, as the stylesheet numbers a
+    report made at once."""
+    count = len(writer.pages)
+    blank = '<p style="break-after: page">&#160;</p>' * (count - 1) + "<p>&#160;</p>"
+    numbers = PdfReader(io.BytesIO(pdf(f'<html><body class="report">{blank}</body></html>')))
+    for page, number in zip(writer.pages, numbers.pages, strict=False):
+        page.merge_page(number)
