@@ -391,8 +391,8 @@ class Catalogue:
                 mask &= c[name] <= high
         if flt.since:
             mask &= c["first_seen"] >= _ms(day_start(flt.since))
-        if flt.until:  # up to its last millisecond, as MongoDB's $lte of its last moment
-            mask &= c["first_seen"] < _ms(day_start(flt.until) + timedelta(days=1))
+        if flt.until:  # up to its last moment, as MongoDB's $lte (9999-12-31 has no next day)
+            mask &= c["first_seen"] < _ms(day_start(flt.until)) + 86_400 * _MS
         size = getattr(flt, "size", None)  # copies, quotations or any (quotation sizes)
         if size == "copies":
             mask &= ~c["quotation"]
