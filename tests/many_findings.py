@@ -1,6 +1,6 @@
 """Installations of many findings, built fast: works registered as usual, pages stored,
-and each page's match recorded by `record_first_scans` (the upserts of a real scan, many
-pages a bulk write), the matches made rather than matched (the matcher has its own tests).
+and each page's match recorded by `record_first_scans` (the findings of a real scan,
+many pages a bulk write), the matches made rather than matched (the matcher has its own tests).
 """
 
 from __future__ import annotations
