@@ -17,7 +17,8 @@ from tests.admin_seed import PASSWORD
 from tests.many_findings import seed_findings
 from tests.served_admin import served_admin
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS, _log_in
-from tracker.context import Context
+from tracker.config import Settings
+from tracker.context import Context, open_context
 from tracker.findings import Catalogue, MongoFindings, bulk_set_status, parse_filter
 from tracker.users import add_user
 
@@ -37,6 +38,15 @@ LIST = {"status": "new", "domain": "walk.example", "sort": "-score"}
 
 def _domain(n: int) -> str:
     return "walk.example" if n % 25 == 0 else f"site{n % 97}.example"
+
+
+@pytest.fixture
+def ctx(own: Settings) -> Iterator[Context]:
+    """An installation on servers of its own: dropping 20,000 documents from the
+    session's SecantusDB takes longer than stopping servers (30 s to minutes)."""
+    context = open_context(own)
+    yield context
+    context.close()
 
 
 @pytest.fixture
