@@ -6,10 +6,13 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
 from bson import ObjectId
 
+from admin.i18n import COOKIE as LANGUAGE_COOKIE
 from tests.admin_seed import PASSWORD, client, login
 from tests.many_findings import seed_findings
+from tests.served_admin import served_admin
 from tracker.context import Context
 from tracker.findings import bulk_set_status
 from tracker.users import add_user
@@ -79,3 +82,38 @@ def test_a_change_of_all_matching_findings_asks_with_the_count_then_changes_them
         assert last["status"] == "dismissed" and last["by"] == "rui"
         assert last["note"] == "mirror of a licensed partner"
     assert "No findings match these filters." in web.post("/findings/bulk/all", data=form).text
+
+
+@pytest.mark.slow
+def test_in_chromium_the_whole_list_is_asked_on_its_page_not_in_a_dialog(ctx):
+    browsers = pytest.importorskip("tests.test_admin_browser")
+    if not browsers.CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium: apt-get install chromium")
+    ids = seed_findings(ctx, 60, 6, lambda n: "hit.example" if n % 2 else "other.example")
+    add_user(ctx, "rui", PASSWORD, "reviewer")
+    dialogs: list[str] = []
+    with served_admin(ctx) as port, browsers.playwright.sync_playwright() as p:
+        base = f"http://127.0.0.1:{port}"
+        browser = p.chromium.launch(
+            executable_path=str(browsers.CHROMIUM), args=browsers.CHROMIUM_ARGS
+        )
+        context = browser.new_context()
+        context.add_cookies([{"name": LANGUAGE_COOKIE, "value": "en", "url": base}])
+        page = context.new_page()
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        try:
+            browsers._log_in(page, base, "rui")
+            page.goto(f"{base}/findings?domain=hit.example")
+            page.select_option("#bulk select[name=status]", "dismissed")
+            page.click("#bulk-all")
+            page.wait_for_selector("#bulk-all-confirm")
+            assert "Mark all 30 findings as dismissed?" in page.inner_text("h1")
+            page.click("#confirm-bulk-all")
+            page.wait_for_selector(".flash-ok")
+            assert "30 finding(s) marked dismissed." in page.inner_text(".flash-ok")
+        finally:
+            context.close()
+            browser.close()
+    assert dialogs == []  # the page with the count asks, not a native confirm
+    statuses = _statuses(ctx, ids)
+    assert [statuses[i] == "dismissed" for i in ids] == [n % 2 == 1 for n in range(60)]
