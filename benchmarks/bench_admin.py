@@ -3,7 +3,7 @@ servers, each page a reviewer opens timed in a fresh admin against its target.
 
 The findings are built through the scan path: works registered with `add_works`, pages
 stored with their text, and each page's matches recorded by `record_first_scans` (the
-upserts `record_findings` makes, many pages a bulk write); some findings are then
+findings `record_findings` makes, many pages a bulk write); some findings are then
 confirmed or dismissed by `bulk_set_status`. The matches are made, not matched: the
 matcher is `bench_scale`'s subject, this is the admin's. Then a fresh admin (its findings
 catalogue loads on the first request) serves each page ``--repeat`` times; the times are

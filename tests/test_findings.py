@@ -125,3 +125,10 @@ def test_first_scans_recorded_at_once_are_as_one_by_one(ctx):
     again = ctx.db.findings.find_one({"page_id": pages[2]["_id"]})
     assert set(one) == set(again) and one["status"] == "new" and one["page_title"] == "t"
     assert again["_id"] == two["_id"] and again["first_seen"] == two["first_seen"]
+    # A page whose finding another scan records between the look and the write: the unique
+    # (page, master) index refuses the insert, and the page is recorded as a re-scan.
+    page_id, _ = store_page(ctx, PageInput(url="http://p.example/raced", text=ZH[3], title="r"))
+    raced = ctx.db.pages.find_one({"_id": page_id})
+    assert record_first_scans(ctx, [(raced, [match]), (raced, [match]), (pages[1], [])]) == 1
+    assert ctx.db.findings.count_documents({"page_id": page_id}) == 1
+    assert ctx.db.findings.find_one({"page_id": pages[1]["_id"]})["status"] == "removed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlencode
 
 from bson import ObjectId
 from fastapi import APIRouter, Form, HTTPException, Query, Request
@@ -17,17 +18,21 @@ from tracker.captures import page_text as stored_text
 from tracker.context import Context
 from tracker.enforcement.timeline import finding_timeline
 from tracker.findings import (
+    DISMISS_REASONS,
     LABELS,
     NOTICE_DEADLINE_DAYS,
     NOTICE_LANGUAGES,
     OPEN,
+    BulkResult,
     FindingNotFound,
     NoSender,
     WorkflowError,
     build_notice,
     bulk_set_status,
+    check_change,
     find_findings,
     hidden_quotations,
+    matching_ids,
     neighbours,
     notices_of,
     parse_filter,
@@ -149,6 +154,11 @@ def findings_bulk(
     except WorkflowError as err:
         flash(request, str(err), "error")
         return redirect(safe_next(back))
+    _flash_bulk(request, result, status)
+    return redirect(safe_next(back))
+
+
+def _flash_bulk(request: Request, result: BulkResult, status: str) -> None:
     label = _(LABELS.get(status, status)).lower()
     message = _("%(num)s finding(s) marked %(status)s.") % {"num": result.changed, "status": label}
     if result.refused:
@@ -156,6 +166,53 @@ def findings_bulk(
             "num": result.refused
         }
     flash(request, message, "ok" if not result.refused else "warn")
+
+
+@router.post("/findings/bulk/all")
+def findings_bulk_all(
+    request: Request,
+    user: Reviewer,
+    status: Annotated[str, Form()],
+    list_filter: Annotated[str, Form(alias="filter", max_length=4000)] = "",
+    note: Annotated[str, Form(max_length=2000)] = "",
+    reason: Annotated[str, Form(max_length=40)] = "",
+    back: Annotated[str, Form()] = "/findings",
+    count: Annotated[int | None, Form(ge=0)] = None,
+    confirm: Annotated[bool, Form()] = False,
+) -> Response:
+    """Change every finding the list's filter matches, not only the ticked ones: the first
+    post shows how many and asks; the second (``confirm``, with the ``count`` shown)
+    changes them. A count that moved in between is shown again, to be confirmed anew."""
+    flt = parse_filter(dict(parse_qsl(list_filter)))
+    reason = (reason or "") if status == "dismissed" else ""
+    try:
+        check_change(status, reason or None)
+    except WorkflowError as err:
+        flash(request, str(err), "error")
+        return redirect(safe_next(back))
+    ctx = app_context(request)
+    ids = matching_ids(ctx, flt, app_catalogue(request))
+    if not ids:
+        flash(request, _("No findings match these filters."), "error")
+        return redirect(safe_next(back))
+    if not confirm or count != len(ids):
+        params = flt.as_params()
+        return render(
+            request,
+            "findings_bulk_all.html",
+            total=len(ids),
+            moved=confirm and count != len(ids),
+            status=status,
+            status_label=_(LABELS.get(status, status)).lower(),
+            reason=reason,
+            reason_label=_(DISMISS_REASONS[reason]) if reason else "",
+            note=note,
+            params=params,
+            list_filter=urlencode(params),
+            back=safe_next(back),
+        )
+    result = bulk_set_status(ctx, ids, status, user.name, note or None, reason or None)
+    _flash_bulk(request, result, status)
     return redirect(safe_next(back))
 
 

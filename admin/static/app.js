@@ -32,6 +32,8 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   document.querySelectorAll("form[data-confirm-dismiss]").forEach((form) => {
     form.addEventListener("submit", (event) => {
+      // A change of the whole list asks on its own page, with the count.
+      if (event.submitter && "asksFirst" in event.submitter.dataset) return;
       if (form.elements.status.value === "dismissed" && !window.confirm(form.dataset.confirmDismiss)) {
         event.preventDefault();
       }

@@ -329,6 +329,17 @@ def find_findings(
     return FindingPage(list(cursor), total, page, per_page)
 
 
+def matching_ids(
+    ctx: Context, flt: FindingFilter, catalogue: Catalogue | None = None
+) -> list[ObjectId]:
+    """The ids of every finding matching the filter, in its order (a bulk change of a whole
+    list); from ``catalogue`` when given."""
+    if catalogue is not None:
+        return catalogue.ordered(flt, _works(ctx, flt))
+    found = ctx.db.findings.find(finding_query(ctx, flt), {"_id": 1}).sort(sort_spec(flt.sort))
+    return [finding["_id"] for finding in found]
+
+
 def hidden_quotations(ctx: Context, flt: FindingFilter) -> int:
     """How many quotation-sized findings a filter of copies leaves out (0 for another
     size): the list says so, with a link that shows them."""

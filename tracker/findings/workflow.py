@@ -8,8 +8,9 @@ from typing import Any
 
 from bson import ObjectId
 
+from ..batches import batched
 from ..context import Context
-from ..store import changed, update_found
+from ..store import IN_VALUES, changed, update_found
 from ..times import now
 from .dashboard import invalidate_dashboard
 from .record import REOPEN_AS
@@ -73,6 +74,13 @@ def _check_target(status: str) -> None:
         raise WorkflowError("'licensed' follows from the whitelist: add the domain there instead")
 
 
+def check_change(status: str, reason: str | None = None) -> None:
+    """Raise WorkflowError unless a reviewer may move findings to ``status`` (for ``reason``):
+    asked before a change of many findings is put to the reviewer to confirm."""
+    _check_target(status)
+    _check_reason(status, reason)
+
+
 def set_status(
     ctx: Context,
     finding_id: ObjectId,
@@ -123,14 +131,17 @@ def bulk_set_status(
     note: str | None = None,
     reason: str | None = None,
 ) -> BulkResult:
-    """Move many findings to ``status``; those whose status does not allow it stay as they are."""
-    _check_target(status)
-    _check_reason(status, reason)
+    """Move many findings to ``status``; those whose status does not allow it stay as they
+    are. In updates of IN_VALUES ids: a list's every finding may be 100,000."""
+    check_change(status, reason)
     ids = list(dict.fromkeys(finding_ids))
-    result = ctx.db.findings.update_many(
-        {"_id": {"$in": ids}, "status": {"$in": sources_of(status)}},
-        status_update(status, by, note, reason),
-    )
-    if result.modified_count:
+    modified = 0
+    for chunk in batched(ids, IN_VALUES):
+        result = ctx.db.findings.update_many(
+            {"_id": {"$in": chunk}, "status": {"$in": sources_of(status)}},
+            status_update(status, by, note, reason),
+        )
+        modified += result.modified_count
+    if modified:
         invalidate_dashboard(ctx)
-    return BulkResult(result.modified_count, len(ids) - result.modified_count)
+    return BulkResult(modified, len(ids) - modified)
