@@ -196,21 +196,10 @@ def create_subscription(request: Request, user: Reviewer, body: SubscriptionIn) 
         if isinstance(to, WebhookChannel)
         else {"emails": to.emails}
     )
+    # The narrowing fields go as they are, the enums as their values.
+    fields = body.model_dump(mode="json", exclude={"name", "to"})
     try:
-        added = add_subscription(
-            app_context(request),
-            body.name,
-            by=user.name,
-            when=[event.value for event in body.when],
-            every=body.every.value,
-            lang=body.lang.value,
-            campaign=body.campaign,
-            works=body.works,
-            domain=body.domain,
-            min_score=body.min_score,
-            min_chars=body.min_chars,
-            **channel,
-        )
+        added = add_subscription(app_context(request), body.name, by=user.name, **fields, **channel)
     except SubscriptionError as err:
         # The document states every rule of a field; what is left is a name taken.
         raise HTTPException(409, str(err)) from None
