@@ -95,6 +95,8 @@ TEMPLATES: tuple[str, ...] = (
     N_("The request does not match this document, or no work went in"),
     N_("The request does not match this document, or the text cannot be a work's"),
     N_("The workflow does not allow this change"),
+    N_("A subscription of that name exists: delete it first or choose another name"),
+    N_("No subscription of that name"), N_("a subscription"),
     N_("a notice"), N_("a status, a note and a reason"), N_("a text to check"),
     N_("1,000 works"), N_("a title, an author and a text"),
     # licensed domains (tracker.findings.licensing)

@@ -68,6 +68,10 @@ def test_the_schema_lists_every_operation_by_a_readable_id(api):
         "get_evidence_report": ("GET", "/api/v1/findings/{finding_id}/evidence.pdf"),
         "get_finding_timeline": ("GET", "/api/v1/findings/{finding_id}/timeline"),
         "get_funnel": ("GET", "/api/v1/funnel"),
+        "list_subscriptions": ("GET", "/api/v1/subscriptions"),
+        "create_subscription": ("POST", "/api/v1/subscriptions"),
+        "delete_subscription": ("DELETE", "/api/v1/subscriptions/{name}"),
+        "get_deliveries": ("GET", "/api/v1/deliveries"),
         "list_campaigns": ("GET", "/api/v1/campaigns"),
         "list_runs": ("GET", "/api/v1/campaigns/{name}/runs"),
         "run_campaign": ("POST", "/api/v1/campaigns/{name}/runs"),
@@ -94,7 +98,9 @@ def test_the_schema_lists_every_operation_by_a_readable_id(api):
         for op in ops.values()
         if "requestBody" in op
     ]
-    assert sorted(bodies) == ["CheckIn", "NoticeIn", "StatusIn", "WorkEditIn", "WorksIn"]
+    assert sorted(bodies) == [
+        "CheckIn", "NoticeIn", "StatusIn", "SubscriptionIn", "WorkEditIn", "WorksIn"
+    ]  # fmt: skip
     assert all(schemas[name]["examples"] for name in bodies)
     assert all(schemas[name]["examples"] for name in ("FindingOut", "RunOut", "WorkOut"))
     page = http.get("/api/v1/docs", headers=auth["viewer"])
@@ -344,6 +350,74 @@ def test_notices_are_drafted_recorded_and_listed(api, ctx):
         http.get(f"/api/v1/findings/{ObjectId()}/notices", headers=auth["viewer"]).status_code
         == 404
     )
+
+
+def test_subscriptions_are_listed_created_and_deleted_by_role_secret_unshown(api, ctx):
+    http, _, auth = api
+    url = "/api/v1/subscriptions"
+    to_hook = {"channel": "webhook", "url": "http://127.0.0.1:9/in", "secret": "s3cret"}
+    hook = {"name": "press hook", "when": ["confirmed", "run_failed"], "every": "hour",
+            "to": to_hook}  # fmt: skip
+    assert http.post(url, json=hook, headers=auth["viewer"]).status_code == 403
+    made = http.post(url, json=hook, headers=auth["reviewer"])
+    assert made.status_code == 201
+    shown = made.json()
+    assert shown["channel"] == "webhook" and shown["secret_set"] is True and shown["by"] == "rui"
+    assert shown["when"] == ["confirmed", "run_failed"] and shown["every"] == "hour"
+    assert "s3cret" not in made.text
+    assert ctx.db.subscriptions.find_one({"name": "press hook"})["secret"] == "s3cret"
+    mail = {"name": "team", "to": {"channel": "email", "emails": ["a@press.example"]},
+            "lang": "zh", "domain": "Pirate.Example", "min_score": 0.5}  # fmt: skip
+    assert http.post(url, json=mail, headers=auth["reviewer"]).status_code == 201
+    taken = http.post(url, json=mail, headers=auth["admin"])
+    assert taken.status_code == 409 and "exists" in taken.json()["detail"]
+    listed = http.get(url, headers=auth["viewer"])
+    assert [s["name"] for s in listed.json()] == ["press hook", "team"]
+    assert listed.json()[1]["domain"] == "pirate.example" and listed.json()[1]["when"] == ["new"]
+    assert "s3cret" not in listed.text and "secret" not in listed.json()[0]
+    for bad in (
+        {**hook, "to": {"channel": "webhook", "url": "http://127.0.0.1:9/in"}},  # no secret
+        {**hook, "to": {"channel": "webhook", "url": "ftp://x", "secret": "s"}},
+        {**mail, "to": {"channel": "email", "emails": []}},
+        {**mail, "to": {"channel": "email", "emails": ["not-an-address"]}},
+        {**mail, "name": "bad/name"},
+        {**mail, "when": ["sometimes"]},
+        {**mail, "min_score": 50},
+    ):
+        assert http.post(url, json=bad, headers=auth["reviewer"]).status_code == 422, bad
+    assert http.delete(f"{url}/team", headers=auth["viewer"]).status_code == 403
+    gone = http.delete(f"{url}/team", headers=auth["reviewer"])
+    assert gone.status_code == 200 and gone.json()["emails"] == ["a@press.example"]
+    assert http.delete(f"{url}/team", headers=auth["reviewer"]).status_code == 404
+    assert [s["name"] for s in http.get(url, headers=auth["viewer"]).json()] == ["press hook"]
+
+
+def test_the_delivery_log_comes_in_pages_newest_first(api, ctx):
+    http, seeded, auth = api
+    at = datetime(2024, 6, 10, 9, 0, tzinfo=UTC)
+    for i in range(5):
+        ctx.db.deliveries.insert_one({
+            "subscription_id": ObjectId(), "subscription": "team" if i % 2 else "hook",
+            "channel": "email", "to": ["a@press.example"], "lang": "en",
+            "subject": f"alert {i}", "text": "…", "body": "{}", "secret": "never",
+            "finding_ids": [seeded.findings[0]], "run_ids": [], "events": {"new": 1},
+            "state": "delivered" if i < 4 else "failed", "created_at": at + timedelta(hours=i),
+            "attempts": [{"at": at + timedelta(hours=i), "ok": i < 4, "answer": "250 Ok"}],
+            "answer": "250 Ok",
+        })  # fmt: skip
+    url = "/api/v1/deliveries"
+    first = http.get(f"{url}?per_page=2", headers=auth["viewer"]).json()
+    assert first["total"] == 5 and [d["subject"] for d in first["items"]] == ["alert 4", "alert 3"]
+    third = http.get(f"{url}?per_page=2&page=3", headers=auth["viewer"]).json()
+    assert [d["subject"] for d in third["items"]] == ["alert 0"]
+    assert third["items"][0]["finding_ids"] == [str(seeded.findings[0])]
+    assert third["items"][0]["attempts"][0]["answer"] == "250 Ok"
+    team = http.get(f"{url}?subscription=team", headers=auth["viewer"]).json()
+    assert [d["subject"] for d in team["items"]] == ["alert 3", "alert 1"]
+    failed = http.get(f"{url}?state=failed", headers=auth["viewer"]).json()
+    assert [d["subject"] for d in failed["items"]] == ["alert 4"]
+    assert http.get(f"{url}?state=lost", headers=auth["viewer"]).status_code == 422
+    assert "never" not in http.get(url, headers=auth["viewer"]).text
 
 
 def test_the_evidence_report_comes_as_a_pdf(api):

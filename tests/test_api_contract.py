@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +29,7 @@ import pytest
 from tests.admin_seed import ZH, seed
 from tests.served_admin import served_admin
 from tracker.context import Context
+from tracker.enforcement.deliveries import queue_delivery
 from tracker.users import create_token
 
 ST = Path(sys.executable).with_name("st")  # schemathesis's command, beside this interpreter
@@ -174,6 +176,38 @@ def test_a_generated_client_drives_every_operation(
         assert sum(r.notified for r in works) == sum(r.notified for r in rows)
         report = _operation("evidence", "get_evidence_report").sync(confirmed, client=viewer)
         assert report.payload.read(5) == b"%PDF-"
+
+        # Alerts: subscribed by a reviewer (the secret never comes back), listed, the
+        # delivery log paged, unsubscribed.
+        hook = m.SubscriptionIn(
+            name="client hook",
+            to=m.WebhookChannel(channel="webhook", url="http://127.0.0.1:9/in", secret="s3cret"),
+            when=[m.AlertEvent.CONFIRMED],
+            every=m.AlertFrequency.HOUR,
+        )
+        refused = _operation("alerts", "create_subscription").sync(client=viewer, body=hook)
+        assert isinstance(refused, m.Problem) and "reviewer" in refused.detail
+        made = _operation("alerts", "create_subscription").sync(client=reviewer, body=hook)
+        assert made.secret_set and made.by == "rui" and made.every == m.AlertFrequency.HOUR
+        taken = _operation("alerts", "create_subscription").sync(client=reviewer, body=hook)
+        assert isinstance(taken, m.Problem) and "exists" in taken.detail
+        subs = _operation("alerts", "list_subscriptions").sync(client=viewer)
+        assert [(s.name, s.when) for s in subs] == [("client hook", [m.AlertEvent.CONFIRMED])]
+        stored = ctx.db.subscriptions.find_one({"name": "client hook"})
+        queue_delivery(
+            ctx, stored, subject="copytrack: 1 confirmed finding", text="…", payload={},
+            finding_ids=[seeded.findings[2]], run_ids=[], events={"confirmed": 1},
+            at=datetime.now(UTC),
+        )  # fmt: skip
+        log = _operation("alerts", "get_deliveries").sync(
+            client=viewer, subscription="client hook", state=m.DeliveryState.PENDING
+        )
+        assert log.total == 1 and log.items[0].finding_ids == [confirmed]
+        assert log.items[0].to == ["http://127.0.0.1:9/in"]
+        gone = _operation("alerts", "delete_subscription").sync("client hook", client=reviewer)
+        assert gone.name == "client hook"
+        again = _operation("alerts", "delete_subscription").sync("client hook", client=reviewer)
+        assert isinstance(again, m.Problem)
 
         # Works: added, listed, read, edited, deleted (by an admin only).
         added = _operation("works", "add_works").sync(

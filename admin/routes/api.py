@@ -43,7 +43,7 @@ from ..i18n import N_
 from ..limits import body_cap
 from ..security import Admin, Reviewer, Viewer, app_catalogue, app_context
 from ..web import MAX_PAGE, render
-from . import api_enforcement, api_notices, api_works
+from . import api_enforcement, api_notices, api_subscriptions, api_works
 from .api_base import (
     PREFIX,
     Invalid,
@@ -675,7 +675,13 @@ def get_health(request: Request, user: Viewer) -> dict[str, Any]:
 
 
 #: Every router of the API (``admin.app`` includes each), in the document's order.
-ROUTERS = (router, api_works.router, api_notices.router, api_enforcement.router)
+ROUTERS = (
+    router,
+    api_works.router,
+    api_notices.router,
+    api_enforcement.router,
+    api_subscriptions.router,
+)
 
 
 def openapi_schema() -> dict[str, Any]:

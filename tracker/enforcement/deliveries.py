@@ -29,6 +29,7 @@ __all__ = [
     "PENDING",
     "Attempted",
     "deliver_due",
+    "deliveries_page",
     "list_deliveries",
     "queue_delivery",
 ]
@@ -163,6 +164,22 @@ def list_deliveries(
     """The delivery log, newest first (of one subscription when named)."""
     query = {"subscription": subscription} if subscription else {}
     return list(ctx.db.deliveries.find(query).sort("created_at", -1).limit(limit))
+
+
+def deliveries_page(
+    ctx: Context, page: int, per_page: int, subscription: str | None = None,
+    state: str | None = None,
+) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
+    """One page of the delivery log, newest first, and how many deliveries it has in all
+    (of one subscription and in one state when given)."""
+    query: dict[str, Any] = {}
+    if subscription:
+        query["subscription"] = subscription
+    if state:
+        query["state"] = state
+    found = ctx.db.deliveries.find(query).sort("created_at", -1)
+    items = list(found.skip((page - 1) * per_page).limit(per_page))
+    return ctx.db.deliveries.count_documents(query), items
 
 
 def deliveries_of(ctx: Context, finding_id: ObjectId) -> list[dict[str, Any]]:
