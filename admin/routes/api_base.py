@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from bson import ObjectId
 from fastapi import APIRouter, HTTPException
@@ -142,12 +142,16 @@ def named_enum(name: str, doc: str, members: Iterable[str] | Mapping[str, str]) 
     return enum
 
 
-WorkResultStatus = named_enum(
-    "WorkResultStatus",
-    "What registering a work did: added, unchanged (the same text under its id), updated "
-    "(a new text for its id), duplicate (the text of another id).",
-    ("added", "unchanged", "updated", "duplicate"),
-)
+# mypy takes no enum made from values at run time for a type: to it, each is a StrEnum.
+if TYPE_CHECKING:
+    WorkResultStatus = StrEnum
+else:
+    WorkResultStatus = named_enum(
+        "WorkResultStatus",
+        "What registering a work did: added, unchanged (the same text under its id), updated "
+        "(a new text for its id), duplicate (the text of another id).",
+        ("added", "unchanged", "updated", "duplicate"),
+    )
 
 
 def _enough_letters(text: str) -> str:

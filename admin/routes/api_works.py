@@ -81,14 +81,14 @@ class WorkEditIn(Strict):
 
     title: str | None = Field(None, max_length=500, description='"" clears it')
     author: str | None = Field(None, max_length=200, description='"" clears it')
-    text: work_text(MAX_MASTER_CHARS) | None = Field(  # type: ignore[valid-type]
+    text: work_text(MAX_MASTER_CHARS) | None = Field(
         None, description="A new text: the pages that copied the work are scanned again"
     )
 
 
 class WorkEditOut(BaseModel):
     work: WorkOut
-    text_status: WorkResultStatus | None = Field(  # type: ignore[valid-type]
+    text_status: WorkResultStatus | None = Field(
         description="unchanged, updated or duplicate (the text of another work: not "
         "changed); null when no text was sent"
     )
