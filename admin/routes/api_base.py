@@ -18,6 +18,7 @@ from fingerprinter import DEFAULT_PARAMS
 from fingerprinter.initials import common_letters_class
 from tracker.context import Context
 from tracker.findings import FindingNotFound, WorkflowError, parse_object_id
+from tracker.library import MAX_MASTER_CHARS
 
 from ..limits import BoundedJsonRoute, body_cap
 
@@ -163,17 +164,16 @@ def _enough_letters(text: str) -> str:
     return text
 
 
-def work_text(max_chars: int) -> Any:
-    """A work's text, of at most ``max_chars`` characters with enough letters."""
-    return Annotated[
-        str,
-        AfterValidator(_enough_letters),
-        Field(
-            max_length=max_chars,
-            description=f"At least {MIN_LETTERS} Chinese characters or ASCII letters.",
-            json_schema_extra={"pattern": WORK_TEXT_PATTERN},
-        ),
-    ]
+def _text_field(max_chars: int) -> Any:
+    # A text of at most ``max_chars`` characters, as the document describes a work's.
+    return Field(
+        max_length=max_chars,
+        description=f"At least {MIN_LETTERS} Chinese characters or ASCII letters.",
+        json_schema_extra={"pattern": WORK_TEXT_PATTERN},
+    )
 
 
-WorkText = work_text(20_000_000)
+#: A checked text, of at most 20 M characters with enough letters.
+WorkText = Annotated[str, AfterValidator(_enough_letters), _text_field(20_000_000)]
+#: A work's text in the library, of at most MAX_MASTER_CHARS characters with enough letters.
+MasterText = Annotated[str, AfterValidator(_enough_letters), _text_field(MAX_MASTER_CHARS)]
