@@ -535,7 +535,7 @@ def evaluate(
     settings: MatchSettings = DEFAULT_MATCH_SETTINGS,
     in_memory: bool = False,
     jobs: int = 1,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> Evaluation:
     """Register the masters and match every suspect with ``match_text``.
 
@@ -895,7 +895,7 @@ def sweep(
     bench: Benchmark,
     points: Sequence[Setting],
     jobs: int = 1,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> list[tuple[Setting, Evaluation]]:
     """Evaluate every setting in memory (same fingerprints and matcher as the real index)."""
     return [

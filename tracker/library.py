@@ -938,7 +938,7 @@ def _library_size_changed(ctx: Context) -> None:
     ctx.redis.delete(ctx.keys.library_size)
 
 
-def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
+def reindex(ctx: Context, progress: Callable[[int], object] | None = None) -> int:
     """Rebuild the index from MongoDB (after a Redis loss or a parameter change), as
     `add_batches` fills it: masters read in batches, each fingerprinted in a thread while
     the one before is indexed, with room made ahead for the first few, and marked indexed
