@@ -287,7 +287,9 @@ def reuse(docs: Sequence[Document], masters: Sequence[Document]) -> dict[str, se
         step[np.diff(owner, append=-1) != 0] = size
         covered = np.bincount(owner, np.minimum(step, size), minlength=len(masters))
         related[doc.id] = {
-            masters[i].id for i in np.flatnonzero(covered >= reuse_chars) if masters[i].id != doc.id
+            masters[i].id
+            for i in np.flatnonzero(covered >= reuse_chars).tolist()
+            if masters[i].id != doc.id
         }
     return related
 
