@@ -20,7 +20,7 @@ import re
 import struct
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from lxml import etree
@@ -224,8 +224,12 @@ class CampaignSpider(SitemapSpider):
     def parse_page(self, response: Response) -> Iterator[Any]:
         """Hand the page to the pipeline and follow its links (first the page that
         continues it, if it is cut into several)."""
-        text_page = isinstance(response, TextResponse) and sniff_binary(response.body) is None
-        next_url = _next_page(response) if text_page else None
+        text_page = (
+            response
+            if isinstance(response, TextResponse) and sniff_binary(response.body) is None
+            else None
+        )
+        next_url = _next_page(text_page) if text_page is not None else None
         here = canonicalize(response.url)
         if next_url is not None:
             self.continued[next_url] = here
@@ -252,13 +256,13 @@ class CampaignSpider(SitemapSpider):
             )
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
-        if text_page and not self._at_max_depth(response):
-            books, links = _books_and_pages(self.link_extractor.extract_links(response))
+        if text_page is not None and not self._at_max_depth(response):
+            books, links = _books_and_pages(self.link_extractor.extract_links(text_page))
             # First: a book linked as a page too would be fetched under the page's cap.
             yield from self._follow_links(
                 response, books, self.parse_page, self.max_links, meta=self.book_meta
             )
-            links = [url for url in _refresh_target(response) + links if url not in books]
+            links = [url for url in _refresh_target(text_page) + links if url not in books]
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
 
     def _at_max_depth(self, response: Response) -> bool:
@@ -378,11 +382,9 @@ def _refresh_target(response: TextResponse) -> list[str]:
 
 def _headers(response: Response) -> dict[str, str]:
     # MongoDB field names cannot hold "." or start with "$".
-    return {
-        key: value
-        for key, value in response.headers.to_unicode_dict().items()
-        if "." not in key and not key.startswith("$")
-    }
+    # Scrapy types them loosely; its text headers are str names and values.
+    text = cast(dict[str, str], response.headers.to_unicode_dict())
+    return {key: value for key, value in text.items() if "." not in key and not key.startswith("$")}
 
 
 def problem_of(failure: Failure, url: str) -> PageProblem:
