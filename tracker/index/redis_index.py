@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import redis
@@ -561,7 +562,7 @@ class RedisIndex(InvertedIndex):
         script: Script,
         x: np.ndarray,
         tag: np.ndarray,
-        extra,
+        extra: Callable[[int], list[Any]],
         fresh: bool = False,
     ) -> Iterator[list]:
         """Run script on the mixed fingerprints x, each with its tag (a posting's master id
@@ -596,7 +597,7 @@ class RedisIndex(InvertedIndex):
             yield rows
 
     def _routed_calls(
-        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool
+        self, x: np.ndarray, tag: np.ndarray, extra: Callable[[int], list[Any]], fresh: bool
     ) -> tuple[list[list], list[int]]:
         """Script calls (see ADD_SCRIPT and APPEND_SCRIPT) for mixed fingerprints x and their
         tags, and the shard of each call. A posting record is the block index, the key and
