@@ -268,7 +268,7 @@ def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Pri
 
     dependency.__name__ = f"needs_{role}{'_session' if session_only else ''}"
     # What the route needs, readable before the request's body is (admin.limits).
-    dependency.needs = (role, session_only)  # type: ignore[attr-defined]
+    dependency.needs = (role, session_only)  # type: ignore[attr-defined]  # a function's own
     return dependency
 
 

@@ -131,7 +131,7 @@ def named_enum(name: str, doc: str, members: Iterable[str] | Mapping[str, str]) 
     client, whose members take the names given here (``x-enum-varnames``: the values, or
     the keys of a mapping), not ones made up from values such as ``-score``."""
     named = members if isinstance(members, Mapping) else {value: value for value in members}
-    enum = StrEnum(name, named)  # type: ignore[misc]
+    enum = StrEnum(name, named)  # type: ignore[misc]  # mypy takes literal members only
     enum.__doc__ = doc
 
     def json_schema(cls: type[StrEnum], core: Any, handler: GetJsonSchemaHandler) -> Any:
@@ -139,6 +139,7 @@ def named_enum(name: str, doc: str, members: Iterable[str] | Mapping[str, str]) 
         schema["x-enum-varnames"] = [member.name for member in cls]
         return schema
 
+    # pydantic's hook, looked up on the class: no attribute StrEnum declares.
     enum.__get_pydantic_json_schema__ = classmethod(json_schema)  # type: ignore[attr-defined]
     return enum
 

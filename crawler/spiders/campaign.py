@@ -319,7 +319,7 @@ class CampaignSpider(SitemapSpider):
 
     def on_error(self, failure: Failure) -> PageProblem:
         """Why a request gave no page, as an item for the run's counts."""
-        request = failure.request  # type: ignore[attr-defined]
+        request = failure.request  # type: ignore[attr-defined]  # set by Scrapy, not Twisted
         problem = problem_of(failure, canonicalize(request.url))
         if problem.reason == "too_many_redirects":  # Scrapy logs it at DEBUG only
             self.logger.warning(problem.detail)
@@ -398,7 +398,7 @@ def problem_of(failure: Failure, url: str) -> PageProblem:
     if isinstance(error, HeadRefused):  # the server's doing: a failure, not a policy
         return PageProblem(url, error.reason, str(error), skipped=False)
     if isinstance(error, IgnoreRequest) and str(error) == _REDIRECT_LIMIT:
-        request = failure.request  # type: ignore[attr-defined]
+        request = failure.request  # type: ignore[attr-defined]  # set by Scrapy, not Twisted
         chain = [*request.meta.get("redirect_urls", []), request.url]
         detail = (
             f"{chain[0]}: more than {len(chain) - 1} redirects, not followed "
