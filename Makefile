@@ -60,9 +60,11 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
 # of a test's time is spent waiting on servers, crawls and browsers, not on a core.
 TEST_WORKERS ?= 3
+# mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml).
 test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # A quick loop while working: everything but the tests marked slow (make test runs all).
@@ -76,6 +78,7 @@ test-security: $(STAMP) $(TEST_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/ruff format --check .
 
 # The admin's catalogs after its text changed: new messages arrive empty in each language's
@@ -97,4 +100,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_recrawl
 
 clean:
-	rm -rf $(VENV) .copytrack .pytest_cache
+	rm -rf $(VENV) .copytrack .pytest_cache .mypy_cache

@@ -110,6 +110,7 @@ class GuardedH11Protocol(H11Protocol):
         """No request in progress: idle, or part of a head received."""
         return self.conn.their_state is h11.IDLE
 
+    # As uvicorn's H11Protocol declares it (asyncio's base protocol takes a BaseTransport).
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         client = self.client[0] if self.client else "unknown"

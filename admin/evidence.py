@@ -79,7 +79,7 @@ def marked_copy(html: str, passages: Iterable[str]) -> tuple[str, int]:
     return lxml.html.tostring(root, encoding="unicode", doctype="<!DOCTYPE html>"), marks
 
 
-def _make_inert(root: etree._Element) -> None:
+def _make_inert(root: lxml.html.HtmlElement) -> None:
     for element in list(root.iter()):
         if not isinstance(element.tag, str):
             continue
@@ -93,8 +93,8 @@ def _make_inert(root: etree._Element) -> None:
             continue
         if tag == "style" and _FETCHING_CSS.search(element.text or ""):
             element.text = ""
-        if tag in _LINKS and element.get("href"):
-            element.set("title", element.get("title") or element.get("href"))
+        if tag in _LINKS and (href := element.get("href")):
+            element.set("title", element.get("title") or href)
         for name, value in list(element.attrib.items()):
             if _fetches(name.lower(), value):
                 del element.attrib[name]
@@ -116,10 +116,10 @@ def _mark(root: etree._Element, pattern: re.Pattern[str]) -> int:
         if not isinstance(element.tag, str) or element.tag in _SKIP:
             continue
         if element.text and pattern.search(element.text):
-            marks += _mark_text(element, pattern, marks)
+            marks += _mark_text(element, element.text, pattern, marks)
         for child in list(element):
             if child.tail and pattern.search(child.tail):
-                marks += _mark_tail(child, pattern, marks)
+                marks += _mark_tail(element, child, child.tail, pattern, marks)
     return marks
 
 
@@ -143,16 +143,17 @@ def _marked(text: str, pattern: re.Pattern[str], first: int) -> tuple[str, list[
     return head, pieces
 
 
-def _mark_text(element: etree._Element, pattern: re.Pattern[str], first: int) -> int:
-    element.text, marks = _marked(element.text, pattern, first)
+def _mark_text(element: etree._Element, text: str, pattern: re.Pattern[str], first: int) -> int:
+    element.text, marks = _marked(text, pattern, first)
     for n, mark in enumerate(marks):
         element.insert(n, mark)
     return len(marks)
 
 
-def _mark_tail(child: etree._Element, pattern: re.Pattern[str], first: int) -> int:
-    child.tail, marks = _marked(child.tail, pattern, first)
-    parent = child.getparent()
+def _mark_tail(
+    parent: etree._Element, child: etree._Element, tail: str, pattern: re.Pattern[str], first: int
+) -> int:
+    child.tail, marks = _marked(tail, pattern, first)
     at = parent.index(child)
     for n, mark in enumerate(marks, start=1):
         parent.insert(at + n, mark)

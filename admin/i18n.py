@@ -109,7 +109,8 @@ def ngettext(singular: str, plural: str, n: int) -> str:
 def pgettext(context: str, message: str) -> str:
     """A message whose translation depends on where it stands ("Works": the library, or
     a count of works)."""
-    return translations(_language.get()).pgettext(context, message)
+    # Babel annotates it `str | object`; it returns the message when it has no translation.
+    return translations(_language.get()).pgettext(context, message)  # type: ignore[return-value]
 
 
 def npgettext(context: str, singular: str, plural: str, n: int) -> str:

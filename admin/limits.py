@@ -263,7 +263,10 @@ class BoundedJsonRoute(APIRoute):
         if self.body_field is None:
             return handler
         # Twice a valid body's and some: a stray field still gets the 422 that names it.
-        budget = 2 * json_value_budget(self.body_field.field_info.annotation) + 100
+        model = self.body_field.field_info.annotation
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"{self.path}: a JSON body is a pydantic model, not {model!r}")
+        budget = 2 * json_value_budget(model) + 100
 
         async def bounded(request: Request) -> Response:
             return await handler(_BoundedJsonRequest(request.scope, request.receive, budget))

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from playwright.sync_api import Browser, Playwright, Route, sync_playwright
+from playwright.sync_api import Browser, FloatRect, Playwright, Route, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 #: Width of the window the page is laid out in; the height is the page's own.
@@ -92,7 +92,7 @@ class OfflineScreenshots:
             page.route("**/*", serve)
             page.goto(url, wait_until="load", timeout=TIMEOUT_MS)
             height = page.evaluate("document.documentElement.scrollHeight")
-            clip = {"x": 0, "y": 0, "width": WIDTH, "height": min(height, MAX_HEIGHT)}
+            clip: FloatRect = {"x": 0, "y": 0, "width": WIDTH, "height": min(height, MAX_HEIGHT)}
             return page.screenshot(full_page=True, clip=clip, type="png", timeout=TIMEOUT_MS)
         except PlaywrightError:
             return None  # the bundle says a screenshot is missing

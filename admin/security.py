@@ -30,6 +30,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -202,7 +203,7 @@ async def gate(request: Request) -> Auth | None:
     if auth is None:
         raise LoginRequired
     if request.method not in SAFE_METHODS and auth.session is not None:
-        sent = request.headers.get(CSRF_HEADER)
+        sent: str | UploadFile | None = request.headers.get(CSRF_HEADER)
         if sent is None:
             # Parsed once and cached by Starlette, so the route still gets its form fields.
             try:
@@ -267,7 +268,7 @@ def _needs(role: str, session_only: bool = False) -> Callable[[Auth | None], Pri
 
     dependency.__name__ = f"needs_{role}{'_session' if session_only else ''}"
     # What the route needs, readable before the request's body is (admin.limits).
-    dependency.needs = (role, session_only)  # type: ignore[attr-defined]
+    dependency.needs = (role, session_only)  # type: ignore[attr-defined]  # a function's own
     return dependency
 
 

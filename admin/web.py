@@ -114,6 +114,7 @@ templates.env.autoescape = select_autoescape(default=True, default_for_string=Tr
 # Text marked _() speaks the request's language (admin.i18n); newstyle: _() escapes its
 # %(name)s values like any other output.
 templates.env.add_extension("jinja2.ext.i18n")
+# (The extension adds install_gettext_callables; Environment's type does not declare it.)
 templates.env.install_gettext_callables(  # type: ignore[attr-defined]
     gettext, ngettext, newstyle=True, pgettext=pgettext, npgettext=npgettext
 )

@@ -23,4 +23,5 @@ def mentions_tls(url: str) -> bool:
 
 if "pymongo" not in sys.modules and not mentions_tls(os.environ.get("COPYTRACK_MONGO_URL", "")):
     # An import of a module set to None raises ImportError: pymongo falls back to ssl.
+    # (typeshed's sys.modules holds modules only; None is what the import system reads.)
     sys.modules.setdefault("pymongo.pyopenssl_context", None)  # type: ignore[arg-type]

@@ -119,7 +119,10 @@ def _guarded(
         connection = connection_class(host, **kwargs)
         # The one place http.client opens its socket (HTTPS wraps it afterwards).
         connection._create_connection = connect  # type: ignore[attr-defined]
-        connection.response_class = functools.partial(_HeadLimitedResponse, limits=limits)
+        # typeshed types it as a class; http.client only calls it.
+        connection.response_class = functools.partial(  # type: ignore[assignment]
+            _HeadLimitedResponse, limits=limits
+        )
         return connection
 
     return make
@@ -144,7 +147,8 @@ class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         factory = _guarded(http.client.HTTPSConnection, self.connect, self.limits)
-        return self.do_open(factory, req, context=self._context)
+        # The default TLS context, as urllib's own handler uses when given none.
+        return self.do_open(factory, req)
 
 
 def guarded_opener(

@@ -110,7 +110,7 @@ def _digest(body: bytes, content_type: str | None, url: str, book: bool, rendere
         detail = f"{decoded.replaced} undecodable byte sequences as {decoded.encoding}"
         return Digest(encoding=decoded.encoding, skip="undecodable", detail=detail)
     found = extract(decoded.text, url)
-    common = {"title": found.title, "author": found.author, "date": found.date,
+    common: dict[str, Any] = {"title": found.title, "author": found.author, "date": found.date,
               "listing": found.listing}  # fmt: skip
     if not found.text:
         # Its text may come by script: the run says so, a campaign can render it.

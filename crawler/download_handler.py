@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, cast
 
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import (
@@ -85,11 +85,13 @@ class _HeadLimitedProtocol(_LenientHTTP11ClientProtocol):
 
     def request(self, request: Any) -> Any:
         answered = super().request(request)
-        parser = self._parser  # always there: see _LenientHTTP11ClientProtocol.request
+        parser = self._parser
+        assert parser is not None  # always there: see _LenientHTTP11ClientProtocol.request
         parser.__class__ = _HeadLimitedParser
-        parser.count = HeadCount(self.limits)
-        parser.give_up = self._giveUp
-        parser.timer = None
+        limited = cast(_HeadLimitedParser, parser)  # of that class from now on
+        limited.count = HeadCount(self.limits)
+        limited.give_up = self._giveUp
+        limited.timer = None
         return answered
 
 
@@ -104,7 +106,8 @@ class _HeadLimitedFactory(_LenientHTTP11ClientFactory):
 
 def bound_heads(handler: HTTP11DownloadHandler, limits: HeadLimits) -> None:
     """Make ``handler``'s new connections apply ``limits`` to every response's head."""
-    handler._pool._factory = functools.partial(_HeadLimitedFactory, limits)
+    # Twisted types the pool's factory as a class; it only calls it.
+    handler._pool._factory = functools.partial(_HeadLimitedFactory, limits)  # type: ignore[assignment]
 
 
 async def head_limited(download: Awaitable[Response]) -> Response:

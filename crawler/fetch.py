@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 import zlib
 from dataclasses import dataclass
-from email.message import Message
 from http.client import HTTPResponse
 from typing import IO, Any
 
@@ -57,12 +56,13 @@ class _CountedRedirects(urllib.request.HTTPRedirectHandler):
     def __init__(self, max_redirects: int = crawl_settings.REDIRECT_MAX_TIMES) -> None:
         self.max_redirects = max_redirects
         # urllib's own loop checks (HTTPError, "infinite loop") must not fire first.
-        self.max_repeats = self.max_redirections = max_redirects + 1
+        # (typeshed declares them class variables; urllib reads them from the instance.)
+        self.max_repeats = self.max_redirections = max_redirects + 1  # type: ignore[misc]
         self.chain: list[str] = []
 
     def redirect_request(
         self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-        headers: Message, newurl: str,
+        headers: http.client.HTTPMessage, newurl: str,
     ) -> urllib.request.Request | None:  # fmt: skip
         self.chain = self.chain or [req.full_url]
         if len(self.chain) > self.max_redirects:

@@ -432,6 +432,7 @@ class EvidencePipeline:
 
     def _gone(self, item: PageProblem) -> list[str]:
         """A page that had text and now answers 404/410: stored empty."""
+        assert item.status is not None  # one of GONE_STATUSES
         gone = PageInput(
             url=item.url, text="", status=item.status, campaign=self.campaign,
             run_id=self.run_id, skip_reason=f"gone: {item.detail}",

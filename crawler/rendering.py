@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Route
@@ -266,7 +266,7 @@ async def _abort(route: Route) -> None:
 
 def _plain(headers: Mapping[str, str] | Headers) -> dict[str, str]:
     """Headers as Chromium may be handed them: the body is given decompressed and whole."""
-    if isinstance(headers, Headers):
-        headers = headers.to_unicode_dict()
+    unicode = headers.to_unicode_dict() if isinstance(headers, Headers) else headers
+    text = cast(Mapping[str, str], unicode)  # Scrapy's text headers: str names and values
     dropped = {"content-encoding", "content-length", "transfer-encoding"}
-    return {k: v for k, v in headers.items() if k.lower() not in dropped}
+    return {k: v for k, v in text.items() if k.lower() not in dropped}

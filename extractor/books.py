@@ -44,7 +44,7 @@ MAX_PDF_PAGE_BYTES = 1024 * 1024
 #: does not see: operands and operators parsed from one stream (a page of text has a few
 #: thousand; at pypdf's default, 2 M, the parse takes half a minute), and how often one
 #: page may draw a form (a watermark or a header is drawn once or twice).
-PDF_LIMITS = {
+PDF_LIMITS: dict[str, Any] = {
     "stream_parsing_work_maximum_count": 200_000,
     "xform_maximum_invocations_per_extraction": 500,
 }
@@ -188,9 +188,9 @@ def _epub(archive: zipfile.ZipFile, budget: _Budget) -> Book:
     """The EPUB's documents in its spine's order (the reading order, not the files')."""
     container = _xml(budget.read(archive, _CONTAINER), _CONTAINER)
     rootfile = container.find(".//{*}rootfile")
-    if rootfile is None or not rootfile.get("full-path"):
+    opf_path = None if rootfile is None else rootfile.get("full-path")
+    if not opf_path:
         raise UnusableContent("an EPUB without a package document (container.xml)")
-    opf_path = rootfile.get("full-path")
     package = _xml(budget.read(archive, opf_path), opf_path)
     base = posixpath.dirname(opf_path)
     hrefs = {

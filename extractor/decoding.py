@@ -275,14 +275,14 @@ def decode_html(body: bytes, content_type: str | None = None) -> Decoded:
     utf8 = _strict(body, "utf-8")
     declared = _declared(body, content_type)
     for codec, source in declared:
-        text = _strict(body, codec)
+        strict = _strict(body, codec)
         if codec == "utf-8" or utf8 is None or utf8.isascii():
-            if text is not None:
-                return Decoded(text, codec, source)
-        elif text is None or _looks_like_mojibake(text, codec):
+            if strict is not None:
+                return Decoded(strict, codec, source)
+        elif strict is None or _looks_like_mojibake(strict, codec):
             return Decoded(utf8, "utf-8", f"utf-8 (declared {codec} by {source} rejected)")
         else:
-            return Decoded(text, codec, source)
+            return Decoded(strict, codec, source)
     if utf8 is not None:
         return Decoded(utf8, "utf-8", "utf-8-valid")
     # No declaration decodes strictly: a declared charset with a few bad bytes is still a

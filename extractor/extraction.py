@@ -25,6 +25,7 @@ from lxml_html_clean import Cleaner
 from readability import Document as ReadabilityDocument
 from readability.readability import REGEXES as READABILITY_REGEXES
 from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
+from trafilatura.settings import Document
 from trafilatura.xml import xmltotxt
 
 __all__ = ["Extracted", "ExtractionOptions", "extract", "published_date"]
@@ -230,8 +231,8 @@ _readability_texts: contextvars.ContextVar[list[str] | None] = contextvars.Conte
 )
 
 
-def _kept_readability(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    summary = _own_readability(tree)
+def _kept_readability(htmlinput: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    summary = _own_readability(htmlinput)
     texts = _readability_texts.get()
     if texts == []:  # asked for, and the first pass: it reads the whole page
         texts.append(_html_lines(summary))
@@ -297,7 +298,7 @@ def _bare_text(tree: lxml.html.HtmlElement, options: ExtractionOptions) -> tuple
         include_links=True,  # only to measure link density; links are stripped below
         with_metadata=False,  # see _metadata
     )
-    if document is None or document.body is None:
+    if not isinstance(document, Document) or document.body is None:
         return "", False
     body = document.body
     listing = _is_listing(body, options)
@@ -343,8 +344,8 @@ def _html_lines(element: lxml.html.HtmlElement) -> str:
 _READABILITY_CLEANER = Cleaner(
     scripts=True, javascript=False, comments=True, style=True, links=True, meta=False,
     add_nofollow=False, page_structure=False, processing_instructions=True, embedded=False,
-    frames=False, forms=False, annoying_tags=False, remove_tags=None,
-    remove_unknown_tags=False, safe_attrs_only=False,
+    frames=False, forms=False, annoying_tags=False, remove_unknown_tags=False,
+    safe_attrs_only=False,
 )  # fmt: skip
 
 

@@ -71,8 +71,10 @@ def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
     dtype = np.uint32 if ALPHABET_SIZE**k < 2**32 else np.uint64
     # Codes of `size`-grams doubled in length, and joined into those of k-grams by the
     # binary digits of k: 3 passes over the text for k = 8, not 7.
-    codes, width = None, 0  # codes of width-grams, once any
-    part, size = letters.astype(dtype), 1
+    codes: np.ndarray | None = None  # codes of width-grams, once any
+    width = 0
+    part: np.ndarray = letters.astype(dtype)
+    size = 1
     while True:
         if k & 1:
             if codes is None:
@@ -83,6 +85,7 @@ def kgram_codes(letters: np.ndarray, k: int) -> np.ndarray:
                 width += size
         k >>= 1
         if not k:
+            assert codes is not None  # k >= 1 has a bit set
             return codes[:n].astype(np.uint64, copy=False)
         count = len(letters) - 2 * size + 1
         part = part[:count] * _power(size, dtype) + part[size : size + count]

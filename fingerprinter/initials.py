@@ -139,7 +139,7 @@ def initial_table() -> np.ndarray:
     # each of the 42,000 readings in turn, in every process that starts).
     firsts = [reading[:1] for reading in readings.values()]
     letter_of = {first: _letter_of_pinyin(first) for first in set(firsts)}
-    codes = np.array([DROP if letter_of[first] is None else letter_of[first] | CJK_FLAG
+    codes = np.array([DROP if (letter := letter_of[first]) is None else letter | CJK_FLAG
                       for first in firsts], dtype=np.uint8)  # fmt: skip
     codepoints = np.fromiter(readings, dtype=np.int64, count=len(readings))
     # 〇 and a few symbols have readings but are not ideographs; keep them all.

@@ -48,12 +48,12 @@ class ReferenceFrame:
     @classmethod
     def from_json(cls, data: str) -> ReferenceFrame:
         raw = json.loads(data)
-        rows = tuple(tuple(float(x) for x in raw["frequencies"][s]) for s in SCRIPTS)
-        if any(len(row) != ALPHABET_SIZE for row in rows):
+        latin, cjk = (tuple(float(x) for x in raw["frequencies"][s]) for s in SCRIPTS)
+        if any(len(row) != ALPHABET_SIZE for row in (latin, cjk)):
             raise ValueError(
                 f"reference frame {raw.get('id')!r} needs {ALPHABET_SIZE} letters per script"
             )
-        return cls(id=raw["id"], frequencies=rows, note=raw.get("note", ""))  # type: ignore[arg-type]
+        return cls(id=raw["id"], frequencies=(latin, cjk), note=raw.get("note", ""))
 
 
 def fit_reference(
@@ -70,8 +70,8 @@ def fit_reference(
     totals = counts.sum(axis=1, keepdims=True)
     # A script never seen falls back to a uniform frame rather than dividing by zero.
     freqs = np.where(totals > 0, counts / np.maximum(totals, 1), 1.0 / ALPHABET_SIZE)
-    rows = tuple(tuple(round(float(x), 6) for x in row) for row in freqs)
-    return ReferenceFrame(id=frame_id, frequencies=rows, note=note)  # type: ignore[arg-type]
+    latin, cjk = (tuple(round(float(x), 6) for x in row) for row in freqs)
+    return ReferenceFrame(id=frame_id, frequencies=(latin, cjk), note=note)
 
 
 @lru_cache(maxsize=8)

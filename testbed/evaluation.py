@@ -287,7 +287,9 @@ def reuse(docs: Sequence[Document], masters: Sequence[Document]) -> dict[str, se
         step[np.diff(owner, append=-1) != 0] = size
         covered = np.bincount(owner, np.minimum(step, size), minlength=len(masters))
         related[doc.id] = {
-            masters[i].id for i in np.flatnonzero(covered >= reuse_chars) if masters[i].id != doc.id
+            masters[i].id
+            for i in np.flatnonzero(covered >= reuse_chars).tolist()
+            if masters[i].id != doc.id
         }
     return related
 
@@ -535,7 +537,7 @@ def evaluate(
     settings: MatchSettings = DEFAULT_MATCH_SETTINGS,
     in_memory: bool = False,
     jobs: int = 1,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> Evaluation:
     """Register the masters and match every suspect with ``match_text``.
 
@@ -895,7 +897,7 @@ def sweep(
     bench: Benchmark,
     points: Sequence[Setting],
     jobs: int = 1,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> list[tuple[Setting, Evaluation]]:
     """Evaluate every setting in memory (same fingerprints and matcher as the real index)."""
     return [

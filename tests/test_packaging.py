@@ -87,7 +87,15 @@ def test_the_production_image_installs_no_embedded_server_nor_dev_tool() -> None
     image = _locked("image.lock")
     assert not EMBEDDED & set(image), "the embedded servers belong to the embedded extra"
     # (playwright, a dev tool, is also scrapy-playwright's: the image has it.)
-    dev_tools = {"pytest", "ruff", "hypothesis", "schemathesis", "import-linter", "pip-tools"}
+    dev_tools = {
+        "pytest",
+        "ruff",
+        "mypy",
+        "hypothesis",
+        "schemathesis",
+        "import-linter",
+        "pip-tools",
+    }
     assert not dev_tools & set(image)
     assert "flower" in image
 

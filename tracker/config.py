@@ -2,10 +2,10 @@
 
 Every setting is declared once, in ``SETTINGS``: its variable, how its text is read and
 checked, its default and its help. ``Settings.from_env`` reads them, errors name the
-variable and what it accepts, and the README's configuration table is generated from them
-(``python -m tracker.config``; a test checks the README holds the generated table). Every
-setting has a default, so a fresh checkout runs with no configuration at all (embedded
-servers, data in ``./.copytrack``).
+variable and what it accepts, and the tables of settings are generated from them: every one
+in docs/deploy.md's, a first installation's in the README's (``make docs``; tests check
+both hold the generated tables). Every setting has a default, so a fresh checkout runs
+with no configuration at all (embedded servers, data in ``./.copytrack``).
 """
 
 from __future__ import annotations
@@ -375,7 +375,8 @@ SETTINGS: tuple[Setting, ...] = (
             _url(("smtp://", "smtps://"), "to send no e-mail"), "", "(unset)",
             "the mail relay alerts and notices go through: `smtp://host:587` (STARTTLS "
             "whenever the relay offers it) or `smtps://host:465` (TLS from the start); "
-            "`smtp://user:password@host` or the two settings below for its login",
+            "`smtp://user:password@host`, or `COPYTRACK_SMTP_USER` and `_PASSWORD`, for its "
+            "login",
             detail=(
             "The mail relay alerts and takedown notices go through: `smtp://relay:587` "
             "(STARTTLS whenever the relay offers it; a login is never sent in clear to a "
@@ -620,10 +621,21 @@ def _code(shown: str) -> str:
     return shown if shown.startswith("(") else f"`{shown}`"
 
 
+#: The settings the README shows, those a first installation looks for; docs/deploy.md's
+#: table has every one.
+README_SETTINGS = (
+    "COPYTRACK_MONGO_URL", "COPYTRACK_REDIS_URL", "COPYTRACK_DATA_DIR", "COPYTRACK_REDIS_PREFIX",
+    "COPYTRACK_TIME_ZONE", "COPYTRACK_SMTP_URL", "COPYTRACK_SEARCH_URL", "COPYTRACK_LOG_LEVEL",
+)  # fmt: skip
+
+
 def markdown_table() -> str:
-    """The README's configuration table, generated from ``SETTINGS``."""
+    """The README's configuration table (``README_SETTINGS``), generated from ``SETTINGS``."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{s.variable}` | {_code(s.shown)} | {s.help} |" for s in SETTINGS]
+    rows += [
+        f"| `{s.variable}` | {_code(s.shown)} | {s.help} |"
+        for s in (BY_VARIABLE[name] for name in README_SETTINGS)
+    ]
     return "\n".join(rows)
 
 

@@ -72,11 +72,12 @@ _REDIS_TIMEOUTS = {
 def open_index(settings: Settings, client: redis.Redis, params: FingerprintParams) -> RedisIndex:
     """The index: in ``client``'s Redis, or on the Redis Cluster of
     COPYTRACK_INDEX_CLUSTER_URL when set (each index script stays in one hash slot)."""
+    index_client: redis.Redis | RedisCluster = client
     if settings.index_cluster_url:
-        client = RedisCluster.from_url(settings.index_cluster_url, **_REDIS_TIMEOUTS)
+        index_client = RedisCluster.from_url(settings.index_cluster_url, **_REDIS_TIMEOUTS)
     prefix = RedisKeys(settings.redis_prefix).index
     return RedisIndex(
-        client,
+        index_client,
         prefix=prefix,
         fingerprint_bits=params.value_bits,
         check_bits=CHECK_BITS,

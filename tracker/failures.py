@@ -33,7 +33,7 @@ def free_space(path: Path) -> str:
         stat = os.statvfs(path)
     except OSError as err:
         return f"free space unknown ({err.strerror})"
-    free = stat.f_bavail * stat.f_frsize
+    free: float = stat.f_bavail * stat.f_frsize
     for unit in ("bytes", "kB", "MB", "GB"):
         if free < 1000 or unit == "GB":
             break

@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -296,7 +296,8 @@ def _indexed_postings(ctx: Context) -> int:
             {"$group": {"_id": None, "postings": {"$sum": "$fingerprints"}}},
         ]
     )
-    return int(next(iter(rows), {}).get("postings", 0))
+    totals: Mapping[str, Any] = next(iter(rows), {})
+    return int(totals.get("postings", 0))
 
 
 def _start(ctx: Context, postings: int) -> str:
@@ -316,7 +317,9 @@ def _start(ctx: Context, postings: int) -> str:
             upsert=True,
         )
     _cache.clear()
-    generation = str(library.find_one({"_id": _DOC_ID})["generation"])
+    started = library.find_one({"_id": _DOC_ID})
+    assert started is not None  # upserted above
+    generation = str(started["generation"])
     if ctx.index.generation()[0] is None:
         ctx.index.set_generation(generation)
     return generation

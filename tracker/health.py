@@ -284,7 +284,7 @@ def _ping_workers(ctx: Context, timeout: float) -> list[str]:
         replies = probe.control.ping(timeout=timeout)
     finally:
         probe.close()
-    return sorted(name for reply in replies for name in reply)
+    return sorted(name for reply in replies or () for name in reply)
 
 
 #: How far back the last scan is looked for, a window at a time, each 8 times the one
@@ -329,8 +329,8 @@ def _crawls(ctx: Context, timeout: float) -> list[dict[str, Any]]:
     fields = {"campaign": 1, "state": 1, "started_at": 1, "heartbeat_at": 1, "worker": 1,
               "pages.fetched": 1}  # fmt: skip
     with pymongo.timeout(timeout):
-        runs = ctx.db.runs.find({"state": {"$in": OPEN_STATES}}, fields)
-        runs = list(runs.sort("started_at", pymongo.ASCENDING).limit(MAX_CRAWLS))
+        found = ctx.db.runs.find({"state": {"$in": OPEN_STATES}}, fields)
+        runs = list(found.sort("started_at", pymongo.ASCENDING).limit(MAX_CRAWLS))
     return [
         {
             "campaign": run["campaign"],

@@ -82,7 +82,8 @@ def _sample(ctx: Context) -> list[dict[str, Any]]:
     ids = random.sample(range(1, last + 1), min(last, 4 * SAMPLED_WORKS))
     # By id alone, which the embedded MongoDB answers from its index at once.
     found = ctx.db.masters.find({"_id": {"$in": ids}}, {"chars": 1, "state": 1})
-    chosen, chars = [], 0
+    chosen: list[int] = []
+    chars = 0
     for doc in (doc for doc in found if doc.get("state") == _INDEXED):
         if len(chosen) == SAMPLED_WORKS or (chosen and chars + doc.get("chars", 0) > SAMPLED_CHARS):
             break

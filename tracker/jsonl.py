@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import stat
@@ -10,7 +11,6 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 # What reading gzip data that is damaged, cut short or not gzip at all raises.
 _GZIP_DAMAGE = (gzip.BadGzipFile, EOFError, zlib.error)
@@ -93,5 +93,5 @@ def count_lines(path: Path) -> int:
     return count + (last != b"\n")  # a last line without its newline
 
 
-def _open(path: Path) -> BinaryIO:
+def _open(path: Path) -> gzip.GzipFile | io.BufferedReader:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")

@@ -665,6 +665,7 @@ def _updated(
             )
             continue
         old = ctx.db.masters.find_one({"_id": master_id}, {"text": 1, "state": 1})
+        assert old is not None  # the work its external id names
         values = fingerprint_values(ctx, old["text"])
         _withdraw(ctx, master_id, old.get("state"), INDEXING, values)
         replacing.append((i, piece, master_id, old["text"], values))
@@ -898,10 +899,10 @@ def library_size(ctx: Context, fresh: bool = False) -> int:
     every worker process counting each minute; an add or a removal drops it.
     """
     at = time.monotonic()
-    stale = ctx.library_count is None or at - ctx.library_count[0] > LIBRARY_COUNT_SECONDS
-    if fresh or stale:
-        ctx.library_count = (at, _shared_library_size(ctx))
-    return ctx.library_count[1]
+    count = ctx.library_count
+    if fresh or count is None or at - count[0] > LIBRARY_COUNT_SECONDS:
+        count = ctx.library_count = (at, _shared_library_size(ctx))
+    return count[1]
 
 
 def _shared_library_size(ctx: Context) -> int:
@@ -938,7 +939,7 @@ def _library_size_changed(ctx: Context) -> None:
     ctx.redis.delete(ctx.keys.library_size)
 
 
-def reindex(ctx: Context, progress: Callable[[int], None] | None = None) -> int:
+def reindex(ctx: Context, progress: Callable[[int], object] | None = None) -> int:
     """Rebuild the index from MongoDB (after a Redis loss or a parameter change), as
     `add_batches` fills it: masters read in batches, each fingerprinted in a thread while
     the one before is indexed, with room made ahead for the first few, and marked indexed

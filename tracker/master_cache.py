@@ -52,7 +52,7 @@ class MasterCache:
         self._docs: SizedLRU[int, dict[str, Any]] = SizedLRU(
             max_bytes, lambda doc: sys.getsizeof(doc["text"])
         )
-        self._mark: bytes | None = None
+        self._mark: bytes | str | None = None
         self._lock = threading.Lock()
 
     def load(self, ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:

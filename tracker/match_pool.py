@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from multiprocessing.context import BaseContext
 from types import TracebackType
 
 from fingerprinter import DEFAULT_PARAMS, query_array
@@ -90,12 +91,14 @@ class MatchPool:
         self._workers: ProcessPoolExecutor | None = None
         self._starting: threading.Thread | None = None
         if processes > 1:
+            context: BaseContext
             if threading.active_count() == 1:
                 load_tables()  # once, here, rather than in every worker
                 context = multiprocessing.get_context("fork")
             else:
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
+                server = multiprocessing.get_context("forkserver")
+                server.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
+                context = server
             pool = ProcessPoolExecutor(
                 processes,
                 mp_context=context,

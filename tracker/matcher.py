@@ -299,7 +299,7 @@ def _ranked(
     ranked = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-hits[i], ids[i]))
     starts, ends = query.starts[position], query.ends[position]
     letters, places = query.first_letters[position], found.place[rows][order]
-    out = []
+    out: list[Candidate] = []
     for i in ranked:
         if settings.max_candidates is not None and len(out) >= settings.max_candidates:
             break

@@ -37,7 +37,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -377,7 +377,7 @@ def _gone(pid: int) -> bool:
     return _live_info(pid) is None
 
 
-def _terminate(procs: dict[int, int | None], timeout: float) -> None:
+def _terminate(procs: Mapping[int, int | None], timeout: float) -> None:
     """SIGTERM the processes (pid -> port), wait up to ``timeout``, then SIGKILL the rest.
 
     While waiting we open a connection to each port: SecantusDB's accept thread

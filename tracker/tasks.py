@@ -23,9 +23,9 @@ import json
 import logging
 from dataclasses import asdict
 from datetime import timedelta
+from importlib import metadata
 from typing import Any
 
-import kombu
 from bson import ObjectId
 from bson.errors import InvalidId
 from celery import Task, bootsteps
@@ -253,7 +253,7 @@ def delivered_scans(ctx: Context) -> set[ObjectId]:
                 pages_held.add(ObjectId(args[0]))
         except (ValueError, LookupError, TypeError, AttributeError, InvalidId) as err:
             raise UnknownDeliveryRecord(
-                f"kombu {kombu.__version__} records a delivery in a shape that "
+                f"kombu {metadata.version('kombu')} records a delivery in a shape that "
                 f"tracker.tasks.delivered_scans does not read ({err!r} in {entry[:200]!r}): "
                 "lost scans cannot be told from held ones until it is updated"
             ) from err

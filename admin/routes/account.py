@@ -28,6 +28,7 @@ from ..security import (
     LOGIN_CSRF_COOKIE,
     SESSION_COOKIE,
     AccountOwner,
+    LoginRequired,
     Viewer,
     app_context,
     client_address,
@@ -241,9 +242,13 @@ def change_password(
     except UserError as err:
         return _account_page(request, user, error=str(err))
     # Changing the password ended every session, this one too: start a fresh one here.
-    request.app.state.sessions.delete(session_of(request).sid)
-    epoch = get_user(ctx, user.name)["session_epoch"]
-    principal = Principal(user.name, user.role, session_epoch=epoch)
+    session = session_of(request)
+    if session is not None:  # always: an account owner is signed in
+        request.app.state.sessions.delete(session.sid)
+    stored = get_user(ctx, user.name)
+    if stored is None:  # an admin removed the user meanwhile
+        raise LoginRequired
+    principal = Principal(user.name, user.role, session_epoch=stored["session_epoch"])
     return _start_session(request, principal, "/account", _("Password changed."))
 
 

@@ -11,7 +11,8 @@ another meaning, and no accepted request starts being refused (that needs /api/v
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import HTTPException, Query, Request
 from fastapi.openapi.utils import get_openapi
@@ -68,31 +69,39 @@ _ONE_STATUS = "|".join(STATUSES)
 STATUS_LIST_PATTERN = f"^ *(?:{_ONE_STATUS}) *(?:, *(?:{_ONE_STATUS}) *)*$"
 
 
-FindingStatus = named_enum("FindingStatus", "Where a finding stands in the review.", STATUSES)
 RUN_STATES = (*ACTIVE_STATES, "scanning", *DONE_STATES)
-RunState = named_enum(
-    "RunState",
-    "(queued →) starting → running → scanning → finished, or failed, or cancelled.",
-    RUN_STATES,
-)
-#: ``-key`` sorts descending; each value named ``key_desc`` in a generated client.
-FindingSort = named_enum(
-    "FindingSort",
-    "How a findings list is ordered: a key, or -key for the reverse (largest first).",
-    {name: value for base in SORT_KEYS
-     for name, value in ((base, base), (f"{base}_desc", f"-{base}"))},
-)  # fmt: skip
+# mypy takes no enum made from values at run time for a type: to it, each is a StrEnum.
+if TYPE_CHECKING:
+    FindingStatus = StrEnum
+    RunState = StrEnum
+    FindingSort = StrEnum
+    CheckOutcome = StrEnum
+    RunHealth = StrEnum
+else:
+    FindingStatus = named_enum("FindingStatus", "Where a finding stands in the review.", STATUSES)
+    RunState = named_enum(
+        "RunState",
+        "(queued →) starting → running → scanning → finished, or failed, or cancelled.",
+        RUN_STATES,
+    )
+    #: ``-key`` sorts descending; each value named ``key_desc`` in a generated client.
+    FindingSort = named_enum(
+        "FindingSort",
+        "How a findings list is ordered: a key, or -key for the reverse (largest first).",
+        {name: value for base in SORT_KEYS
+         for name, value in ((base, base), (f"{base}_desc", f"-{base}"))},
+    )  # fmt: skip
+    CheckOutcome = named_enum(
+        "CheckOutcome",
+        "What fetching a noticed page again found.",
+        tuple(OUTCOME_LABELS),
+    )
+    RunHealth = named_enum(
+        "RunHealth",
+        "error: the run failed or fetched nothing; warning: most URLs failed; ok otherwise.",
+        ("ok", "warning", "error"),
+    )
 DEFAULT_SORT = FindingSort("-last_seen")
-CheckOutcome = named_enum(
-    "CheckOutcome",
-    "What fetching a noticed page again found.",
-    tuple(OUTCOME_LABELS),
-)
-RunHealth = named_enum(
-    "RunHealth",
-    "error: the run failed or fetched nothing; warning: most URLs failed; ok otherwise.",
-    ("ok", "warning", "error"),
-)
 
 
 class CheckIn(Strict):
@@ -240,19 +249,30 @@ class FindingList(BaseModel):
     items: list[FindingOut]
 
 
-#: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
-ReviewStatus = named_enum(
-    "ReviewStatus",
-    "A status a reviewer may set (licensed comes from the licensed domains only).",
-    REVIEWER_STATUSES,
-)
-DismissReason = named_enum("DismissReason", "Why a finding was dismissed.", tuple(DISMISS_REASONS))
-NoticeStage = named_enum("NoticeStage", "Where a finding's takedown notice stands.", NOTICE_STAGES)
-FindingSize = named_enum(
-    "FindingSize",
-    "Copies (the review queue), quotation-sized findings (under 200 characters), or any.",
-    SIZES,
-)
+# mypy takes no enum made from values at run time for a type: to it, each is a StrEnum.
+if TYPE_CHECKING:
+    ReviewStatus = StrEnum
+    DismissReason = StrEnum
+    NoticeStage = StrEnum
+    FindingSize = StrEnum
+else:
+    #: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
+    ReviewStatus = named_enum(
+        "ReviewStatus",
+        "A status a reviewer may set (licensed comes from the licensed domains only).",
+        REVIEWER_STATUSES,
+    )
+    DismissReason = named_enum(
+        "DismissReason", "Why a finding was dismissed.", tuple(DISMISS_REASONS)
+    )
+    NoticeStage = named_enum(
+        "NoticeStage", "Where a finding's takedown notice stands.", NOTICE_STAGES
+    )
+    FindingSize = named_enum(
+        "FindingSize",
+        "Copies (the review queue), quotation-sized findings (under 200 characters), or any.",
+        SIZES,
+    )
 COPIES = FindingSize("copies")
 
 

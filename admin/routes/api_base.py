@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from bson import ObjectId
 from fastapi import APIRouter, HTTPException
@@ -18,6 +18,7 @@ from fingerprinter import DEFAULT_PARAMS
 from fingerprinter.initials import common_letters_class
 from tracker.context import Context
 from tracker.findings import FindingNotFound, WorkflowError, parse_object_id
+from tracker.library import MAX_MASTER_CHARS
 
 from ..limits import BoundedJsonRoute, body_cap
 
@@ -130,7 +131,7 @@ def named_enum(name: str, doc: str, members: Iterable[str] | Mapping[str, str]) 
     client, whose members take the names given here (``x-enum-varnames``: the values, or
     the keys of a mapping), not ones made up from values such as ``-score``."""
     named = members if isinstance(members, Mapping) else {value: value for value in members}
-    enum = StrEnum(name, named)  # type: ignore[misc]
+    enum = StrEnum(name, named)  # type: ignore[misc]  # mypy takes literal members only
     enum.__doc__ = doc
 
     def json_schema(cls: type[StrEnum], core: Any, handler: GetJsonSchemaHandler) -> Any:
@@ -138,16 +139,21 @@ def named_enum(name: str, doc: str, members: Iterable[str] | Mapping[str, str]) 
         schema["x-enum-varnames"] = [member.name for member in cls]
         return schema
 
+    # pydantic's hook, looked up on the class: no attribute StrEnum declares.
     enum.__get_pydantic_json_schema__ = classmethod(json_schema)  # type: ignore[attr-defined]
     return enum
 
 
-WorkResultStatus = named_enum(
-    "WorkResultStatus",
-    "What registering a work did: added, unchanged (the same text under its id), updated "
-    "(a new text for its id), duplicate (the text of another id).",
-    ("added", "unchanged", "updated", "duplicate"),
-)
+# mypy takes no enum made from values at run time for a type: to it, each is a StrEnum.
+if TYPE_CHECKING:
+    WorkResultStatus = StrEnum
+else:
+    WorkResultStatus = named_enum(
+        "WorkResultStatus",
+        "What registering a work did: added, unchanged (the same text under its id), updated "
+        "(a new text for its id), duplicate (the text of another id).",
+        ("added", "unchanged", "updated", "duplicate"),
+    )
 
 
 def _enough_letters(text: str) -> str:
@@ -159,17 +165,16 @@ def _enough_letters(text: str) -> str:
     return text
 
 
-def work_text(max_chars: int) -> Any:
-    """A work's text, of at most ``max_chars`` characters with enough letters."""
-    return Annotated[
-        str,
-        AfterValidator(_enough_letters),
-        Field(
-            max_length=max_chars,
-            description=f"At least {MIN_LETTERS} Chinese characters or ASCII letters.",
-            json_schema_extra={"pattern": WORK_TEXT_PATTERN},
-        ),
-    ]
+def _text_field(max_chars: int) -> Any:
+    # A text of at most ``max_chars`` characters, as the document describes a work's.
+    return Field(
+        max_length=max_chars,
+        description=f"At least {MIN_LETTERS} Chinese characters or ASCII letters.",
+        json_schema_extra={"pattern": WORK_TEXT_PATTERN},
+    )
 
 
-WorkText = work_text(20_000_000)
+#: A checked text, of at most 20 M characters with enough letters.
+WorkText = Annotated[str, AfterValidator(_enough_letters), _text_field(20_000_000)]
+#: A work's text in the library, of at most MAX_MASTER_CHARS characters with enough letters.
+MasterText = Annotated[str, AfterValidator(_enough_letters), _text_field(MAX_MASTER_CHARS)]

@@ -4,7 +4,8 @@ and its evidence report (PDF)."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request
 from fastapi.responses import Response
@@ -39,9 +40,13 @@ from .api_base import (
 )
 
 router = api_router(PREFIX)
-NoticeLanguage = named_enum(
-    "NoticeLanguage", "The language of a notice's template.", NOTICE_LANGUAGES
-)
+# mypy takes no enum made from values at run time for a type: to it, each is a StrEnum.
+if TYPE_CHECKING:
+    NoticeLanguage = StrEnum
+else:
+    NoticeLanguage = named_enum(
+        "NoticeLanguage", "The language of a notice's template.", NOTICE_LANGUAGES
+    )
 DEFAULT_LANGUAGE = NoticeLanguage("zh")
 _NOTICE = {
     "lang": "en",

@@ -5,7 +5,8 @@ reviewers; a webhook's secret is taken, never given back (``secret_set`` says on
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field
@@ -29,23 +30,32 @@ from ..web import MAX_PAGE
 from .api_base import PREFIX, Strict, api_router, errors, example, named_enum, too_large
 
 router = api_router(PREFIX)
-AlertEvent = named_enum(
-    "AlertEvent",
-    "What a subscription is told about: new findings, confirmed findings, notices overdue "
-    "(past their deadline), copies still there after the deadline, crawl runs that failed.",
-    EVENTS,
-)
-AlertFrequency = named_enum(
-    "AlertFrequency",
-    "How often alerts go out: at once, an hourly or a daily digest.",
-    tuple(FREQUENCIES),
-)
-AlertLanguage = named_enum("AlertLanguage", "The language of a subscription's alerts.", LANGUAGES)
-DeliveryState = named_enum(
-    "DeliveryState",
-    "Where a delivery stands: pending (to be retried), delivered, failed (given up).",
-    tuple(STATE_LABELS),
-)
+# mypy takes no enum made from values at run time for a type: to it, each is a StrEnum.
+if TYPE_CHECKING:
+    AlertEvent = StrEnum
+    AlertFrequency = StrEnum
+    AlertLanguage = StrEnum
+    DeliveryState = StrEnum
+else:
+    AlertEvent = named_enum(
+        "AlertEvent",
+        "What a subscription is told about: new findings, confirmed findings, notices overdue "
+        "(past their deadline), copies still there after the deadline, crawl runs that failed.",
+        EVENTS,
+    )
+    AlertFrequency = named_enum(
+        "AlertFrequency",
+        "How often alerts go out: at once, an hourly or a daily digest.",
+        tuple(FREQUENCIES),
+    )
+    AlertLanguage = named_enum(
+        "AlertLanguage", "The language of a subscription's alerts.", LANGUAGES
+    )
+    DeliveryState = named_enum(
+        "DeliveryState",
+        "Where a delivery stands: pending (to be retried), delivered, failed (given up).",
+        tuple(STATE_LABELS),
+    )
 #: A subscription's name as the tracker takes it (anchored: JSON Schema patterns search).
 NAME_PATTERN = r"^[\w][\w .@-]{0,63}$"
 _EMAIL_PATTERN = f"^{EMAIL_ADDRESS.pattern}$"
@@ -92,11 +102,11 @@ class SubscriptionIn(Strict):
         description="Unique: letters, digits, spaces, '.', '@', '-' or '_'",
     )
     to: EmailChannel | WebhookChannel = Field(discriminator="channel")
-    when: list[AlertEvent] = Field(  # type: ignore[valid-type]
+    when: list[AlertEvent] = Field(
         default_factory=lambda: [AlertEvent("new")], max_length=len(EVENTS)
     )
-    every: AlertFrequency = AlertFrequency("now")  # type: ignore[valid-type]
-    lang: AlertLanguage = AlertLanguage("en")  # type: ignore[valid-type]
+    every: AlertFrequency = AlertFrequency("now")
+    lang: AlertLanguage = AlertLanguage("en")
     campaign: str | None = Field(None, max_length=200, description="Only this campaign's")
     works: list[Annotated[str, Field(max_length=200)]] = Field(
         default_factory=list, max_length=1000, description="Only these works' (their ids)"
@@ -133,9 +143,9 @@ class SubscriptionOut(BaseModel):
     emails: list[str]
     webhook: str | None = Field(description="The webhook's URL (null: by e-mail)")
     secret_set: bool = Field(description="Whether the webhook has a secret (never shown)")
-    when: list[AlertEvent]  # type: ignore[valid-type]
-    every: AlertFrequency  # type: ignore[valid-type]
-    lang: AlertLanguage  # type: ignore[valid-type]
+    when: list[AlertEvent]
+    every: AlertFrequency
+    lang: AlertLanguage
     campaign: str | None
     works: list[str]
     domain: str | None
@@ -253,7 +263,7 @@ class DeliveryOut(BaseModel):
     to: list[str] = Field(description="The addresses, or the webhook's URL")
     lang: str
     subject: str
-    state: DeliveryState  # type: ignore[valid-type]
+    state: DeliveryState
     events: dict[str, int] = Field(description="How many of each event it tells of")
     finding_ids: list[str]
     created_at: datetime
@@ -295,7 +305,7 @@ def get_deliveries(
     subscription: Annotated[
         str | None, Query(max_length=64, description="Only this subscription's")
     ] = None,
-    state: DeliveryState | None = None,  # type: ignore[valid-type]
+    state: DeliveryState | None = None,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> DeliveryPage:

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from tracker.index import MAX_MASTER_ID
-from tracker.library import MAX_MASTER_CHARS, library_page
+from tracker.library import library_page
 from tracker.library_edits import delete_work as delete_master_work
 from tracker.library_edits import edit_work as edit_master_work
 
@@ -21,13 +21,13 @@ from ..web import MAX_PAGE
 from .api_base import (
     PREFIX,
     Invalid,
+    MasterText,
     Strict,
     WorkResultStatus,
     api_router,
     errors,
     example,
     too_large,
-    work_text,
 )
 
 router = api_router(PREFIX)
@@ -81,14 +81,14 @@ class WorkEditIn(Strict):
 
     title: str | None = Field(None, max_length=500, description='"" clears it')
     author: str | None = Field(None, max_length=200, description='"" clears it')
-    text: work_text(MAX_MASTER_CHARS) | None = Field(  # type: ignore[valid-type]
+    text: MasterText | None = Field(
         None, description="A new text: the pages that copied the work are scanned again"
     )
 
 
 class WorkEditOut(BaseModel):
     work: WorkOut
-    text_status: WorkResultStatus | None = Field(  # type: ignore[valid-type]
+    text_status: WorkResultStatus | None = Field(
         description="unchanged, updated or duplicate (the text of another work: not "
         "changed); null when no text was sent"
     )

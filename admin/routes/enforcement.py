@@ -20,6 +20,7 @@ from tracker.enforcement.sending import prepare_notice, send_notice
 from tracker.enforcement.subscriptions import (
     EVENT_LABELS,
     FREQUENCIES,
+    Fields,
     SubscriptionError,
     add_subscription,
     describe_filters,
@@ -115,16 +116,14 @@ def subscriptions(request: Request, user: Viewer) -> HTMLResponse:
     )  # fmt: skip
 
 
-_SubscriptionForm = dict[str, object]
-
-
 def _form(
-    emails: str, webhook: str, when: list[str], every: str, lang: str, domain: str,
-    min_score: str,
-) -> _SubscriptionForm:  # fmt: skip
+    emails: str, webhook: str, secret: str, when: list[str], every: str, lang: str,
+    domain: str, min_score: str,
+) -> Fields:  # fmt: skip
     """The form's fields as the tracker takes them (ValueError for a score not a number)."""
     return {
-        "emails": emails.replace(",", " ").split(), "webhook": webhook or None, "when": when,
+        "emails": emails.replace(",", " ").split(), "webhook": webhook or None,
+        "secret": secret or None, "when": when,
         "every": every, "lang": lang, "domain": domain or None,
         "min_score": float(min_score) / 100 if min_score.strip() else None,
     }  # fmt: skip
@@ -148,9 +147,8 @@ def subscription_add(
     domain: Domain = "", min_score: Score = "",
 ) -> Response:  # fmt: skip
     try:
-        fields = _form(emails, webhook, when, every, lang, domain, min_score)
-        add_subscription(app_context(request), name, secret=secret or None, by=user.name,
-                         **fields)  # type: ignore[arg-type]  # fmt: skip
+        fields = _form(emails, webhook, secret, when, every, lang, domain, min_score)
+        add_subscription(app_context(request), name, by=user.name, **fields)
     except (SubscriptionError, ValueError) as err:
         flash(request, str(err), "error")
         return redirect("/subscriptions")
@@ -174,9 +172,8 @@ def subscription_edit(
 ) -> Response:  # fmt: skip
     oid = _subscription_id(subscription_id)
     try:
-        fields = _form(emails, webhook, when, every, lang, domain, min_score)
-        update_subscription(app_context(request), oid, name=name, secret=secret or None,
-                            **fields)  # fmt: skip
+        fields = _form(emails, webhook, secret, when, every, lang, domain, min_score)
+        update_subscription(app_context(request), oid, name=name, **fields)
     except (SubscriptionError, ValueError) as err:
         flash(request, str(err), "error")
         return redirect(f"/subscriptions/{subscription_id}/edit")
@@ -213,13 +210,14 @@ def deliveries(request: Request, user: Viewer, subscription: str = "") -> HTMLRe
 # -- notices e-mailed ---------------------------------------------------------------------
 
 
-def _which(finding: str, domain: str) -> dict[str, ObjectId | str | None]:
+def _which(finding: str, domain: str) -> tuple[ObjectId | None, str | None]:
+    """(finding id, domain): what a notice is of."""
     if finding:
         try:
-            return {"finding_id": parse_object_id(finding), "domain": None}
+            return parse_object_id(finding), None
         except ValueError:
             raise HTTPException(404, _("no such finding")) from None
-    return {"finding_id": None, "domain": domain or None}
+    return None, domain or None
 
 
 @router.get("/enforcement/notice")
@@ -234,7 +232,10 @@ def notice_send_form(
     with the addresses copytrack proposes (RDAP, the site's own contact)."""
     back = f"/findings/{finding}" if finding else "/enforcement"
     try:
-        prepared = prepare_notice(app_context(request), lang=lang, **_which(finding, domain))  # type: ignore[arg-type]
+        finding_id, of_domain = _which(finding, domain)
+        prepared = prepare_notice(
+            app_context(request), lang=lang, finding_id=finding_id, domain=of_domain
+        )
     except FindingNotFound:
         raise HTTPException(404, _("no such finding")) from None
     except WorkflowError as err:

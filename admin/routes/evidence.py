@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -29,8 +30,8 @@ def timestamp_token(request: Request, user: Viewer, page_id: str) -> Response:
     except ValueError:
         raise HTTPException(404, _("no such page")) from None
     page = app_context(request).db.pages.find_one({"_id": oid}, {"timestamp": 1, "raw_sha256": 1})
-    stamp = (page or {}).get("timestamp")
-    if not stamp or stamp.get("sha256") != page.get("raw_sha256"):
+    stamp = None if page is None else page.get("timestamp")
+    if page is None or not stamp or stamp.get("sha256") != page.get("raw_sha256"):
         raise HTTPException(404, _("this capture has no time-stamp token yet"))
     return Response(
         bytes(stamp["token"]),
@@ -57,7 +58,7 @@ def evidence_bundle(
     handle, path = tempfile.mkstemp(prefix="copytrack-bundle-", suffix=".zip")
     os.close(handle)
     try:
-        make_bundle(app_context(request), kind, subject, path)
+        make_bundle(app_context(request), kind, subject, Path(path))
     except BundleError as err:
         os.unlink(path)
         raise HTTPException(404, str(err)) from None

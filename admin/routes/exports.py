@@ -67,7 +67,7 @@ def report_work(
     format: Format = "html",
 ) -> Response:
     report = work_report(app_context(request), work)
-    if report is None:
+    if report is None or report.master is None:
         raise HTTPException(404, f"no work {work!r} in the library")
     return _report_response(request, report, format, f"copytrack-work-{report.master['_id']}")
 

@@ -409,7 +409,7 @@ def page_raw(
         {"raw_zlib": 1, "raw_file": 1, "encoding": 1, "raw_sha256": 1, "text": 1, "text_file": 1},
     )
     raw = None if page is None else page_capture(ctx, page)
-    if raw is None:
+    if page is None or raw is None:
         raise HTTPException(404, _("no snapshot of this page"))
     charset = page.get("encoding") or ""
     charset = f"; charset={charset}" if _CHARSET.match(charset) else ""

@@ -284,8 +284,10 @@ def _tick(ctx: Context) -> Context:
         queued, attempted = send_due_alerts(ctx)
         if queued.deliveries or attempted:
             click.echo(f"alerts: {describe_alerts(queued, attempted)}")
-        for check in recheck_with_configured_provider(ctx):
-            click.echo(f"delisting re-checked: {check.state} {check.engine} {check.url}")
+        for delisting in recheck_with_configured_provider(ctx):
+            click.echo(
+                f"delisting re-checked: {delisting.state} {delisting.engine} {delisting.url}"
+            )
         if read := update_operators(ctx):  # new captures of findings: group domains again
             click.echo(f"operators grouped again ({read} captures read)")
     except Exception as err:  # a server restarting must not end the scheduler

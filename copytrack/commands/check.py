@@ -188,6 +188,7 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
             )
             sys.exit(2)
         sys.exit(1 if bad else 0)
+    assert source is not None  # SOURCE or --jsonl, as checked above
     ctx = open_context()
     audit_sample(ctx, every=0)  # "no match" must not come of an index that lost postings
     text = _read_source(source)

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import socket
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -46,8 +47,14 @@ AS_BUILT = "links to pages the test web does not have, and its deliberate server
 def load_library(ctx: Context, masters: list[dict[str, Any]]) -> int:
     """Register the test web's masters; returns how many are in the library."""
     for master in masters:
-        fields = {k: master.get(k) for k in ("title", "lang", "kind")}
-        add_work(ctx, Work(text=master["text"], external_id=master["id"], **fields))
+        work = Work(
+            text=master["text"],
+            external_id=master["id"],
+            title=master.get("title"),
+            lang=master.get("lang"),
+            kind=master.get("kind"),
+        )
+        add_work(ctx, work)
     return len(masters)
 
 
@@ -81,9 +88,7 @@ class _RunBar:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.bar = tqdm(
-            desc="crawling and scanning", unit=" pages", file=click.get_text_stream("stderr")
-        )
+        self.bar = tqdm(desc="crawling and scanning", unit=" pages", file=sys.stderr)
 
     def __call__(self, run: Mapping[str, Any]) -> None:
         fetched = (run.get("pages") or {}).get("fetched", 0)

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 from tqdm import tqdm
@@ -130,6 +131,7 @@ def eval_command(
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     show = sys.stderr.isatty()
+    data: list[dict[str, Any]] | dict[str, Any]  # a sweep's points, or one evaluation
     with scratch_context() as ctx:
         if do_sweep:
             points = evaluation.sweep_settings(DEFAULT_PARAMS, DEFAULT_MATCH_SETTINGS)

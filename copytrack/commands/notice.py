@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -17,7 +19,7 @@ _WHICH = [
 ]
 
 
-def _which(command):  # type: ignore[no-untyped-def]
+def _which(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_WHICH):
         command = option(command)
     return command

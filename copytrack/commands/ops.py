@@ -69,6 +69,11 @@ def _stop(pid: int, gone: Callable[[], bool], timeout: float) -> None:
     terminate([pid], lambda _pid: gone(), timeout)
 
 
+def _stop_recorded_process(proc: StackProcess, timeout: float) -> None:
+    """_stop a recorded process: it is gone once its record is let go."""
+    _stop(proc.pid, lambda: not record_held(proc.record), timeout)
+
+
 # --------------------------------------------------------------------------- worker
 
 
@@ -121,7 +126,8 @@ def worker(queues: list[str], concurrency: int | None) -> None:
     if concurrency:
         argv += ["--concurrency", str(concurrency)]
     with recorded(settings.data_dir, "worker"):
-        code = app.start(argv)
+        # celery-types says start never returns; it returns the command's exit status.
+        code: int | None = app.start(argv)
     sys.exit(code or 0)
 
 
@@ -298,7 +304,7 @@ def _stop_recorded(data_dir: Path, roles: list[str], timeout: float) -> list[Sta
     go (SIGKILL after ``timeout``); returns them."""
     procs = [p for p in stack_processes(data_dir) if p.role in roles]
     for proc in procs:
-        _stop(proc.pid, lambda p=proc: not record_held(p.record), timeout)
+        _stop_recorded_process(proc, timeout)
     return procs
 
 
@@ -332,7 +338,7 @@ def down(timeout: float) -> None:
         for proc in order:
             # An `up` waits for its worker, then for the servers it stops (20 s at most).
             allowance = {"crawl": CRAWL_STOP_TIMEOUT, "up": timeout + 30.0}.get(proc.role, timeout)
-            _stop(proc.pid, lambda p=proc: not record_held(p.record), allowance)
+            _stop_recorded_process(proc, allowance)
             click.echo(f"stopped {proc.role} (pid {proc.pid})")
             stopped = True
         if stop_servers(data_dir):
@@ -380,9 +386,12 @@ def _status_context(settings: Settings, found: _Found) -> Context | None:
     """A Context on the servers found (answering or not: health() tells), connecting lazily
     and writing nothing but health's probe records; None when an embedded server is not
     running at all."""
-    urls = {
-        name: configured or server.url for name, configured, server in found if configured or server
-    }
+    urls = {}
+    for name, configured, server in found:
+        if configured:
+            urls[name] = configured
+        elif server is not None:
+            urls[name] = server.url
     if set(urls) != {MONGO, VALKEY}:
         return None
     mongo = mongo_client(urls[MONGO], serverSelectionTimeoutMS=5000)

@@ -20,7 +20,7 @@ import re
 import struct
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from lxml import etree
@@ -224,8 +224,12 @@ class CampaignSpider(SitemapSpider):
     def parse_page(self, response: Response) -> Iterator[Any]:
         """Hand the page to the pipeline and follow its links (first the page that
         continues it, if it is cut into several)."""
-        text_page = isinstance(response, TextResponse) and sniff_binary(response.body) is None
-        next_url = _next_page(response) if text_page else None
+        text_page = (
+            response
+            if isinstance(response, TextResponse) and sniff_binary(response.body) is None
+            else None
+        )
+        next_url = _next_page(text_page) if text_page is not None else None
         here = canonicalize(response.url)
         if next_url is not None:
             self.continued[next_url] = here
@@ -252,13 +256,13 @@ class CampaignSpider(SitemapSpider):
             )
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
-        if text_page and not self._at_max_depth(response):
-            books, links = _books_and_pages(self.link_extractor.extract_links(response))
+        if text_page is not None and not self._at_max_depth(response):
+            books, links = _books_and_pages(self.link_extractor.extract_links(text_page))
             # First: a book linked as a page too would be fetched under the page's cap.
             yield from self._follow_links(
                 response, books, self.parse_page, self.max_links, meta=self.book_meta
             )
-            links = [url for url in _refresh_target(response) + links if url not in books]
+            links = [url for url in _refresh_target(text_page) + links if url not in books]
             yield from self._follow_links(response, links, self.parse_page, self.max_links)
 
     def _at_max_depth(self, response: Response) -> bool:
@@ -315,7 +319,7 @@ class CampaignSpider(SitemapSpider):
 
     def on_error(self, failure: Failure) -> PageProblem:
         """Why a request gave no page, as an item for the run's counts."""
-        request = failure.request  # type: ignore[attr-defined]
+        request = failure.request  # type: ignore[attr-defined]  # set by Scrapy, not Twisted
         problem = problem_of(failure, canonicalize(request.url))
         if problem.reason == "too_many_redirects":  # Scrapy logs it at DEBUG only
             self.logger.warning(problem.detail)
@@ -378,11 +382,9 @@ def _refresh_target(response: TextResponse) -> list[str]:
 
 def _headers(response: Response) -> dict[str, str]:
     # MongoDB field names cannot hold "." or start with "$".
-    return {
-        key: value
-        for key, value in response.headers.to_unicode_dict().items()
-        if "." not in key and not key.startswith("$")
-    }
+    # Scrapy types them loosely; its text headers are str names and values.
+    text = cast(dict[str, str], response.headers.to_unicode_dict())
+    return {key: value for key, value in text.items() if "." not in key and not key.startswith("$")}
 
 
 def problem_of(failure: Failure, url: str) -> PageProblem:
@@ -396,7 +398,7 @@ def problem_of(failure: Failure, url: str) -> PageProblem:
     if isinstance(error, HeadRefused):  # the server's doing: a failure, not a policy
         return PageProblem(url, error.reason, str(error), skipped=False)
     if isinstance(error, IgnoreRequest) and str(error) == _REDIRECT_LIMIT:
-        request = failure.request  # type: ignore[attr-defined]
+        request = failure.request  # type: ignore[attr-defined]  # set by Scrapy, not Twisted
         chain = [*request.meta.get("redirect_urls", []), request.url]
         detail = (
             f"{chain[0]}: more than {len(chain) - 1} redirects, not followed "

@@ -461,8 +461,8 @@ class _SiteBuilder:
             aliases[path].append(path + FEED_QUERY)
         # Private copies sit among the public articles on the list pages, as on a sloppy site.
         items = [ListItem(p.title, p.path, p.date) for p in ordered]
-        for page in real:
-            items.insert(self.rng.randrange(len(items) + 1), self._real_page(page))
+        for real_page in real:
+            items.insert(self.rng.randrange(len(items) + 1), self._real_page(real_page))
         self._odd_endpoints(options)
         self._lists(items)
         self._home(public)

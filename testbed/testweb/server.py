@@ -8,11 +8,12 @@ tracking-parameter duplicates serve the same article; every request is logged.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from .generator import Resource, TestWeb
@@ -66,9 +67,11 @@ class LoopbackServer(ThreadingHTTPServer):
     """A threading HTTP server to which a client hanging up is no error: a crawler that
     stops reading a huge page, or gives up on a slow one, is expected."""
 
-    def handle_error(self, request: object, client_address: object) -> None:
+    def handle_error(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
+    ) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)  # type: ignore[arg-type]
+            super().handle_error(request, client_address)
 
 
 class _SiteServer(LoopbackServer):

@@ -41,7 +41,7 @@ def take_lock(ctx: Context, name: str, run_id: ObjectId, ttl: timedelta) -> bool
 def lock_holder(ctx: Context, name: str) -> str | None:
     """The id of the run holding the campaign's lock, None when it is free."""
     holder = ctx.redis.get(ctx.keys.campaign_lock(name))
-    return holder.decode() if holder is not None else None
+    return holder.decode() if isinstance(holder, bytes) else holder
 
 
 def renew_lock(ctx: Context, name: str, run_id: ObjectId) -> bool:

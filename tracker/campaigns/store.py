@@ -30,7 +30,7 @@ def save_campaign(ctx: Context, campaign: Campaign, replace: bool = False) -> st
             return "added"
     if not replace:
         raise CampaignError(f"campaign {campaign.name!r} exists; `campaign import` replaces it")
-    if Campaign.from_dict(existing) == campaign:
+    if existing is not None and Campaign.from_dict(existing) == campaign:
         return "unchanged"
     ctx.db.campaigns.update_one({"name": campaign.name}, {"$set": {**doc, "updated_at": now}})
     return "updated"

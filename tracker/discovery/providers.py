@@ -52,7 +52,8 @@ class SearchResult:
 class SearchProvider(Protocol):
     """A web search engine: ``name`` (for its cache and budget) and ``search``."""
 
-    name: str
+    @property
+    def name(self) -> str: ...  # read only: the providers are frozen
 
     def search(self, query: str) -> list[SearchResult]:
         """The results for ``query``, best first; SearchError when it cannot answer."""

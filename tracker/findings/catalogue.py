@@ -68,8 +68,9 @@ FIELDS = {
 CLOCK_MARGIN = timedelta(seconds=5)
 _NUMBERS = ("score", "hits", "master_coverage", "copied_chars", "first_seen", "last_seen")
 _DATES = ("first_seen", "last_seen", "notice_deadline", "check_at", CHANGED_AT)
-_OUTCOME_CODE = {GONE: 0, STILL_THERE: 1, UNREACHABLE: 2}
-_STATUS_CODE = {status: code for code, status in enumerate(STATUSES)}
+# Keyed by what a finding holds, which may be missing (None).
+_OUTCOME_CODE: dict[str | None, int] = {GONE: 0, STILL_THERE: 1, UNREACHABLE: 2}
+_STATUS_CODE: dict[str | None, int] = {status: code for code, status in enumerate(STATUSES)}
 _MS = 1000.0
 
 
@@ -163,8 +164,11 @@ class Texts:
         if len(wanted) < 2:
             candidates: Iterable[int] = range(len(self._lower))
         else:
-            lists = [self._pairs.get(wanted[i : i + 2], []) for i in range(len(wanted) - 1)]
-            candidates = min(lists, key=len)
+            lists: list[list[int]] = [
+                self._pairs.get(wanted[i : i + 2], []) for i in range(len(wanted) - 1)
+            ]
+            shortest = min(lists, key=len)
+            candidates = shortest
         return np.fromiter((i for i in candidates if wanted in self._lower[i]), dtype=np.int64)
 
     def matching(self, test: Callable[[str], bool]) -> np.ndarray:
@@ -203,7 +207,7 @@ class _Columns:
 
     def _grow(self, capacity: int) -> None:
         for name, (dtype, empty) in self.kinds.items():
-            grown = np.full(capacity, empty, dtype=dtype)
+            grown: np.ndarray = np.full(capacity, empty, dtype=dtype)
             if name in self.arrays:
                 grown[: self.size] = self.arrays[name][: self.size]
             self.arrays[name] = grown
@@ -454,7 +458,7 @@ class Catalogue:
     def ordered(self, flt: FindingFilter, masters: Sequence[int] | None = None) -> list[ObjectId]:
         """Ids of the findings matching ``flt`` in its order; ``masters``: the works that
         ``flt.work`` names (the library's to say)."""
-        return [self._ids[row] for row in self._rows_of(flt, masters)]  # type: ignore[misc]
+        return [self._ids[row] for row in self._rows_of(flt, masters)]
 
     def _rows_of(self, flt: FindingFilter, masters: Sequence[int] | None) -> np.ndarray:
         self.refresh()
@@ -473,7 +477,7 @@ class Catalogue:
         rows = self._rows_of(flt, masters)
         with self._lock:
             shown = rows[(page - 1) * per_page : page * per_page]
-            return [self._ids[row] for row in shown], len(rows)  # type: ignore[misc]
+            return [self._ids[row] for row in shown], len(rows)
 
     def neighbours(
         self,
@@ -523,7 +527,7 @@ class Catalogue:
             week = int(np.count_nonzero(first >= _ms(now - timedelta(days=7))))
             live = copies & ~np.isin(c["status"], [_STATUS_CODE[s] for s in NOT_COPIES])
             sites, masters = c["site"][live], c["master"][live]
-            site_of, master_of = _distinct_pairs(sites, masters) if len(sites) else ([], [])
+            site_of, master_of = _distinct_pairs(sites, masters) if len(sites) else (sites, masters)
             top_domains = [
                 {"domain": self._texts["site"].values[site], "findings": n, "works": w}
                 for site, n, w in _top(sites, site_of, self._texts["site"].ranks())

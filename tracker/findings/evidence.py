@@ -57,7 +57,8 @@ def evidence(ctx: Context, finding_id: ObjectId) -> Evidence:
     page = ctx.db.pages.find_one({"_id": finding["page_id"]}, {"raw_zlib": 0}) or {}
     page = {**page, "text": page_text(ctx, page)}
     found = passages(finding, master.get("text", ""), page["text"])
-    compared, shown = [], 0
+    compared: list[ComparedPassage] = []
+    shown = 0
     for passage in found:
         shown += len(passage.master_text) + len(passage.page_text)
         if shown > MAX_SHOWN_CHARS and compared:

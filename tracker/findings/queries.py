@@ -199,7 +199,7 @@ def parse_filter(params: Mapping[str, str]) -> FindingFilter:
         max_copied=_characters(params, "max_copied"),
         since=_date(params, "since"),
         until=_date(params, "until"),
-        page_id=parse_object_id(text("page_id"), "page") if text("page_id") else None,
+        page_id=parse_object_id(page_id, "page") if (page_id := text("page_id")) else None,
         notice=notice,
         size=size,
         sort=sort,

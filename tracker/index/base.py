@@ -140,19 +140,24 @@ class InvertedIndex(ABC):
         return [ids or () for ids in self._read(as_ints(fingerprints), None)]
 
     def postings(
-        self, fingerprints: Sequence[int], max_df: int | None = None, kept: bool = True
+        self, fingerprints: Sequence[int] | np.ndarray, max_df: int | None = None, kept: bool = True
     ) -> Postings:
         """The postings of the fingerprints listed by 1..max_df masters (see `Postings`);
         ``kept=False``: as stored, never from what the process keeps of the index."""
-        query, master, df = [], [], []
+        query: list[int] = []
+        master: list[int] = []
+        df: list[int] = []
         for i, ids in enumerate(self._read(as_ints(fingerprints), max_df)):
             if ids:
                 query += [i] * len(ids)
                 master += ids
                 df += [len(ids)] * len(ids)
-        columns = (np.array(column, dtype=np.int64) for column in (query, master, df))
         return Postings(
-            *columns, exact=np.ones(len(query), dtype=bool), place=np.zeros(len(query), np.uint8)
+            np.array(query, dtype=np.int64),
+            np.array(master, dtype=np.int64),
+            np.array(df, dtype=np.int64),
+            exact=np.ones(len(query), dtype=bool),
+            place=np.zeros(len(query), np.uint8),
         )
 
     def count_hits(self, fingerprints: Iterable[int], max_df: int | None = None) -> dict[int, int]:
@@ -169,7 +174,7 @@ class InvertedIndex(ABC):
 
 #: What `InvertedIndex.add_many` takes of a master: (id, fingerprints) or (id,
 #: fingerprints, places).
-IndexedMaster = tuple[int, Iterable[int]] | tuple[int, Iterable[int], Iterable[int]]
+IndexedMaster = tuple[int, Iterable[int]] | tuple[int, Iterable[int], Iterable[int] | None]
 
 
 def as_ints(fingerprints: Iterable[int]) -> list[int]:

@@ -73,23 +73,23 @@ class MemoryIndex(InvertedIndex):
             out.append(None if max_df is not None and len(ids) > max_df else tuple(sorted(ids)))
         return out
 
-    def _fitting(self, fingerprints: list[int]) -> list[int]:
+    def _fitting(self, fingerprints: Sequence[int]) -> Sequence[int]:
         if any(fp >> (self._bits + self._check_bits) for fp in fingerprints):
             raise width_error(self._bits, self._check_bits)
         return fingerprints
 
     def postings(
-        self, fingerprints: Sequence[int], max_df: int | None = None, kept: bool = True
+        self, fingerprints: Sequence[int] | np.ndarray, max_df: int | None = None, kept: bool = True
     ) -> Postings:
         found = super().postings(fingerprints, max_df)
         asked = as_ints(fingerprints)
-        kept = [
+        stored = [
             self._lists[asked[q] & self._mask][m]
             for q, m in zip(found.query.tolist(), found.master.tolist(), strict=True)
         ]
         exact = [check == asked[q] >> self._bits
-                 for q, (check, _) in zip(found.query.tolist(), kept, strict=True)]  # fmt: skip
-        place = np.array([place for _, place in kept], dtype=np.uint8)
+                 for q, (check, _) in zip(found.query.tolist(), stored, strict=True)]  # fmt: skip
+        place = np.array([place for _, place in stored], dtype=np.uint8)
         return replace(found, exact=np.array(exact, dtype=bool), place=place)
 
     def stats(self) -> IndexStats:

@@ -40,9 +40,9 @@ def matching_records(
         )  # fmt: skip
     compiled.fallback_runs(LOOP)
     # Joined, and padded so that every column's view fits when there is no record.
-    blocks = [block or b"" for block in blocks]
-    data = b"".join([*blocks, bytes(8)])
-    records = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks)) // size
+    filled: list[bytes] = [block or b"" for block in blocks]
+    data = b"".join([*filled, bytes(8)])
+    records = np.fromiter(map(len, filled), dtype=np.int64, count=len(filled)) // size
     query, record = _numpy_matching_records(data, size, records, of_block, wanted, head_mask)
     rows = np.frombuffer(data, dtype=np.uint8)[record[:, None] * size + np.arange(size)]
     return query, rows.reshape(len(record), size)

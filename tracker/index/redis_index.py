@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import redis
@@ -116,7 +117,7 @@ class RedisIndex(InvertedIndex):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | redis.RedisCluster,
         prefix: str,
         fingerprint_bits: int = 64,
         check_bits: int = 0,
@@ -226,7 +227,8 @@ class RedisIndex(InvertedIndex):
             state = (int(level or MIN_LEVEL), int(split or 0))
             if grown(*state, int(postings or 0) + int(coming[n]), LOAD, self._top_level) != state:
                 for _ in range(_SPLIT_TRIES):
-                    if state := self._split_here(n, int(coming[n])):
+                    if grown_state := self._split_here(n, int(coming[n])):
+                        state = grown_state
                         break
                 else:
                     busy.append(n)
@@ -253,8 +255,8 @@ class RedisIndex(InvertedIndex):
                 layout, level, split, postings, blocks, born = pipe.hmget(
                     key, "layout", "level", "split", "postings", "blocks", "born"
                 )
-                if layout is not None and layout.decode() != self.layout:
-                    self._layout_error(layout.decode())
+                if layout is not None and _text(layout) != self.layout:
+                    self._layout_error(_text(layout))
                 state = (int(level or MIN_LEVEL), int(split or 0))
                 target = grown(*state, int(postings or 0) + coming, LOAD, self._top_level)
                 if target == state:
@@ -337,7 +339,7 @@ class RedisIndex(InvertedIndex):
         return self._mutate(self._remove, [(master_id, fingerprints)], [])
 
     def postings(
-        self, fingerprints: Sequence[int], max_df: int | None = None, kept: bool = True
+        self, fingerprints: Sequence[int] | np.ndarray, max_df: int | None = None, kept: bool = True
     ) -> Postings:
         self._check_layout()
         x = self._mixed(fingerprints)
@@ -388,7 +390,12 @@ class RedisIndex(InvertedIndex):
             position = position[np.isin(shard, stale)]
         if len(query) == 1:
             return query[0], master[0], exact[0], place[0]
-        return tuple(np.concatenate(column) for column in (query, master, exact, place))
+        return (
+            np.concatenate(query),
+            np.concatenate(master),
+            np.concatenate(exact),
+            np.concatenate(place),
+        )
 
     def _read_blocks(
         self, shards: np.ndarray, blocks: np.ndarray, use_kept: bool = True
@@ -432,7 +439,7 @@ class RedisIndex(InvertedIndex):
                     kept[bounds[n] : bounds[n + 1]] = None
             elif version == known:
                 fresh.append(n)
-        if kept_blocks is None:
+        if kept_blocks is None or kept is None:  # (both or neither)
             return got, stale
         for i, block in zip(asked.tolist(), got, strict=True):  # one by one: bytes stay bytes
             kept[i] = block
@@ -465,7 +472,9 @@ class RedisIndex(InvertedIndex):
                 for part in (b"*%d\r\n$4\r\nMGET\r\n" % (stop - start + 1), bulk[start:stop])
             ]
             payload += [self._state_reads[n] for n in read]
-            replies = self._exchange(b"".join(payload), len(chunks) + len(read))
+            # numpy's stubs give arrays the buffer protocol on Python >= 3.12 only.
+            joined = b"".join(payload)  # type: ignore[arg-type]
+            replies = self._exchange(joined, len(chunks) + len(read))
         else:
             listed = _as_list(names)
             pipe = self.client.pipeline(transaction=False)
@@ -480,6 +489,7 @@ class RedisIndex(InvertedIndex):
     def _exchange(self, payload: bytes, count: int) -> list:
         """The ``count`` replies of commands packed in Redis's protocol, through a
         connection of the client's pool, retried as the client retries a command."""
+        assert isinstance(self.client, redis.Redis)  # reads are packed on a plain client only
         pool = self.client.connection_pool
         connection = pool.get_connection()
         try:
@@ -552,7 +562,7 @@ class RedisIndex(InvertedIndex):
         script: Script,
         x: np.ndarray,
         tag: np.ndarray,
-        extra,
+        extra: Callable[[int], list[Any]],
         fresh: bool = False,
     ) -> Iterator[list]:
         """Run script on the mixed fingerprints x, each with its tag (a posting's master id
@@ -587,7 +597,7 @@ class RedisIndex(InvertedIndex):
             yield rows
 
     def _routed_calls(
-        self, x: np.ndarray, tag: np.ndarray, extra, fresh: bool
+        self, x: np.ndarray, tag: np.ndarray, extra: Callable[[int], list[Any]], fresh: bool
     ) -> tuple[list[list], list[int]]:
         """Script calls (see ADD_SCRIPT and APPEND_SCRIPT) for mixed fingerprints x and their
         tags, and the shard of each call. A posting record is the block index, the key and
@@ -740,14 +750,14 @@ class RedisIndex(InvertedIndex):
 
     def removals(self, now: float) -> tuple[int, int]:
         meta = self.client.hgetall(self._meta)
-        under_way = [(k, float(v)) for k, v in meta.items() if k.startswith(_REMOVING.encode())]
+        under_way = [(k, float(v)) for k, v in meta.items() if _text(k).startswith(_REMOVING)]
         if expired := [k for k, until in under_way if until <= now]:
             self.client.hdel(self._meta, *expired)  # ended by a process that died midway
         return int(meta.get(b"removals", 0)), len(under_way) - len(expired)
 
     def ensure_version(self, version: str) -> None:
         built, layout = (
-            v.decode() if v else None for v in self.client.hmget(self._meta, "version", "layout")
+            _text(v) if v else None for v in self.client.hmget(self._meta, "version", "layout")
         )
         if (built, layout) == (version, self.layout):
             self._layout_checked = True
@@ -770,8 +780,8 @@ class RedisIndex(InvertedIndex):
         if layout is None:
             self.client.hsetnx(self._meta, "layout", self.layout)
             layout = self.client.hget(self._meta, "layout")
-        if layout.decode() != self.layout:
-            self._layout_error(layout.decode())
+        if layout is None or _text(layout) != self.layout:
+            self._layout_error(_text(layout or b""))
         self._layout_checked = True
 
     def _layout_error(self, found: str) -> None:
@@ -779,7 +789,7 @@ class RedisIndex(InvertedIndex):
             f"index {self.prefix}", f"layout {found}", f"layout {self.layout}"
         )
 
-    def _mixed(self, fingerprints: Sequence[int]) -> np.ndarray:
+    def _mixed(self, fingerprints: Sequence[int] | np.ndarray) -> np.ndarray:
         """The fingerprints through the mixer: two rounds of multiply-by-odd-constant and
         xor-shift, both bijections of fingerprint_bits-bit integers, so every bit of the
         shard and block numbers depends on every input bit."""
@@ -885,6 +895,11 @@ def _hmget_packed(key: bytes, *fields: bytes) -> bytes:
     """HMGET of ``fields`` of ``key`` in Redis's protocol."""
     args = (b"HMGET", key, *fields)
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def _text(value: bytes | str) -> str:
+    # redis-py types replies as bytes or str; this client's are bytes (no decode_responses).
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _bulk_strings(rows: np.ndarray) -> np.ndarray:
