@@ -19,6 +19,7 @@ prints one line that names the input or server and what to do:
 - ``test_removal_races``: `library rm` racing the scans of the work's copies;
 - ``test_stack_stop``: `copytrack down` under `copytrack up`, crawls included;
 - ``test_crawl_follows_servers``: a crawl under way when the servers move to other ports;
+- ``test_crawl_frontier_lost``: a crawl's shared Redis frontier deleted under it;
 - ``test_full_disk_crawl``: the disk filling up during a crawl, freed later or not;
 - ``test_small_faults``: FIFOs given to `check --jsonl` and `campaign import`, `status` on a
   full disk, a URL redirecting to itself.
