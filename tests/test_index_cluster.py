@@ -143,6 +143,11 @@ def test_the_cluster_index_splits_its_blocks_as_it_grows(cluster: RedisCluster) 
     assert index.stats().postings == 100 * len(masters)
     sample = [fp for _, fps in masters[::29] for fp in fps[:25]]
     assert index.lookup(sample) == [(m,) for m, fps in masters[::29] for _ in fps[:25]]
+    # Each shard's blocks counted on its node, against the counts kept beside them.
+    assert index.miscounted_shards() == []
+    cluster.delete(next(cluster.scan_iter(match="test:grow:{0a}:*")))
+    [lost] = index.miscounted_shards()
+    assert (lost.shard, lost.blocks_found) == (10, lost.blocks - 1)
 
 
 def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(

@@ -19,13 +19,15 @@ prints one line that names the input or server and what to do:
 - ``test_removal_races``: `library rm` racing the scans of the work's copies;
 - ``test_stack_stop``: `copytrack down` under `copytrack up`, crawls included;
 - ``test_crawl_follows_servers``: a crawl under way when the servers move to other ports;
+- ``test_crawl_frontier_lost``: a crawl's shared Redis frontier deleted under it;
 - ``test_full_disk_crawl``: the disk filling up during a crawl, freed later or not;
 - ``test_small_faults``: FIFOs given to `check --jsonl` and `campaign import`, `status` on a
   full disk, a URL redirecting to itself.
 
-`test_index_loss` also covers index blocks lost with their counters kept, `test_racing_adds`
-a racer's removal between the two counts' readings, `test_interrupted_adds` Valkey killed
-during an update.
+`test_index_loss` also covers index blocks lost with their counters kept (a single block
+too, found by the shards' counts of their blocks), `test_racing_adds` a racer's removal and
+a racing add's give-back forced between the two counts' readings, `test_interrupted_adds`
+Valkey killed during an update, `test_restarts` a worker stopped by SIGTERM mid-scan.
 
 Durable acknowledged writes (item 3) rest on SecantusDB's sync-on-commit and
 `tracker.durability.wait_durable`.

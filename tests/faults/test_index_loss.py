@@ -5,10 +5,13 @@ reopens a finding copytrack itself had closed."""
 
 from __future__ import annotations
 
+import random
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.corpus import texts
 from tests.faults.helpers import (
@@ -27,6 +30,7 @@ from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.findings import set_status
 from tracker.health import index_health
+from tracker.index import MIN_LEVEL, SHARDS, RedisIndex
 from tracker.library import Work, add_work, fingerprint_values, reindex
 from tracker.pages import PageInput, scan_page, store_page
 
@@ -157,6 +161,18 @@ def test_a_copy_seen_again_reopens_only_what_copytrack_closed(ctx: Context) -> N
     assert "again" in history[-1]["note"]
 
 
+def _three_copied_works(ctx: Context) -> tuple[list[str], list[str], dict]:
+    """Three works added, a page copying each stored and scanned: the works, the copies
+    and the findings' statuses."""
+    works = texts("zh_news", 3)
+    for n, text in enumerate(works):
+        add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+    copies = pirate_copies(works, 1)
+    for page_id in store_pages(ctx, copies, "pirate"):
+        scan_page(ctx, page_id)
+    return works, copies, _statuses(ctx)
+
+
 def _index_blocks(ctx: Context) -> list[bytes]:
     """The index's blocks (``{prefix}:{SS}:NNNNNNNNNN``): the postings, without the meta and
     shard hashes that count them."""
@@ -168,17 +184,10 @@ def test_blocks_lost_with_their_counters_kept_close_nothing(own: Settings, tmp_p
     eviction or a bad restore: the counts agree, the postings are not there. Works' postings
     looked up from their texts show it: `status`, `check` and `rescan` refuse, nothing is
     closed, and `reindex` then `rescan` recover."""
-    works = texts("zh_news", 3)
     env = embedded_env(own)
     ctx = open_context(own)
     try:
-        for n, text in enumerate(works):
-            add_work(ctx, Work(text=text, external_id=f"news-{n}"))
-        copies = pirate_copies(works, 1)
-        pages = store_pages(ctx, copies, "pirate")
-        for page_id in pages:
-            scan_page(ctx, page_id)
-        before = _statuses(ctx)
+        _, copies, before = _three_copied_works(ctx)
         assert len(before) == 3 and set(before.values()) == {"new"}
         suspect = tmp_path / "suspect.txt"
         suspect.write_text(copies[1])
@@ -227,3 +236,90 @@ def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -
         assert scan_page(scanner, pages[1], force=True).matches == 1
     finally:
         scanner.close()
+
+
+def test_one_block_lost_of_a_work_no_sample_meets_is_found(own: Settings, tmp_path: Path) -> None:
+    """A single block deleted, holding postings of one work only: the shards' counts of
+    blocks, kept with the blocks, show it whatever the sampled lookups meet
+    (the commands' message is the counts', not a work's). `status`, `check` and `rescan`
+    refuse; nothing is closed; `reindex` recovers."""
+    env = embedded_env(own)
+    ctx = open_context(own)
+    try:
+        works, copies, before = _three_copied_works(ctx)
+        suspect = tmp_path / "suspect.txt"
+        suspect.write_text(copies[2])
+        assert ctx.index.miscounted_shards() == []
+
+        # One of work news-2's blocks (found by its text) holding no posting of the others.
+        blocks = set(_index_blocks(ctx))
+        others = _blocks_read(ctx, works[:2])
+        [lost, *_] = sorted((_blocks_read(ctx, works[2:]) & blocks) - others)
+        ctx.redis.delete(lost)
+        counted = ctx.index.miscounted_shards()
+        assert len(counted) == 1 and counted[0].blocks_found == counted[0].blocks - 1
+
+        status = copytrack(["status"], env)
+        assert status.returncode == 1 and "lacks 1 of the" in status.stdout, status.stdout
+        one_line_failure(copytrack(["check", str(suspect)], env), "lacks 1 of", "reindex")
+        one_line_failure(copytrack(["rescan", "--all", "--inline"], env), "lacks", "reindex")
+        assert _statuses(ctx) == before  # nothing closed
+        assert "lacks 1 of" in generation.inspect(ctx).problem  # recorded for every process
+
+        assert copytrack(["reindex"], env).returncode == 0
+        assert ctx.index.miscounted_shards() == [] and index_health(ctx)["ok"]
+        rescan = copytrack(["rescan", "--all", "--inline"], env)
+        assert rescan.returncode == 0 and "scanned 3 pages: 3 copy a work" in rescan.stdout
+        assert _statuses(ctx) == before
+    finally:
+        ctx.close()
+
+
+def _blocks_read(ctx: Context, works: list[str]) -> set[bytes]:
+    """Names of the blocks a lookup of these works' fingerprints reads."""
+    index = ctx.index
+    names: set[bytes] = set()
+    for text in works:
+        x = index._mixed(fingerprint_values(ctx, text).values)
+        shard, block, _ = index._route(x)
+        names |= {row.tobytes() for row in index._block_names(shard, block)}
+    return names
+
+
+def test_counting_blocks_while_writers_add_and_split_raises_no_false_alarm(
+    redis_client: redis.Redis,
+) -> None:
+    """Adds, removals and splits of blocks run while the blocks are counted: a shard
+    written to between two slices of its count is counted again or left unchecked, never
+    reported; once they stop, one block deleted is."""
+    index = RedisIndex(redis_client, "test:counted", fingerprint_bits=54)
+    index.clear()
+    rng = random.Random(5)
+    masters = [(m, [rng.getrandbits(54) for _ in range(200)]) for m in range(1, 2601)]
+    stop = threading.Event()
+
+    def write() -> None:
+        writer = RedisIndex(redis_client, "test:counted", fingerprint_bits=54)
+        for start in range(0, len(masters), 20):
+            writer.add_many(masters[start : start + 20])  # splits blocks as the shards grow
+            writer.remove(*masters[start])
+            if stop.is_set():
+                break
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        counts = 0
+        while thread.is_alive():
+            assert index.miscounted_shards() == []
+            counts += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert counts > 5
+    assert index.stats().keys > SHARDS * 2**MIN_LEVEL  # blocks split while counted
+    assert index.miscounted_shards() == []
+    redis_client.delete(next(redis_client.scan_iter(match="test:counted:{03}:*")))
+    [lost] = index.miscounted_shards()
+    assert (lost.shard, lost.blocks_found) == (3, lost.blocks - 1)
+    index.clear()

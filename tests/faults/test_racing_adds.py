@@ -1,17 +1,21 @@
 """Concurrent `library add` runs of the same texts: each text is stored once (its hash is
 claimed by a unique index), the other run reports it as a duplicate, and the index holds
 exactly one master's postings per text; and a racer's removal of postings between the two
-counts' readings (the library's, then the index's) raises no false alarm of a loss."""
+counts' readings (the library's, then the index's) raises no false alarm of a loss,
+whether it is a removal or a racing add giving its postings back."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
 from tests.corpus import texts
-from tracker import generation
+from tracker import generation, library
 from tracker.config import Settings
 from tracker.context import Context, open_context
 from tracker.library import Work, add_work, add_works
@@ -103,3 +107,65 @@ def test_a_removal_between_the_two_counts_is_no_loss(
     assert raced == ["w1"]
     assert state.problem is None and state.settled
     assert state.index_postings == state.library_postings  # read again, after the removal
+
+
+def test_a_racing_add_giving_its_postings_back_between_the_two_counts_is_no_loss(
+    ctx: Context, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #57 item 3, forced: an add indexes a text and counts its postings, another
+    add stores the same text first, so the first gives its postings back (discount, then
+    removal) exactly between the check's reading of the library's count and the index's.
+    Read once, the index's count is below the library's ("Redis lost recent writes"): the
+    check sees the give-back noted beside the postings and reads both counts again."""
+    for n, text in enumerate(TEXTS[:2]):
+        add_work(ctx, Work(text=text, external_id=f"w{n}"))
+    settings = Settings.from_env(tracker_env)
+    racer, checker = open_context(settings), open_context(settings)
+    indexed, stored, counted, read, given_back = (threading.Event() for _ in range(5))
+    insert_documents, removing_postings = library._insert_documents, library.removing_postings
+    read_library = generation._read_library
+
+    def insert_once_the_text_is_taken(context: Context, *args: object) -> set[int]:
+        if context is racer:  # its postings are in the index, its document not yet
+            indexed.set()
+            assert stored.wait(30)
+        return insert_documents(context, *args)
+
+    @contextlib.contextmanager
+    def give_back_once_read(context: Context, count: int) -> Iterator[None]:
+        if context is racer:  # counted, then lost the text: about to give its postings back
+            counted.set()
+            assert read.wait(30)
+        with removing_postings(context, count):
+            yield
+        if context is racer:
+            given_back.set()
+
+    def read_then_wait(context: Context, fresh: bool = False) -> dict | None:
+        found = read_library(context, fresh)
+        if context is checker and fresh and not read.is_set():
+            read.set()  # the library's count, the racer's postings in it, is read
+            assert given_back.wait(30)
+        return found
+
+    monkeypatch.setattr(library, "_insert_documents", insert_once_the_text_is_taken)
+    monkeypatch.setattr(library, "removing_postings", give_back_once_read)
+    monkeypatch.setattr(generation, "_read_library", read_then_wait)
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            racing = pool.submit(add_works, racer, [Work(text=TEXTS[2], external_id="late")])
+            assert indexed.wait(30)
+            [first] = add_work(ctx, Work(text=TEXTS[2], external_id="first"))
+            stored.set()
+            assert counted.wait(30)
+            state = generation.inspect(checker)  # the give-back runs inside its reading
+            [[late]] = racing.result(30)
+        finally:
+            stored.set()  # a failed step releases the racer
+            read.set()
+            racer.close()
+            checker.close()
+    assert given_back.is_set() and (late.status, late.master_id) == ("duplicate", first.master_id)
+    assert state.problem is None and state.settled, state.problem
+    assert state.index_postings == state.library_postings == ctx.index.stats().postings
+    generation.ensure(ctx)  # raises IndexNotReady on a loss

@@ -68,6 +68,16 @@ def _library(ctx: Context, works: list[str]) -> list[int]:
             for n, t in enumerate(works)]  # fmt: skip
 
 
+def _copies_stored(ctx: Context, per_work: int) -> tuple[list[str], list, set]:
+    """Three works added, per_work pages copying each and 30 unrelated ones stored: the
+    copies, every page, and the findings their scans are to make."""
+    works = texts("zh_news", 3)
+    masters = _library(ctx, works)
+    copies = pirate_copies(works, per_work)
+    pages = store_pages(ctx, copies + texts("zh_news", 40)[10:], "pirate")
+    return copies, pages, {(page, masters[n % 3]) for n, page in enumerate(pages[: len(copies)])}
+
+
 def test_killed_servers_come_back_on_their_ports(own: Settings) -> None:
     before = {name: server(own, name) for name in (MONGO, VALKEY)}
     for name in before:
@@ -138,14 +148,10 @@ def test_a_worker_carries_on_when_a_server_is_killed(
     """kill -9 of Valkey or SecantusDB under a busy worker, and no command run afterwards:
     the worker starts the server again (its broker connection, or a task's retry, finds it
     dead), on its port, and every queued scan is done once."""
-    works = texts("zh_news", 3)
     ctx = open_context(own)
     log = tmp_path / "worker.log"
     try:
-        masters = _library(ctx, works)
-        copies = pirate_copies(works, 40)
-        pages = store_pages(ctx, copies + texts("zh_news", 40)[10:], "pirate")
-        expected = {(page, masters[n % 3]) for n, page in enumerate(pages[: len(copies)])}
+        copies, pages, expected = _copies_stored(ctx, 40)
         before = [match_text(ctx, text) for text in copies[:3]]
         send_scans(ctx.endpoints.redis_url, pages)
         wait_durable(ctx)  # the queued scans are on disk: the kill cannot take them
@@ -163,6 +169,38 @@ def test_a_worker_carries_on_when_a_server_is_killed(
             wait_until(lambda: scanned(ctx) == len(pages), 120, "scan of every page", log)
             wait_until(lambda: ctx.redis.hlen(ctx.keys.unacked) == 0, 60, "acknowledgements", log)
         assert findings_of(ctx) == expected
+        assert ctx.redis.llen(ctx.keys.queue("scan")) == 0
+    finally:
+        ctx.close()
+
+
+def test_a_worker_stopped_by_sigterm_mid_scan_leaves_every_scan_done_once(
+    own: Settings, tmp_path: Path
+) -> None:
+    """SIGTERM to a busy worker (as `docker compose stop` or systemd sends it), not kill -9:
+    it ends within seconds, starts no server on the way out, and the scans it had taken
+    but not done go back to the queue; the next worker does each once."""
+    ctx = open_context(own)
+    log = tmp_path / "worker.log"
+    try:
+        _, pages, expected = _copies_stored(ctx, 30)
+        send_scans(ctx.endpoints.redis_url, pages)
+        servers = {name: server(own, name).pid for name in (MONGO, VALKEY)}
+
+        env = embedded_env(own, COPYTRACK_VISIBILITY_TIMEOUT=VISIBILITY)
+        with process_group(SCAN_WORKER, env, log) as worker:
+            wait_until(lambda: scanned(ctx) >= 1, 60, "first scan", log)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
+        stopped_at = scanned(ctx)
+        assert stopped_at < len(pages), "the scans ran too fast to be interrupted"
+        assert {name: server(own, name).pid for name in servers} == servers
+        assert findings_of(ctx) <= expected
+
+        with process_group(SCAN_WORKER, env, log):
+            wait_until(lambda: scanned(ctx) == len(pages), 120, "scan of every page", log)
+            wait_until(lambda: ctx.redis.hlen(ctx.keys.unacked) == 0, 60, "acknowledgements", log)
+        assert findings_of(ctx) == expected  # each once (findings_of refuses a twin)
         assert ctx.redis.llen(ctx.keys.queue("scan")) == 0
     finally:
         ctx.close()

@@ -16,6 +16,7 @@ from .base import (
     IndexStats,
     IndexVersionMismatch,
     InvertedIndex,
+    MiscountedShard,
     Postings,
     places_of,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "IndexedMaster",
     "InvertedIndex",
     "MemoryIndex",
+    "MiscountedShard",
     "Postings",
     "RedisIndex",
     "places_of",

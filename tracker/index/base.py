@@ -50,6 +50,17 @@ class IndexStats:
 
 
 @dataclass(frozen=True)
+class MiscountedShard:
+    """A shard of the index whose blocks disagree with the counts kept with them (in the
+    same atomic write as the blocks): a block deleted, evicted or restored from elsewhere."""
+
+    shard: int
+    #: Blocks holding postings as the shard counted them, and as found.
+    blocks: int
+    blocks_found: int
+
+
+@dataclass(frozen=True)
 class Postings:
     """The postings a query hit, one row per (query fingerprint, master), as parallel arrays:
     ``query`` the fingerprint's position in the query, ``master`` the id, ``df`` how many
@@ -128,6 +139,17 @@ class InvertedIndex(ABC):
     @abstractmethod
     def reserve(self, postings: int) -> None:
         """Make room ahead for about ``postings`` postings to come (a large import)."""
+
+    def miscounted_shards(self) -> list[MiscountedShard]:
+        """The shards whose blocks disagree with the counts kept with them, every block
+        looked at (a shard that writes kept changing meanwhile is left unchecked). An index
+        that keeps no blocks has none."""
+        return []
+
+    def block_check_due(self, every: float, now: float) -> bool:
+        """Whether no process checked the blocks (`miscounted_shards`) within ``every``
+        seconds before ``now``; if none did, this one is to, and the others wait."""
+        return True
 
     def add_many(self, masters: Sequence[IndexedMaster], fresh: bool = False) -> int:
         """`add` for several (master id, fingerprints[, places]); returns the new postings.

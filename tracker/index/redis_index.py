@@ -14,11 +14,15 @@ every block number holds) is the record's key:
 
 - ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout``,
   ``generation``, ``removals`` (removals of postings begun) and ``removing:TOKEN`` (the
-  time until which a removal is under way): see `tracker.generation`.
+  time until which a removal is under way): see `tracker.generation`; and
+  ``blocks_checked_until``, when the next check of every block is due
+  (`RedisIndex.block_check_due`).
 - ``{prefix}:{SS}``  HASH per shard (SS = shard number in hex, a Redis Cluster hash tag):
-  ``level`` and ``split`` of its linear hashing, ``postings`` and ``blocks`` counters,
-  ``layout``, and ``born`` (when it was created) and ``writes`` (how many times its blocks
-  changed), by which a process keeps the blocks it read (``cache_bytes``): a block kept
+  ``level`` and ``split`` of its linear hashing, ``postings`` and ``blocks`` counters
+  (changed in the same script or transaction as the blocks: `miscounted_shards` counts
+  the blocks against them, so a block deleted or evicted alone shows), ``layout``, and
+  ``born`` (when it was created) and ``writes`` (how many times its blocks changed), by
+  which a process keeps the blocks it read (``cache_bytes``): a block kept
   under the shard's current ``born`` and ``writes`` is the block stored.
 - ``{prefix}:{SS}:{block}``  STRING: the block's postings as fixed-size records in no
   order (new ones are appended), key bytes (big-endian), the master id (uint32
@@ -61,6 +65,7 @@ from .base import (
     IndexStats,
     IndexVersionMismatch,
     InvertedIndex,
+    MiscountedShard,
     Postings,
     as_uint64,
     checked_master,
@@ -71,7 +76,14 @@ from .base import (
 from .kept_blocks import KEPT_ENTRY_BYTES, KEPT_SHARE_WORTH_IT, KeptBlocks, ShardVersion
 from .linear_hashing import block_of, grown, split_blocks
 from .record_search import matching_records
-from .scripts import ADD_SCRIPT, APPEND_SCRIPT, REMOVE_SCRIPT, SPLIT_SCRIPT
+from .scripts import (
+    ADD_SCRIPT,
+    APPEND_SCRIPT,
+    BLOCK_CHECK_DUE_SCRIPT,
+    COUNT_SCRIPT,
+    REMOVE_SCRIPT,
+    SPLIT_SCRIPT,
+)
 
 SHARD_BITS = 4
 SHARDS = 1 << SHARD_BITS
@@ -98,6 +110,10 @@ _RESERVE_MOVES = 2_000_000
 # Times a shard's blocks are split in the client (RedisIndex._split_here) before a script
 # splits them in Valkey: other processes wrote to the shard each time in between.
 _SPLIT_TRIES = 3
+# Blocks one COUNT_SCRIPT call looks at (~2 ms of the server's time), and the times a shard
+# is counted again when writes changed it while it was counted.
+_COUNTED_AT_ONCE = 2048
+_COUNT_TRIES = 3
 
 # Odd multipliers of the fingerprint mixer (MurmurHash3's fmix64 constants).
 _MIX = (np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53))
@@ -171,6 +187,8 @@ class RedisIndex(InvertedIndex):
         self._append = client.register_script(APPEND_SCRIPT)
         self._split = client.register_script(SPLIT_SCRIPT)
         self._remove = client.register_script(REMOVE_SCRIPT)
+        self._count = client.register_script(COUNT_SCRIPT)
+        self._block_check_due = client.register_script(BLOCK_CHECK_DUE_SCRIPT)
 
     @property
     def record_bytes(self) -> int:
@@ -726,6 +744,49 @@ class RedisIndex(InvertedIndex):
             self.client.unlink(*batch)
         self._layout_checked = False
         self._shard_state.clear()
+
+    def miscounted_shards(self) -> list[MiscountedShard]:
+        """Every shard's blocks counted (COUNT_SCRIPT, slice by slice, all in one round trip)
+        against the ``blocks`` counter the scripts and splits keep beside them; a
+        shard written to while it was counted (its ``born`` or ``writes`` changed between
+        slices) is counted again, _COUNT_TRIES times at most, then left unchecked: a busy
+        shard is no proof of a loss. 7.5 M postings in 78,541 blocks (10,000 works): 0.07-0.14
+        s of Valkey's time, in slices of a few ms."""
+        pending, wrong = list(range(SHARDS)), []
+        for _ in range(_COUNT_TRIES):
+            if not pending:
+                break
+            pipe = self.client.pipeline(transaction=False)
+            for n in pending:
+                pipe.hmget(self._shards[n], "level", "split")
+            calls, of_shard = [], []
+            for n, (level, split) in zip(pending, pipe.execute(), strict=True):
+                size = (1 << int(level or MIN_LEVEL)) + int(split or 0)
+                for first in range(0, size, _COUNTED_AT_ONCE):
+                    calls.append([self._shards[n], self.layout, self._key_len, first,
+                                  _COUNTED_AT_ONCE])  # fmt: skip
+                    of_shard.append((n, size))
+            slices: dict[int, list[list]] = {}
+            for (n, size), reply in zip(of_shard, self._run(self._count, calls), strict=True):
+                slices.setdefault(n, []).append([size, *reply])
+            changed = []
+            for n, counted in slices.items():
+                # [size cut by, born, writes, blocks, size, found]: every slice read under
+                # one version of the shard, of the size it was cut by.
+                if (
+                    len({tuple(reply[:4]) for reply in counted}) > 1
+                    or counted[0][0] != counted[0][4]
+                ):
+                    changed.append(n)
+                    continue
+                found = sum(reply[5] for reply in counted)
+                if found != counted[0][3]:
+                    wrong.append(MiscountedShard(n, counted[0][3], found))
+            pending = changed
+        return wrong
+
+    def block_check_due(self, every: float, now: float) -> bool:
+        return bool(self._block_check_due(keys=[self._meta], args=[repr(now), repr(every)]))
 
     def generation(self) -> tuple[str | None, int]:
         pipe = self.client.pipeline(transaction=False)
