@@ -29,6 +29,7 @@ from bson import ObjectId
 from bson.errors import InvalidId
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings as ScrapySettings
+from scrapy_redis.defaults import REDIS_PARAMS as REDIS_DEFAULTS
 
 from tracker.campaigns import (
     HEARTBEAT_EVERY,
@@ -52,6 +53,7 @@ from tracker.processes import recorded
 from tracker.servers import ServerStartError
 
 from . import settings as crawl_settings
+from .frontier_client import FollowingRedis
 from .pipelines import NOT_STORED_STAT, STORE_ERRORS, STORE_PAUSES
 from .rendering import render_settings
 from .spiders.campaign import CampaignSpider
@@ -117,6 +119,8 @@ def scrapy_settings(
             # Never flush on close: the other processes of the run still use the queue.
             SCHEDULER_PERSIST=True,
             REDIS_URL=ctx.endpoints.redis_url,
+            # A client that follows Redis to a new port, as the crawl's storage does.
+            REDIS_PARAMS={**REDIS_DEFAULTS, "redis_cls": FollowingRedis},
             COPYTRACK_FRONTIER_GRACE=FRONTIER_GRACE,
             DOWNLOADER_MIDDLEWARES={
                 **settings.getdict("DOWNLOADER_MIDDLEWARES"),

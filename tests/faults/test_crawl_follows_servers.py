@@ -40,13 +40,17 @@ def _moved(settings: Settings) -> None:
     # The old ports refuse connections again once the squatters are gone.
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Iterator[Settings]:
+@pytest.fixture(params=["memory", "redis"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
     """An installation of its own on embedded servers (the test moves them), whose
-    campaigns may crawl the test web."""
+    campaigns may crawl the test web, keeping their frontier in memory or in Redis."""
     data_dir = tmp_path / "data"
     yield Settings.from_env(
-        {"COPYTRACK_DATA_DIR": str(data_dir), "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "1"}
+        {
+            "COPYTRACK_DATA_DIR": str(data_dir),
+            "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "1",
+            "COPYTRACK_CRAWL_FRONTIER": request.param,
+        }
     )
     stop_servers(data_dir)
 
