@@ -190,7 +190,7 @@ class Layouts:
         `tracker.index.redis_index` sends its reads: redis-py's packing would cost more
         than Valkey's work)."""
         pool = self.client.connection_pool
-        connection = pool.get_connection("MGET")
+        connection = pool.get_connection()
         try:
             connection.send_packed_command([payload])
             return [connection.read_response() for _ in range(count)]
