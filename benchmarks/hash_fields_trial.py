@@ -1,10 +1,12 @@
-"""A trial of the hash-fields layout on a real index: today's blocks of the index on the
+"""A trial of two layouts on a real index: today's blocks of the index on the
 servers of COPYTRACK_DATA_DIR copied into hashes beside them (one hash a block, a field a
 fingerprint's record key without its check bits, the value its postings: the record's
 first byte, which holds the check bits, the work id and the place), then the latency
 loop's pages looked up both ways, in turns, on the same server: today's read
-(`RedisIndex.postings`, one ``MGET`` of the page's blocks, no blocks kept) and one
-pipelined ``HMGET`` a fingerprint, packed and read raw. Both must find the same postings.
+(`RedisIndex.postings`, one ``MGET`` of the page's blocks, no blocks kept), one
+pipelined ``HMGET`` a fingerprint, packed and read raw, and a read-only snapshot of the
+same postings as two sorted arrays in a mapped file (`Snapshot`, the strong peer's lookup).
+All must find the same postings.
 
 Prints p50 / p99 ms a page, Valkey's own µs a page, the bytes read a page against the
 bytes of the postings it found, and the bytes a posting the hashes take in Valkey (and how
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +30,7 @@ from benchmarks.latency_loop import latency_sample, read_texts
 from fingerprinter import query_granule_fingerprints, to_letters
 from testbed.evaluation import percentile
 from tracker.context import open_context
-from tracker.index import SHARDS, RedisIndex
+from tracker.index import MIN_LEVEL, SHARD_BITS, SHARDS, RedisIndex
 from tracker.library import library_size
 from tracker.matcher import DEFAULT_MATCH_SETTINGS
 
@@ -35,8 +38,10 @@ TAG = b":f:"
 ROUNDS = 3
 
 
-def _copy_blocks(ix: RedisIndex) -> tuple[int, int]:
-    """Every block of ``ix`` copied into a hash beside it; (postings copied, hashes)."""
+def _copy_blocks(ix: RedisIndex, snapshot: list[np.ndarray]) -> tuple[int, int]:
+    """Every block of ``ix`` copied into a hash beside it, and its postings appended to
+    ``snapshot`` as rows of (mixed fingerprint without check bits, work id); (postings
+    copied, hashes)."""
     client, record = ix.client, ix.record_bytes
     key_len = ix._key_len
     mask = int(ix._key_mask)
@@ -54,12 +59,16 @@ def _copy_blocks(ix: RedisIndex) -> tuple[int, int]:
                 head = np.zeros((len(rows), 8), dtype=np.uint8)
                 head[:, 8 - key_len :] = rows[:, :key_len]
                 keys = head.view(">u8").ravel() & np.uint64(mask)
+                number = name.rsplit(b":", 1)[1]
+                low = np.uint64(int(number) & ((1 << MIN_LEVEL) - 1))
+                x = ((keys << np.uint64(MIN_LEVEL)) | low) << np.uint64(SHARD_BITS)
+                ids = np.ascontiguousarray(rows[:, key_len : key_len + 4]).view(">u4").ravel()
+                snapshot.append(np.stack([x | np.uint64(shard), ids.astype(np.uint64)], 1))
                 mapping: dict[bytes, bytes] = {}
                 for key, row in zip(keys.tolist(), rows, strict=True):
                     field = key.to_bytes(key_len, "big")
                     value = bytes(row[:1]) + bytes(row[key_len:])
                     mapping[field] = mapping.get(field, b"") + value
-                number = name.rsplit(b":", 1)[1]
                 pipe.hset(prefix.encode() + TAG + number, mapping=mapping)
                 postings += len(rows)
                 hashes += 1
@@ -110,6 +119,32 @@ def hmget_postings(ix: RedisIndex, values: np.ndarray, max_df: int) -> tuple[int
     return len(order), read
 
 
+class Snapshot:
+    """The index's postings as two sorted arrays in a file, mapped read-only (the strong
+    peer's lookup over copytrack's own postings)."""
+
+    def __init__(self, rows: list[np.ndarray], path: Path) -> None:
+        table = np.concatenate(rows)
+        table = table[np.argsort(table[:, 0], kind="stable")]
+        np.save(path.with_suffix(".keys.npy"), table[:, 0])
+        np.save(path.with_suffix(".ids.npy"), table[:, 1].astype(np.uint32))
+        self.keys = np.load(path.with_suffix(".keys.npy"), mmap_mode="r")
+        self.ids = np.load(path.with_suffix(".ids.npy"), mmap_mode="r")
+        self.bytes = self.keys.nbytes + self.ids.nbytes
+
+    def postings(self, ix: RedisIndex, values: np.ndarray, max_df: int) -> int:
+        x = ix._mixed(values) & ix._mask
+        left = np.searchsorted(self.keys, x, side="left")
+        counts = np.searchsorted(self.keys, x, side="right") - left
+        counts[counts > max_df] = 0
+        ends = np.cumsum(counts)
+        at = np.repeat(left - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
+        master = self.ids[at].astype(np.int64)
+        query = np.repeat(np.arange(len(values)), counts)
+        order = np.argsort(query << 32 | master, kind="stable")
+        return len(order)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suspects", type=Path, help='JSONL of {"id", "text"}')
@@ -118,8 +153,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ix = ctx.index
     try:
         before = ctx.redis.info("memory")["used_memory"]
-        copied, hashes = _copy_blocks(ix)
+        rows: list[np.ndarray] = []
+        copied, hashes = _copy_blocks(ix, rows)
         grown = ctx.redis.info("memory")["used_memory"] - before
+        workdir = tempfile.TemporaryDirectory(prefix="snapshot-")
+        snapshot = Snapshot(rows, Path(workdir.name) / "index")
+        del rows
         sample_names = [
             ix._shards[s].encode() + TAG + b"%010d" % b for s in range(2) for b in range(100)
         ]
@@ -131,7 +170,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sample = [texts[i] for i in latency_sample(texts)]
         max_df = DEFAULT_MATCH_SETTINGS.df_cut(library_size(ctx))
         pages = [query_granule_fingerprints(to_letters(t), ctx.params).tagged() for t in sample]
-        ways = {"blocks + MGET (today)": "mget", "hash fields + HMGET": "hmget"}
+        ways = {
+            "blocks + MGET (today)": "mget",
+            "hash fields + HMGET": "hmget",
+            "mapped snapshot (sorted arrays)": "snapshot",
+        }
         ms: dict[str, list[float]] = {w: [] for w in ways}
         usec: dict[str, list[float]] = {w: [] for w in ways}
         read: dict[str, int] = dict.fromkeys(ways, 0)
@@ -139,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         record = ix.record_bytes
         ix.postings(pages[0], max_df, kept=False)  # warm-up: shard states read
         hmget_postings(ix, pages[0], max_df)
+        snapshot.postings(ix, pages[0], max_df)
         for _ in range(ROUNDS):
             for way, how in ways.items():
                 start_usec = sum(s["usec"] for s in ctx.redis.info("commandstats").values())
@@ -148,8 +192,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         n = len(ix.postings(values, max_df, kept=False))
                         shard, block, _ = ix._route(ix._mixed(values))
                         nbytes = None
-                    else:
+                    elif how == "hmget":
                         n, nbytes = hmget_postings(ix, values, max_df)
+                    else:
+                        n, nbytes = snapshot.postings(ix, values, max_df), 0
                     ms[way].append(1000 * (time.perf_counter() - started))
                     found[way] += n
                     if nbytes is not None:
@@ -167,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"{copied:,} postings in {hashes:,} hashes: {grown / max(copied, 1):.1f} bytes a "
             f"posting in Valkey ({compact:.0%} of a sample of hashes kept as listpacks); "
+            f"a mapped snapshot of {snapshot.bytes / copied:.1f} bytes a posting; "
             f"{len(pages)} pages, {ROUNDS} rounds in turns."
         )
         print()
