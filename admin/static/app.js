@@ -141,6 +141,40 @@ document.addEventListener("DOMContentLoaded", () => {
     const first = column.querySelector("mark.hl");
     if (first) column.scrollTop = first.offsetTop - column.offsetTop - 16;
   });
+  // The capture frame opens at its first marked passage: its address ends in that mark's
+  // fragment, but the browser scrolls there when it loads, which may be before the frame
+  // has its size, or from a reload's remembered position (the frame then opened near the
+  // capture's bottom, 1 load in about 20). The sandbox keeps this page out of the frame
+  // (no scripts there, an opaque origin), but a parent may still navigate its frame: to
+  // the same address with the fragment, which only scrolls, nothing is fetched again.
+  document.querySelectorAll("iframe.evidence").forEach((frame) => {
+    const anchor = () => {
+      try {
+        frame.contentWindow.location.replace(frame.src);
+      } catch {
+        // a frame gone: nothing to scroll
+      }
+    };
+    frame.addEventListener("load", () => {
+      if (frame.dataset.anchored === frame.src) return; // once per address: never a loop
+      frame.dataset.anchored = frame.src;
+      anchor();
+    });
+    let size = "";
+    new ResizeObserver(([entry]) => {
+      const now = `${Math.round(entry.contentRect.width)}x${Math.round(entry.contentRect.height)}`;
+      if (size && now !== size) anchor(); // the layout changed under the reader
+      size = now;
+    }).observe(frame);
+    // The parts of a large capture open through the frame's own address, so that the
+    // frame's address is always the part shown.
+    document.querySelectorAll('a[target="capture"]').forEach((link) => {
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        frame.src = link.href;
+      });
+    });
+  });
   document.querySelectorAll("a.pair-link").forEach((link) => {
     link.addEventListener("click", (event) => {
       event.preventDefault();
