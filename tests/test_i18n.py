@@ -179,13 +179,13 @@ class _VisibleText(HTMLParser):
             self.words += re.findall(r"[A-Za-z]{4,}", data)
 
 
-#: Latin words a Chinese page may show: names, formats, standards.
+#: Latin words a Chinese page may show: names, formats, standards, commands (copytrack worker).
 ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "cron", "JSONL",
            "robots", "DOWNLOAD_MAXSIZE", "sha256sum", "token", "create", "NAME", "recheck",
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
            "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
            "Chromium", "Google", "Bing", "Webhook", "http", "https", "Word", "EPUB", "epub",
-           "docx"}  # fmt: skip
+           "docx", "worker"}  # fmt: skip
 
 
 def _system_note(note: str) -> bool:
