@@ -233,6 +233,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const input = upload.querySelector('input[type="file"]');
     const warning = document.getElementById("upload-warning");
     const confirmBig = document.getElementById("upload-confirm");
+    const later = document.getElementById("upload-later");
     const big = Number(upload.dataset.bigBytes);
     // The page's own words, in its language: "{name} …" with the values put in.
     const say = (key, values) =>
@@ -270,11 +271,18 @@ document.addEventListener("DOMContentLoaded", () => {
       const large = counted.filter(([, chapters]) => chapters > 1);
       warning.hidden = large.length === 0;
       confirmBig.required = large.length > 0;
-      warning.querySelector("ul").replaceChildren(...large.map(([file, chapters]) => {
+      const size = (file) => (file.size / 2 ** 20).toFixed(1);
+      const items = (pairs, key) => pairs.map(([file, chapters]) => {
         const item = document.createElement("li");
-        item.textContent = say("textBig", { name: file.name, size: (file.size / 2 ** 20).toFixed(1), chapters });
+        item.textContent = say(key, { name: file.name, size: size(file), chapters });
         return item;
-      }));
+      });
+      warning.querySelector("ul").replaceChildren(...items(large, "textBig"));
+      // A Word, EPUB or PDF master is unpacked on the server: its chapters are counted
+      // there, and the result names them (never a guess from its compressed size).
+      const documents = [...input.files].filter((file) => /\.(docx|epub|pdf)$/i.test(file.name));
+      later.hidden = documents.length === 0;
+      later.querySelector("ul").replaceChildren(...items(documents.map((file) => [file, 0]), "textLater"));
     });
     upload.addEventListener("submit", (event) => {
       event.preventDefault();
