@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import re
 
-from admin.routes import works as works_routes
-from tests.corpus import texts
-from tests.test_admin_browser import _log_in, browser, page, pytestmark, server  # noqa: F401
+from tests.test_admin_browser import (  # noqa: F401
+    big_book,
+    browser,
+    open_upload_form,
+    page,
+    pytestmark,
+    server,
+)
 from tests.test_library import _docx
-from tracker import library
 
 
 def test_a_word_master_is_announced_then_counted_on_upload(server, page, monkeypatch, tmp_path):  # noqa: F811
-    # Limits scaled down (the server runs in this process): a 60,000-character book is big.
-    for module in (library, works_routes):
-        monkeypatch.setattr(module, "MAX_MASTER_CHARS", 20_000)
-        monkeypatch.setattr(module, "CHAPTER_CHARS", 10_000)
-    book = "\n".join(texts("zh_novel", 40))[:60_000]
+    book = big_book()
     master = tmp_path / "合集.docx"
     master.write_bytes(_docx([book]))
     base, _ = server
-    _log_in(page, base, "rui")
-    page.goto(f"{base}/works/new")
-    assert not page.is_visible("#upload-later")
+    open_upload_form(page, base, monkeypatch, "#upload-later")
     page.set_input_files("#upload-form input[type=file]", str(master))
     later = page.wait_for_selector("#upload-later", state="visible").inner_text()
     assert re.search(r"合集.docx: [\d.]+ MB, a Word, EPUB or PDF document: its text is read", later)
