@@ -99,6 +99,12 @@ TEMPLATES: tuple[str, ...] = (
     N_("No subscription of that name"), N_("a subscription"),
     N_("a notice"), N_("a status, a note and a reason"), N_("a text to check"),
     N_("1,000 works"), N_("a title, an author and a text"),
+    # the API reference's descriptions with a figure in them (admin.routes.api*)
+    N_("The body: at most {size} MB of JSON."),
+    N_("At least {num} Chinese characters or ASCII letters."),
+    N_("The removal deadline it would get: {days} working days"),
+    N_("The day the copy should be gone by (a day to come; default {days} working days from "
+       "now)"),
     # licensed domains (tracker.findings.licensing)
     N_("{value} is not a domain name"),
     N_("{value} is not a domain name (e.g. partner.example.com)"),
