@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from bson import ObjectId
 
 from admin.evidence import FIRST_MARK_ID
@@ -51,7 +52,8 @@ def _mark_in_view(tab: Any, within: float = 3.0) -> list[float]:
 
 
 @in_chromium
-def test_the_capture_opens_at_the_first_mark_on_every_load(ctx: Context) -> None:
+@pytest.mark.parametrize("width", [1440, 390])  # a desk, a phone
+def test_the_capture_opens_at_the_first_mark_on_every_load(ctx: Context, width: int) -> None:
     seed(ctx, pages=16)
     # The finding whose capture is the longest: there, a wrong scroll hides the mark.
     pages = {p["_id"]: p["raw_bytes"] for p in ctx.db.pages.find({}, {"raw_bytes": 1})}
@@ -62,7 +64,7 @@ def test_the_capture_opens_at_the_first_mark_on_every_load(ctx: Context) -> None
     other: ObjectId = findings[1]["_id"]
     with served_admin(ctx) as port, chromium_tab() as tab:
         base = f"http://127.0.0.1:{port}"
-        tab.set_viewport_size({"width": 1440, "height": 900})
+        tab.set_viewport_size({"width": width, "height": 900})
         sign_in(tab, base, "rui")
         fetched: list[str] = []
         tab.on("request", lambda r: "/raw?mark=" in r.url and fetched.append(r.url))
