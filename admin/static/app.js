@@ -155,11 +155,15 @@ document.addEventListener("DOMContentLoaded", () => {
         // a frame gone: nothing to scroll
       }
     };
-    frame.addEventListener("load", () => {
+    const loaded = () => {
       if (frame.dataset.anchored === frame.src) return; // once per address: never a loop
       frame.dataset.anchored = frame.src;
       anchor();
-    });
+    };
+    frame.addEventListener("load", loaded);
+    // A small capture may have loaded before this script ran: the page's own load event
+    // comes after its frames' in any case.
+    window.addEventListener("load", loaded);
     let size = "";
     new ResizeObserver(([entry]) => {
       const now = `${Math.round(entry.contentRect.width)}x${Math.round(entry.contentRect.height)}`;
