@@ -186,7 +186,7 @@ ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "c
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
            "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
            "Chromium", "Google", "Bing", "Webhook", "http", "https", "Word", "EPUB", "epub",
-           "docx", "worker"}  # fmt: skip
+           "docx", "DOCX", "worker"}  # fmt: skip
 
 
 def _system_note(note: str) -> bool:
@@ -420,3 +420,24 @@ def test_the_api_pages_fields_and_parameters_are_described_in_chinese(ctx, seede
     assert english == set(), sorted(english)
     # A description with a figure in it keeps its figure.
     assert "至少 20 个汉字或 ASCII 字母。" in page
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "said"),
+    [
+        ("坏.docx", b"PK\x03\x04garbage", "坏.docx: 已损坏的 DOCX 文件（不是 ZIP 文件）"),
+        ("坏.pdf", b"%PDF-1.4 broken", "坏.pdf: 无法读取的 PDF（"),
+        ("坏.epub", b"not a zip", "坏.epub: 不是可下载的图书（没有媒体类型）"),
+    ],
+)
+def test_a_broken_word_epub_or_pdf_master_is_refused_in_chinese(ctx, seeded, name, data, said):
+    http = _chinese(ctx)
+    token = login(http, "rui")
+    files = [("files", (name, data, "application/octet-stream"))]
+    page = http.post("/works/new", data={"csrf_token": token}, files=files)
+    assert page.status_code == 400
+    errors = html.unescape(re.search(r'<ul class="errors">(.*?)</ul>', page.text, re.S).group(1))
+    assert said in errors, errors
+    if name.endswith(".pdf"):  # pypdf's own words stay as pypdf says them
+        errors = errors.split("（")[0]
+    assert _english_left(ctx, errors, [name]) == [], errors
