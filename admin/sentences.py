@@ -51,6 +51,20 @@ TEMPLATES: tuple[str, ...] = (
     N_("binary file (contains NUL bytes), not text; a UTF-16 text needs its byte-order mark, "
        "or convert it to UTF-8"),
     N_("unsupported file type: use {suffixes}"),
+    # Word, EPUB and PDF masters, book downloads (extractor.books)
+    N_("a damaged {format} file ({error})"),
+    N_("not a book download ({what})"),
+    N_("the archive names {name} but does not hold it"),
+    N_("a ZIP without a .txt or .epub file in it"),
+    N_("an EPUB without a package document (container.xml)"),
+    N_("an EPUB without text in its spine"),
+    N_("a DOCX without text"),
+    N_("a PDF that cannot be read ({error})"),
+    N_("a PDF without text (scanned images?)"),
+    N_("a PDF past pypdf's bounds on page {page} ({error}): a PDF bomb?"),
+    N_("inflates past {size} MB: not a book (a compression bomb?)"),
+    # after "a PDF that cannot be read": a name is any words
+    N_("{name} cannot be read ({error})"),
     # works (tracker.library, tracker.library_edits)
     N_("text too short to fingerprint: {letters} letters, copytrack needs at least {granule} "
        "(Chinese characters or Latin letters)"),
@@ -99,6 +113,12 @@ TEMPLATES: tuple[str, ...] = (
     N_("No subscription of that name"), N_("a subscription"),
     N_("a notice"), N_("a status, a note and a reason"), N_("a text to check"),
     N_("1,000 works"), N_("a title, an author and a text"),
+    # the API reference's descriptions with a figure in them (admin.routes.api*)
+    N_("The body: at most {size} MB of JSON."),
+    N_("At least {num} Chinese characters or ASCII letters."),
+    N_("The removal deadline it would get: {days} working days"),
+    N_("The day the copy should be gone by (a day to come; default {days} working days from "
+       "now)"),
     # licensed domains (tracker.findings.licensing)
     N_("{value} is not a domain name"),
     N_("{value} is not a domain name (e.g. partner.example.com)"),
@@ -114,6 +134,7 @@ WORDS: tuple[str, ...] = (
     N_("Expecting value"), N_("Expecting property name enclosed in double quotes"),
     N_("Expecting ',' delimiter"), N_("Expecting ':' delimiter"), N_("Extra data"),
     N_("Unterminated string starting at"), N_("Invalid control character at"),
+    N_("File is not a zip file"), N_("no media type"),
     N_("invalid start byte"), N_("invalid continuation byte"), N_("unexpected end of data"),
     N_("Bad Request"), N_("Unauthorized"), N_("Forbidden"), N_("Not Found"),
     N_("Method Not Allowed"), N_("Request Timeout"), N_("Gone"), N_("Too Many Requests"),

@@ -367,19 +367,29 @@ def test_the_side_by_side_panes_open_at_their_first_match(server, page, ctx):
     )
 
 
-def test_a_big_upload_is_announced_first_then_shows_its_progress(
-    server, page, monkeypatch, tmp_path
-):
-    # Limits scaled down (the server runs in this process): a 60,000-character book is big.
+def big_book() -> str:
+    """A 60,000-character novel: big at the limits ``open_upload_form`` sets."""
+    return "\n".join(texts("zh_novel", 40))[:60_000]
+
+
+def open_upload_form(page, base: str, monkeypatch, notice: str) -> None:
+    """The upload form, signed in as a reviewer, at limits scaled down (the server runs
+    in this process: 20,000 characters a work, chapters of 10,000); ``notice`` not shown."""
     for module in (library, works_routes):
         monkeypatch.setattr(module, "MAX_MASTER_CHARS", 20_000)
         monkeypatch.setattr(module, "CHAPTER_CHARS", 10_000)
-    book = tmp_path / "全本.txt"
-    book.write_text("\n".join(texts("zh_novel", 40))[:60_000], encoding="utf-8")
-    base, _ = server
     _log_in(page, base, "rui")
     page.goto(f"{base}/works/new")
-    assert not page.is_visible("#upload-warning")
+    assert not page.is_visible(notice)
+
+
+def test_a_big_upload_is_announced_first_then_shows_its_progress(
+    server, page, monkeypatch, tmp_path
+):
+    book = tmp_path / "全本.txt"
+    book.write_text(big_book(), encoding="utf-8")
+    base, _ = server
+    open_upload_form(page, base, monkeypatch, "#upload-warning")
     page.set_input_files("#upload-form input[type=file]", str(book))
     # The browser reads the file to count its chapters: the warning comes once it has.
     warning = page.wait_for_selector("#upload-warning", state="visible").inner_text()

@@ -20,6 +20,7 @@ from admin import vocabulary
 from admin.app import create_app
 from admin.evidence_report import report_context
 from admin.i18n import LOCALE_DIR, language, translations
+from admin.routes.api import openapi_schema
 from admin.sentences import TEMPLATES, _pattern
 from admin.web import _work_title, templates
 from crawler.fetch import fetch_page
@@ -179,13 +180,13 @@ class _VisibleText(HTMLParser):
             self.words += re.findall(r"[A-Za-z]{4,}", data)
 
 
-#: Latin words a Chinese page may show: names, formats, standards.
+#: Latin words a Chinese page may show: names, formats, standards, commands (copytrack worker).
 ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "cron", "JSONL",
            "robots", "DOWNLOAD_MAXSIZE", "sha256sum", "token", "create", "NAME", "recheck",
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
            "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
            "Chromium", "Google", "Bing", "Webhook", "http", "https", "Word", "EPUB", "epub",
-           "docx"}  # fmt: skip
+           "docx", "DOCX", "worker"}  # fmt: skip
 
 
 def _system_note(note: str) -> bool:
@@ -378,3 +379,65 @@ def test_the_api_pages_operations_and_their_answers_are_described_in_chinese(ctx
         # Names of headers and fields stay as the protocol spells them.
         said = re.sub(r"Retry-After|X-CSRF-Token|JSON|PDF", "", said)
         assert not re.search(r"[A-Za-z]{3,}", said), said
+
+
+def _schema_names(schema: dict) -> set[str]:
+    """The names a description may quote as the protocol spells them: schemas, fields,
+    parameters and enum values."""
+    names = set(schema["components"]["schemas"])
+    for spec in schema["components"]["schemas"].values():
+        names |= set(spec.get("properties") or {}) | {str(v) for v in spec.get("enum") or ()}
+    for operations in schema["paths"].values():
+        names |= {p["name"] for op in operations.values() for p in op.get("parameters", [])}
+    return {word for name in names for word in re.findall(r"[A-Za-z]+", name)}
+
+
+#: Names of standards and systems the API's descriptions mention.
+PROTOCOL_WORDS = {"ASCII", "UTF", "SHA", "HMAC", "SMTP", "URL", "URLs", "MongoDB", "Redis",
+                  "Celery", "ping", "webhook", "numpy", "null", "false", "Message", "mongo",
+                  "redis", "dns", "api", "upload", "FILE", "English"}  # fmt: skip
+
+
+def test_the_api_pages_fields_and_parameters_are_described_in_chinese(ctx, seeded):
+    http = _chinese(ctx)
+    login(http, "vic")
+    page = http.get("/api/v1/docs").text
+    schema = openapi_schema()
+    outcomes = {word for value in OUTCOMES for word in value.split("_")}  # a step's values
+    shown = ALLOWED | PROTOCOL_WORDS | outcomes | _schema_names(schema)
+    described = re.findall(r'<td class="mono">[^<]*</td><td>([^<]*)</td></tr>', page)
+    described += re.findall(r"<td>(?:query|path)</td><td>([^<]*)</td></tr>", page)
+    described += re.findall(r'<p>([^<]*) <span class="mono">', page)  # enums
+    assert len(described) > 100
+    english = {
+        word
+        for cell in described
+        for word in re.findall(
+            r"[A-Za-z]{3,}", html.unescape(re.sub(r"<code>.*?</code>", "", cell))
+        )
+        if word not in shown
+    }
+    assert english == set(), sorted(english)
+    # A description with a figure in it keeps its figure.
+    assert "至少 20 个汉字或 ASCII 字母。" in page
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "said"),
+    [
+        ("坏.docx", b"PK\x03\x04garbage", "坏.docx: 已损坏的 DOCX 文件（不是 ZIP 文件）"),
+        ("坏.pdf", b"%PDF-1.4 broken", "坏.pdf: 无法读取的 PDF（"),
+        ("坏.epub", b"not a zip", "坏.epub: 不是可下载的图书（没有媒体类型）"),
+    ],
+)
+def test_a_broken_word_epub_or_pdf_master_is_refused_in_chinese(ctx, seeded, name, data, said):
+    http = _chinese(ctx)
+    token = login(http, "rui")
+    files = [("files", (name, data, "application/octet-stream"))]
+    page = http.post("/works/new", data={"csrf_token": token}, files=files)
+    assert page.status_code == 400
+    errors = html.unescape(re.search(r'<ul class="errors">(.*?)</ul>', page.text, re.S).group(1))
+    assert said in errors, errors
+    if name.endswith(".pdf"):  # pypdf's own words stay as pypdf says them
+        errors = errors.split("（")[0]
+    assert _english_left(ctx, errors, [name]) == [], errors

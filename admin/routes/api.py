@@ -78,27 +78,29 @@ if TYPE_CHECKING:
     CheckOutcome = StrEnum
     RunHealth = StrEnum
 else:
-    FindingStatus = named_enum("FindingStatus", "Where a finding stands in the review.", STATUSES)
+    FindingStatus = named_enum(
+        "FindingStatus", N_("Where a finding stands in the review."), STATUSES
+    )
     RunState = named_enum(
         "RunState",
-        "(queued →) starting → running → scanning → finished, or failed, or cancelled.",
+        N_("(queued →) starting → running → scanning → finished, or failed, or cancelled."),
         RUN_STATES,
     )
     #: ``-key`` sorts descending; each value named ``key_desc`` in a generated client.
     FindingSort = named_enum(
         "FindingSort",
-        "How a findings list is ordered: a key, or -key for the reverse (largest first).",
+        N_("How a findings list is ordered: a key, or -key for the reverse (largest first)."),
         {name: value for base in SORT_KEYS
          for name, value in ((base, base), (f"{base}_desc", f"-{base}"))},
     )  # fmt: skip
     CheckOutcome = named_enum(
         "CheckOutcome",
-        "What fetching a noticed page again found.",
+        N_("What fetching a noticed page again found."),
         tuple(OUTCOME_LABELS),
     )
     RunHealth = named_enum(
         "RunHealth",
-        "error: the run failed or fetched nothing; warning: most URLs failed; ok otherwise.",
+        N_("error: the run failed or fetched nothing; warning: most URLs failed; ok otherwise."),
         ("ok", "warning", "error"),
     )
 DEFAULT_SORT = FindingSort("-last_seen")
@@ -107,7 +109,7 @@ DEFAULT_SORT = FindingSort("-last_seen")
 class CheckIn(Strict):
     model_config = example(text="据新华社报道，今年夏粮再获丰收，全国夏粮总产量达到新的水平。")
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The suspect text.")
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description=N_("The suspect text."))
 
 
 class PassageOut(BaseModel):
@@ -115,7 +117,7 @@ class PassageOut(BaseModel):
     work_end: int
     text_start: int
     text_end: int
-    text: str = Field(description="The passage as it appears in the checked text.")
+    text: str = Field(description=N_("The passage as it appears in the checked text."))
 
 
 class MatchOut(BaseModel):
@@ -124,9 +126,9 @@ class MatchOut(BaseModel):
     title: str | None
     score: float
     hits: int
-    work_coverage: float = Field(description="Fraction of the work found in the text.")
-    text_coverage: float = Field(description="Fraction of the text copied from the work.")
-    copied_chars: int = Field(description="Characters of the work in the matched passages.")
+    work_coverage: float = Field(description=N_("Fraction of the work found in the text."))
+    text_coverage: float = Field(description=N_("Fraction of the text copied from the work."))
+    copied_chars: int = Field(description=N_("Characters of the work in the matched passages."))
     passages: list[PassageOut]
 
 
@@ -135,7 +137,7 @@ class CheckOut(BaseModel):
 
 
 class WorkIn(Strict):
-    id: str | None = Field(None, max_length=200, description="Your id; default: text hash.")
+    id: str | None = Field(None, max_length=200, description=N_("Your id; default: text hash."))
     text: WorkText
     title: str | None = Field(None, max_length=500)
     author: str | None = Field(None, max_length=200)
@@ -187,9 +189,9 @@ class HistoryOut(BaseModel):
 
 class NoticeCheckOut(BaseModel):
     at: datetime
-    outcome: CheckOutcome = Field(description="What fetching the page again found")
+    outcome: CheckOutcome = Field(description=N_("What fetching the page again found"))
     by: str
-    settled: bool = Field(description="Fetched after the deadline: the answer to the notice")
+    settled: bool = Field(description=N_("Fetched after the deadline: the answer to the notice"))
     detail: str | None = None
 
 
@@ -221,23 +223,23 @@ class FindingOut(BaseModel):
     work_title: str | None
     url: str
     domain: str
-    site: str = Field(description="Host and port, when the URL names a port")
+    site: str = Field(description=N_("Host and port, when the URL names a port"))
     campaign: str | None
     score: float
     hits: int
     work_coverage: float
     page_coverage: float
     copied_chars: int | None = Field(
-        None, description="Characters of the work copied (none for findings of old scans)"
+        None, description=N_("Characters of the work copied (none for findings of old scans)")
     )
     quotation: bool = Field(
-        False, description="Quotation-sized: out of the review queue unless size= asks for it"
+        False, description=N_("Quotation-sized: out of the review queue unless size= asks for it")
     )
     first_seen: datetime
     last_seen: datetime
     page_id: str
     dismiss_reason: str | None = None
-    notice_deadline: datetime | None = Field(None, description="The latest notice's deadline")
+    notice_deadline: datetime | None = Field(None, description=N_("The latest notice's deadline"))
     notice_check: NoticeCheckOut | None = None
     history: list[HistoryOut] | None = None
 
@@ -259,18 +261,18 @@ else:
     #: What a reviewer may set (``licensed`` comes from the whitelist only); see TRANSITIONS.
     ReviewStatus = named_enum(
         "ReviewStatus",
-        "A status a reviewer may set (licensed comes from the licensed domains only).",
+        N_("A status a reviewer may set (licensed comes from the licensed domains only)."),
         REVIEWER_STATUSES,
     )
     DismissReason = named_enum(
-        "DismissReason", "Why a finding was dismissed.", tuple(DISMISS_REASONS)
+        "DismissReason", N_("Why a finding was dismissed."), tuple(DISMISS_REASONS)
     )
     NoticeStage = named_enum(
-        "NoticeStage", "Where a finding's takedown notice stands.", NOTICE_STAGES
+        "NoticeStage", N_("Where a finding's takedown notice stands."), NOTICE_STAGES
     )
     FindingSize = named_enum(
         "FindingSize",
-        "Copies (the review queue), quotation-sized findings (under 200 characters), or any.",
+        N_("Copies (the review queue), quotation-sized findings (under 200 characters), or any."),
         SIZES,
     )
 COPIES = FindingSize("copies")
@@ -281,11 +283,11 @@ class StatusIn(Strict):
 
     status: ReviewStatus
     note: str | None = Field(None, max_length=2000)
-    reason: DismissReason | None = Field(None, description="Why, when dismissing")
+    reason: DismissReason | None = Field(None, description=N_("Why, when dismissing"))
 
 
 class CancelledOut(BaseModel):
-    by: str = Field(description="Who stopped the run")
+    by: str = Field(description=N_("Who stopped the run"))
     at: datetime
 
 
@@ -310,15 +312,15 @@ class RunOut(BaseModel):
     trigger: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    cancelled: CancelledOut | None = Field(None, description="Who stopped the run, and when")
-    figures: dict[str, int] = Field(description="pages fetched, changed, skipped, failed, …")
+    cancelled: CancelledOut | None = Field(None, description=N_("Who stopped the run, and when"))
+    figures: dict[str, int] = Field(description=N_("pages fetched, changed, skipped, failed, …"))
     error: str | None = None
     health: RunHealth = Field(
-        description="error: the run failed or fetched nothing; warning: most URLs failed"
+        description=N_("error: the run failed or fetched nothing; warning: most URLs failed")
     )
-    health_message: str = Field(description="why, naming the main reason")
-    skipped: dict[str, int] = Field(description="URLs skipped, by reason")
-    failed: dict[str, int] = Field(description="URLs that failed, by reason (dns, http_404, …)")
+    health_message: str = Field(description=N_("why, naming the main reason"))
+    skipped: dict[str, int] = Field(description=N_("URLs skipped, by reason"))
+    failed: dict[str, int] = Field(description=N_("URLs that failed, by reason (dns, http_404, …)"))
 
 
 class CampaignOut(BaseModel):
@@ -355,26 +357,28 @@ class IndexHealthOut(BaseModel):
 
 
 class HealthOut(BaseModel):
-    ok: bool = Field(description="MongoDB and Redis both answer; the index is the library's.")
+    ok: bool = Field(description=N_("MongoDB and Redis both answer; the index is the library's."))
     checked_at: datetime
-    servers: dict[str, ServerHealthOut] = Field(description="mongo and redis.")
+    servers: dict[str, ServerHealthOut] = Field(description=N_("mongo and redis."))
     index: IndexHealthOut | None = Field(
-        description="Whether the index in Redis is the library's (null: a server is down)."
+        description=N_("Whether the index in Redis is the library's (null: a server is down).")
     )
-    queues: dict[str, int] | None = Field(description="Tasks waiting per queue.")
-    in_progress: int | None = Field(description="Tasks delivered, not yet acknowledged.")
-    workers: list[str] | None = Field(description="Celery workers that answered a ping.")
+    queues: dict[str, int] | None = Field(description=N_("Tasks waiting per queue."))
+    in_progress: int | None = Field(description=N_("Tasks delivered, not yet acknowledged."))
+    workers: list[str] | None = Field(description=N_("Celery workers that answered a ping."))
     last_scan_at: datetime | None
     scans_overdue: int | None = Field(
         default=None,
-        description="Pages stored over two visibility timeouts ago and not scanned since.",
+        description=N_("Pages stored over two visibility timeouts ago and not scanned since."),
     )
     compiled_loops: dict[str, bool] = Field(
         default_factory=dict,
-        description="Whether each compiled loop loads in the admin's process (false: its "
-        "numpy fallback runs, several times slower).",
+        description=N_(
+            "Whether each compiled loop loads in the admin's process (false: its "
+            "numpy fallback runs, several times slower)."
+        ),
     )
-    problems: list[str] = Field(description="One sentence each; empty when all is well.")
+    problems: list[str] = Field(description=N_("One sentence each; empty when all is well."))
 
 
 def _finding_out(doc: dict[str, Any], with_history: bool = False) -> FindingOut:
@@ -526,36 +530,36 @@ def list_findings(
     user: Viewer,
     status: Annotated[
         str | None,
-        Query(description="One status, or several with commas", pattern=STATUS_LIST_PATTERN),
+        Query(description=N_("One status, or several with commas"), pattern=STATUS_LIST_PATTERN),
     ] = None,
-    work: Annotated[str | None, Query(description="External id, master id or work id")] = None,
+    work: Annotated[str | None, Query(description=N_("External id, master id or work id"))] = None,
     q: Annotated[
         str | None,
         Query(
             max_length=MAX_SEARCH_CHARS,
-            description="Words in the work's title or id, the page's title or URL",
+            description=N_("Words in the work's title or id, the page's title or URL"),
         ),
     ] = None,
     domain: Annotated[
-        str | None, Query(max_length=MAX_DOMAIN_CHARS, description="Also matches subdomains")
+        str | None, Query(max_length=MAX_DOMAIN_CHARS, description=N_("Also matches subdomains"))
     ] = None,
     campaign: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     max_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     min_copied: Annotated[
-        int | None, Query(ge=0, le=10**9, description="At least this many characters copied")
+        int | None, Query(ge=0, le=10**9, description=N_("At least this many characters copied"))
     ] = None,
     max_copied: Annotated[
         int | None,
-        Query(ge=0, le=10**9, description="At most this many: quotation-sized excerpts"),
+        Query(ge=0, le=10**9, description=N_("At most this many: quotation-sized excerpts")),
     ] = None,
-    since: Annotated[date | None, Query(description="First seen on or after this day")] = None,
-    until: Annotated[date | None, Query(description="First seen on or before this day")] = None,
+    since: Annotated[date | None, Query(description=N_("First seen on or after this day"))] = None,
+    until: Annotated[date | None, Query(description=N_("First seen on or before this day"))] = None,
     notice: Annotated[
-        NoticeStage | None, Query(description="Where the findings' takedown notices stand")
+        NoticeStage | None, Query(description=N_("Where the findings' takedown notices stand"))
     ] = None,
     size: Annotated[
-        FindingSize, Query(description="Copies only (the default), quotation-sized, or any")
+        FindingSize, Query(description=N_("Copies only (the default), quotation-sized, or any"))
     ] = COPIES,
     sort: Annotated[FindingSort, Query()] = DEFAULT_SORT,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,

@@ -20,6 +20,7 @@ from tracker.context import Context
 from tracker.findings import FindingNotFound, WorkflowError, parse_object_id
 from tracker.library import MAX_MASTER_CHARS
 
+from ..i18n import N_
 from ..limits import BoundedJsonRoute, body_cap
 
 PREFIX = "/api/v1"
@@ -49,13 +50,13 @@ def api_router(prefix: str) -> APIRouter:
 class Problem(BaseModel):
     """The body of every error but 422."""
 
-    detail: str = Field(description="What went wrong, and what to do about it.")
+    detail: str = Field(description=N_("What went wrong, and what to do about it."))
 
 
 class Invalid(BaseModel):
     """The body of 422: the request does not match this document."""
 
-    detail: list[str] = Field(description="One line per problem: where, then what.")
+    detail: list[str] = Field(description=N_("One line per problem: where, then what."))
 
 
 _ERRORS: dict[int, tuple[type[BaseModel], str]] = {
@@ -150,8 +151,10 @@ if TYPE_CHECKING:
 else:
     WorkResultStatus = named_enum(
         "WorkResultStatus",
-        "What registering a work did: added, unchanged (the same text under its id), updated "
-        "(a new text for its id), duplicate (the text of another id).",
+        N_(
+            "What registering a work did: added, unchanged (the same text under its id), updated "
+            "(a new text for its id), duplicate (the text of another id)."
+        ),
         ("added", "unchanged", "updated", "duplicate"),
     )
 

@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 else:
     StepKind = named_enum(
         "StepKind",
-        "What a step of a finding's enforcement was: found, reviewed (a status change), "
-        "alerted, notice_sent, notice_failed (the relay refused it), delisting_requested, "
-        "delisting_checked, rechecked (the page fetched again after a notice), removed.",
+        N_(
+            "What a step of a finding's enforcement was: found, reviewed (a status change), "
+            "alerted, notice_sent, notice_failed (the relay refused it), delisting_requested, "
+            "delisting_checked, rechecked (the page fetched again after a notice), removed."
+        ),
         tuple(STEP_LABELS),
     )
-    FunnelBy = named_enum("FunnelBy", "What the funnel's rows are: domains or works.", BY)
+    FunnelBy = named_enum("FunnelBy", N_("What the funnel's rows are: domains or works."), BY)
 DEFAULT_BY = FunnelBy("domain")
 
 
@@ -48,16 +50,18 @@ class StepOut(BaseModel):
 
     at: datetime
     kind: StepKind
-    label: str = Field(description="The kind in words (English)")
+    label: str = Field(description=N_("The kind in words (English)"))
     outcome: str = Field(
-        description="confirmed, dismissed… (reviewed); delivered, pending, failed (alerted); "
-        "emailed or recorded (notice_sent); still_there, removed, unreachable (rechecked); "
-        "requested, delisted, still_listed (delisting)"
+        description=N_(
+            "confirmed, dismissed… (reviewed); delivered, pending, failed (alerted); "
+            "emailed or recorded (notice_sent); still_there, removed, unreachable (rechecked); "
+            "requested, delisted, still_listed (delisting)"
+        )
     )
-    by: str = Field(description="Who: a reviewer, a subscription, copytrack, a search provider")
-    to: list[str] = Field(description="Whom it went to (alerts and notices)")
-    answer: str = Field(description="What the other side answered (SMTP reply, HTTP status)")
-    detail: str = Field(description="The Message-ID, the engine, the reviewer's note…")
+    by: str = Field(description=N_("Who: a reviewer, a subscription, copytrack, a search provider"))
+    to: list[str] = Field(description=N_("Whom it went to (alerts and notices)"))
+    answer: str = Field(description=N_("What the other side answered (SMTP reply, HTTP status)"))
+    detail: str = Field(description=N_("The Message-ID, the engine, the reviewer's note…"))
 
 
 class FunnelRowOut(BaseModel):
@@ -72,16 +76,18 @@ class FunnelRowOut(BaseModel):
         still_there=4,
     )
 
-    key: str = Field(description="The domain, or the work's id")
-    title: str = Field(description="The work's title (empty for a domain)")
-    found: int = Field(description="Copies found (dismissed and licensed ones left out)")
-    confirmed: int = Field(description="Of those, confirmed by a reviewer")
-    notified: int = Field(description="Of those, sent a takedown notice")
-    removed: int = Field(description="Of those, gone after the notice")
+    key: str = Field(description=N_("The domain, or the work's id"))
+    title: str = Field(description=N_("The work's title (empty for a domain)"))
+    found: int = Field(description=N_("Copies found (dismissed and licensed ones left out)"))
+    confirmed: int = Field(description=N_("Of those, confirmed by a reviewer"))
+    notified: int = Field(description=N_("Of those, sent a takedown notice"))
+    removed: int = Field(description=N_("Of those, gone after the notice"))
     median_days_to_removal: float | None = Field(
-        description="Median days from the first notice to removal (null: none removed)"
+        description=N_("Median days from the first notice to removal (null: none removed)")
     )
-    still_there: int = Field(description="Copies still there when re-checked after the deadline")
+    still_there: int = Field(
+        description=N_("Copies still there when re-checked after the deadline")
+    )
 
 
 @router.get(

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     NoticeLanguage = StrEnum
 else:
     NoticeLanguage = named_enum(
-        "NoticeLanguage", "The language of a notice's template.", NOTICE_LANGUAGES
+        "NoticeLanguage", N_("The language of a notice's template."), NOTICE_LANGUAGES
     )
 DEFAULT_LANGUAGE = NoticeLanguage("zh")
 _NOTICE = {
@@ -63,8 +63,8 @@ class NoticeDraftOut(BaseModel):
     finding_id: str
     lang: NoticeLanguage
     subject: str
-    body: str = Field(description="The notice's text, signed by the sender set in Settings")
-    passages: int = Field(description="Matching passages the notice counts")
+    body: str = Field(description=N_("The notice's text, signed by the sender set in Settings"))
+    passages: int = Field(description=N_("Matching passages the notice counts"))
     deadline: date = Field(
         description=f"The removal deadline it would get: {NOTICE_DEADLINE_DAYS} working days"
     )
@@ -80,7 +80,7 @@ class NoticeIn(Strict):
         min_length=1,
         max_length=500,
         pattern=r"\S",
-        description="Where it went: an e-mail address or the site's form",
+        description=N_("Where it went: an e-mail address or the site's form"),
     )
     deadline: date | None = Field(
         None,
@@ -105,8 +105,8 @@ class NoticeOut(BaseModel):
     finding_id: str
     lang: str
     subject: str
-    body: str = Field(description="The text as sent")
-    sha256: str = Field(description="SHA-256 of the body (UTF-8)")
+    body: str = Field(description=N_("The text as sent"))
+    sha256: str = Field(description=N_("SHA-256 of the body (UTF-8)"))
     recipient: str
     by: str
     sent_at: datetime

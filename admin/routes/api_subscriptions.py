@@ -39,21 +39,23 @@ if TYPE_CHECKING:
 else:
     AlertEvent = named_enum(
         "AlertEvent",
-        "What a subscription is told about: new findings, confirmed findings, notices overdue "
-        "(past their deadline), copies still there after the deadline, crawl runs that failed.",
+        N_(
+            "What a subscription is told about: new findings, confirmed findings, notices overdue "
+            "(past their deadline), copies still there after the deadline, crawl runs that failed."
+        ),
         EVENTS,
     )
     AlertFrequency = named_enum(
         "AlertFrequency",
-        "How often alerts go out: at once, an hourly or a daily digest.",
+        N_("How often alerts go out: at once, an hourly or a daily digest."),
         tuple(FREQUENCIES),
     )
     AlertLanguage = named_enum(
-        "AlertLanguage", "The language of a subscription's alerts.", LANGUAGES
+        "AlertLanguage", N_("The language of a subscription's alerts."), LANGUAGES
     )
     DeliveryState = named_enum(
         "DeliveryState",
-        "Where a delivery stands: pending (to be retried), delivered, failed (given up).",
+        N_("Where a delivery stands: pending (to be retried), delivered, failed (given up)."),
         tuple(STATE_LABELS),
     )
 #: A subscription's name as the tracker takes it (anchored: JSON Schema patterns search).
@@ -80,7 +82,7 @@ class WebhookChannel(Strict):
         min_length=1,
         max_length=500,
         pattern=r"\S",
-        description="Signs each request (HMAC-SHA256); stored, never returned",
+        description=N_("Signs each request (HMAC-SHA256); stored, never returned"),
         json_schema_extra={"writeOnly": True},
     )
 
@@ -99,7 +101,7 @@ class SubscriptionIn(Strict):
     name: str = Field(
         max_length=64,
         pattern=NAME_PATTERN,
-        description="Unique: letters, digits, spaces, '.', '@', '-' or '_'",
+        description=N_("Unique: letters, digits, spaces, '.', '@', '-' or '_'"),
     )
     to: EmailChannel | WebhookChannel = Field(discriminator="channel")
     when: list[AlertEvent] = Field(
@@ -107,13 +109,13 @@ class SubscriptionIn(Strict):
     )
     every: AlertFrequency = AlertFrequency("now")
     lang: AlertLanguage = AlertLanguage("en")
-    campaign: str | None = Field(None, max_length=200, description="Only this campaign's")
+    campaign: str | None = Field(None, max_length=200, description=N_("Only this campaign's"))
     works: list[Annotated[str, Field(max_length=200)]] = Field(
-        default_factory=list, max_length=1000, description="Only these works' (their ids)"
+        default_factory=list, max_length=1000, description=N_("Only these works' (their ids)")
     )
-    domain: str | None = Field(None, max_length=300, description="Only copies on this domain")
-    min_score: float | None = Field(None, ge=0, le=1, description="At least this score")
-    min_chars: int | None = Field(None, ge=0, le=10**9, description="At least this many copied")
+    domain: str | None = Field(None, max_length=300, description=N_("Only copies on this domain"))
+    min_score: float | None = Field(None, ge=0, le=1, description=N_("At least this score"))
+    min_chars: int | None = Field(None, ge=0, le=10**9, description=N_("At least this many copied"))
 
 
 class SubscriptionOut(BaseModel):
@@ -141,8 +143,8 @@ class SubscriptionOut(BaseModel):
     name: str
     channel: Literal["email", "webhook"]
     emails: list[str]
-    webhook: str | None = Field(description="The webhook's URL (null: by e-mail)")
-    secret_set: bool = Field(description="Whether the webhook has a secret (never shown)")
+    webhook: str | None = Field(description=N_("The webhook's URL (null: by e-mail)"))
+    secret_set: bool = Field(description=N_("Whether the webhook has a secret (never shown)"))
     when: list[AlertEvent]
     every: AlertFrequency
     lang: AlertLanguage
@@ -151,9 +153,9 @@ class SubscriptionOut(BaseModel):
     domain: str | None
     min_score: float | None
     min_chars: int | None
-    by: str = Field(description="Who subscribed it")
+    by: str = Field(description=N_("Who subscribed it"))
     created_at: datetime
-    last_batch_at: datetime | None = Field(description="When it was last sent alerts")
+    last_batch_at: datetime | None = Field(description=N_("When it was last sent alerts"))
 
 
 def _subscription_out(doc: dict[str, Any]) -> SubscriptionOut:
@@ -236,7 +238,7 @@ def delete_subscription(
 class AttemptOut(BaseModel):
     at: datetime
     ok: bool
-    answer: str = Field(description="The SMTP reply or HTTP status, or what went wrong")
+    answer: str = Field(description=N_("The SMTP reply or HTTP status, or what went wrong"))
 
 
 class DeliveryOut(BaseModel):
@@ -258,19 +260,19 @@ class DeliveryOut(BaseModel):
     )
 
     id: str
-    subscription: str = Field(description="The subscription's name")
+    subscription: str = Field(description=N_("The subscription's name"))
     channel: Literal["email", "webhook"]
-    to: list[str] = Field(description="The addresses, or the webhook's URL")
+    to: list[str] = Field(description=N_("The addresses, or the webhook's URL"))
     lang: str
     subject: str
     state: DeliveryState
-    events: dict[str, int] = Field(description="How many of each event it tells of")
+    events: dict[str, int] = Field(description=N_("How many of each event it tells of"))
     finding_ids: list[str]
     created_at: datetime
     delivered_at: datetime | None
     failed_at: datetime | None
-    answer: str | None = Field(description="The latest attempt's answer (null: none yet)")
-    attempts: list[AttemptOut] = Field(description="Oldest first")
+    answer: str | None = Field(description=N_("The latest attempt's answer (null: none yet)"))
+    attempts: list[AttemptOut] = Field(description=N_("Oldest first"))
 
 
 class DeliveryPage(BaseModel):
@@ -303,7 +305,7 @@ def get_deliveries(
     request: Request,
     user: Viewer,
     subscription: Annotated[
-        str | None, Query(max_length=64, description="Only this subscription's")
+        str | None, Query(max_length=64, description=N_("Only this subscription's"))
     ] = None,
     state: DeliveryState | None = None,
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,

@@ -31,7 +31,7 @@ from .api_base import (
 )
 
 router = api_router(PREFIX)
-MasterId = Annotated[int, Path(ge=0, le=MAX_MASTER_ID, description="The work's master id")]
+MasterId = Annotated[int, Path(ge=0, le=MAX_MASTER_ID, description=N_("The work's master id"))]
 _WORK_EXAMPLE = {
     "master_id": 17,
     "work_id": "news-2024-0001",
@@ -50,14 +50,14 @@ class WorkOut(BaseModel):
     model_config = example(**_WORK_EXAMPLE)
 
     master_id: int
-    work_id: str = Field(description="Your id for it (for a chapter: the work's id, then #n)")
-    chapter_of: str | None = Field(description="The long work this is a chapter of")
+    work_id: str = Field(description=N_("Your id for it (for a chapter: the work's id, then #n)"))
+    chapter_of: str | None = Field(description=N_("The long work this is a chapter of"))
     title: str | None
     author: str | None
     lang: str | None
     kind: str | None
-    source: str | None = Field(description="api, upload:FILE, a file's path…")
-    chars: int = Field(description="Characters of its text")
+    source: str | None = Field(description=N_("api, upload:FILE, a file's path…"))
+    chars: int = Field(description=N_("Characters of its text"))
     updated_at: datetime | None
 
 
@@ -65,42 +65,44 @@ class WorkDetailOut(WorkOut):
     model_config = example(**_WORK_EXAMPLE, text="据新华社报道，今年夏粮再获丰收……", findings=3)
 
     text: str
-    findings: int = Field(description="Pages found copying it")
+    findings: int = Field(description=N_("Pages found copying it"))
 
 
 class WorkList(BaseModel):
-    total: int = Field(description="Works in the library (or matching q)")
+    total: int = Field(description=N_("Works in the library (or matching q)"))
     page: int
     pages: int
     per_page: int
-    items: list[WorkOut] = Field(description="Newest first")
+    items: list[WorkOut] = Field(description=N_("Newest first"))
 
 
 class WorkEditIn(Strict):
     model_config = example(title="夏粮再获丰收（修订）", author="新华社记者")
 
-    title: str | None = Field(None, max_length=500, description='"" clears it')
-    author: str | None = Field(None, max_length=200, description='"" clears it')
+    title: str | None = Field(None, max_length=500, description=N_('"" clears it'))
+    author: str | None = Field(None, max_length=200, description=N_('"" clears it'))
     text: MasterText | None = Field(
-        None, description="A new text: the pages that copied the work are scanned again"
+        None, description=N_("A new text: the pages that copied the work are scanned again")
     )
 
 
 class WorkEditOut(BaseModel):
     work: WorkOut
     text_status: WorkResultStatus | None = Field(
-        description="unchanged, updated or duplicate (the text of another work: not "
-        "changed); null when no text was sent"
+        description=N_(
+            "unchanged, updated or duplicate (the text of another work: not "
+            "changed); null when no text was sent"
+        )
     )
-    detail: str = Field(description="Why a text was not changed")
-    rescanned: int = Field(description="Pages scanned again with the new text")
-    still_copied: int = Field(description="Of those, how many still copy the work")
+    detail: str = Field(description=N_("Why a text was not changed"))
+    rescanned: int = Field(description=N_("Pages scanned again with the new text"))
+    still_copied: int = Field(description=N_("Of those, how many still copy the work"))
 
 
 class WorkDeletedOut(BaseModel):
     work_id: str
-    findings_deleted: int = Field(description="Findings nobody had decided on, deleted with it")
-    findings_kept: int = Field(description="Reviewed findings, kept as records")
+    findings_deleted: int = Field(description=N_("Findings nobody had decided on, deleted with it"))
+    findings_kept: int = Field(description=N_("Reviewed findings, kept as records"))
 
 
 def _work_out(master: dict[str, Any]) -> WorkOut:
@@ -136,7 +138,9 @@ def _master(request: Request, master_id: int, fields: dict[str, int] | None) -> 
 def list_works(
     request: Request,
     user: Viewer,
-    q: Annotated[str, Query(max_length=200, description="Words in the id, title or author")] = "",
+    q: Annotated[
+        str, Query(max_length=200, description=N_("Words in the id, title or author"))
+    ] = "",
     page: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> WorkList:

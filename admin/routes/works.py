@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from tracker.batches import batched
 from tracker.context import Context
+from tracker.heartbeats import has_worker
 from tracker.index import MAX_MASTER_ID
 from tracker.library import (
     ARCHIVE,
@@ -169,12 +170,24 @@ def works_list(
     )
 
 
+def _no_scan_worker(ctx: Context) -> str | None:
+    """What the library's pages say when no worker scans: the works are registered, but
+    no crawled page is matched against them until one runs."""
+    if has_worker(ctx, "scan"):
+        return None
+    return _(
+        "No worker is running: crawled pages wait to be scanned, so no finding of these "
+        "works comes in. Start one (copytrack worker, or copytrack up)."
+    )
+
+
 def _upload_page(request: Request, intake: Intake | None, status_code: int = 200) -> HTMLResponse:
     return render(
         request,
         "work_upload.html",
         status_code=status_code,
         intake=intake,
+        waiting=_no_scan_worker(app_context(request)),
         suffixes=UPLOAD_SUFFIXES,
         # A text file past this size may hold more characters than one work: the browser
         # reads it and counts its chapters before it goes (a character takes 1-4 bytes).
@@ -260,6 +273,7 @@ def work_detail(request: Request, user: Viewer, master_id: MasterId) -> HTMLResp
         request,
         "work.html",
         master=master,
+        waiting=_no_scan_worker(ctx),
         preview=text[:PREVIEW_CHARS],
         truncated=len(text) > PREVIEW_CHARS,
         findings=findings,

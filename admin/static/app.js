@@ -141,6 +141,44 @@ document.addEventListener("DOMContentLoaded", () => {
     const first = column.querySelector("mark.hl");
     if (first) column.scrollTop = first.offsetTop - column.offsetTop - 16;
   });
+  // The capture frame opens at its first marked passage: its address ends in that mark's
+  // fragment, but the browser scrolls there when it loads, which may be before the frame
+  // has its size, or from a reload's remembered position (the frame then opened near the
+  // capture's bottom, 1 load in about 20). The sandbox keeps this page out of the frame
+  // (no scripts there, an opaque origin), but a parent may still navigate its frame: to
+  // the same address with the fragment, which only scrolls, nothing is fetched again.
+  document.querySelectorAll("iframe.evidence").forEach((frame) => {
+    const anchor = () => {
+      try {
+        frame.contentWindow.location.replace(frame.src);
+      } catch {
+        // a frame gone: nothing to scroll
+      }
+    };
+    const loaded = () => {
+      if (frame.dataset.anchored === frame.src) return; // once per address: never a loop
+      frame.dataset.anchored = frame.src;
+      anchor();
+    };
+    frame.addEventListener("load", loaded);
+    // A small capture may have loaded before this script ran: the page's own load event
+    // comes after its frames' in any case.
+    window.addEventListener("load", loaded);
+    let size = "";
+    new ResizeObserver(([entry]) => {
+      const now = `${Math.round(entry.contentRect.width)}x${Math.round(entry.contentRect.height)}`;
+      if (size && now !== size) anchor(); // the layout changed under the reader
+      size = now;
+    }).observe(frame);
+    // The parts of a large capture open through the frame's own address, so that the
+    // frame's address is always the part shown.
+    document.querySelectorAll('a[target="capture"]').forEach((link) => {
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        frame.src = link.href;
+      });
+    });
+  });
   document.querySelectorAll("a.pair-link").forEach((link) => {
     link.addEventListener("click", (event) => {
       event.preventDefault();
@@ -199,6 +237,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const input = upload.querySelector('input[type="file"]');
     const warning = document.getElementById("upload-warning");
     const confirmBig = document.getElementById("upload-confirm");
+    const later = document.getElementById("upload-later");
     const big = Number(upload.dataset.bigBytes);
     // The page's own words, in its language: "{name} …" with the values put in.
     const say = (key, values) =>
@@ -236,11 +275,18 @@ document.addEventListener("DOMContentLoaded", () => {
       const large = counted.filter(([, chapters]) => chapters > 1);
       warning.hidden = large.length === 0;
       confirmBig.required = large.length > 0;
-      warning.querySelector("ul").replaceChildren(...large.map(([file, chapters]) => {
+      const size = (file) => (file.size / 2 ** 20).toFixed(1);
+      const items = (pairs, key) => pairs.map(([file, chapters]) => {
         const item = document.createElement("li");
-        item.textContent = say("textBig", { name: file.name, size: (file.size / 2 ** 20).toFixed(1), chapters });
+        item.textContent = say(key, { name: file.name, size: size(file), chapters });
         return item;
-      }));
+      });
+      warning.querySelector("ul").replaceChildren(...items(large, "textBig"));
+      // A Word, EPUB or PDF master is unpacked on the server: its chapters are counted
+      // there, and the result names them (never a guess from its compressed size).
+      const documents = [...input.files].filter((file) => /\.(docx|epub|pdf)$/i.test(file.name));
+      later.hidden = documents.length === 0;
+      later.querySelector("ul").replaceChildren(...items(documents.map((file) => [file, 0]), "textLater"));
     });
     upload.addEventListener("submit", (event) => {
       event.preventDefault();
