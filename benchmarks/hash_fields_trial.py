@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.index_layouts import exchange
 from benchmarks.latency_loop import latency_sample, read_texts
 from fingerprinter import query_granule_fingerprints, to_letters
 from testbed.evaluation import percentile
@@ -83,16 +84,6 @@ def _drop_hashes(ix: RedisIndex) -> None:
             ix.client.delete(*names[start : start + 2000])
 
 
-def _exchange(ix: RedisIndex, payload: bytes, count: int) -> list:
-    pool = ix.client.connection_pool
-    connection = pool.get_connection()
-    try:
-        connection.send_packed_command([payload])
-        return [connection.read_response() for _ in range(count)]
-    finally:
-        pool.release(connection)
-
-
 def hmget_postings(ix: RedisIndex, values: np.ndarray, max_df: int) -> tuple[int, int]:
     """(postings found, bytes read) of the fingerprints ``values``, one HMGET each."""
     shard, block, keys = ix._route(ix._mixed(values))
@@ -106,7 +97,7 @@ def hmget_postings(ix: RedisIndex, values: np.ndarray, max_df: int) -> tuple[int
         % (len(prefixes[s]) + 10, prefixes[s], b, key_len, f)
         for s, b, f in zip(shard.tolist(), block.tolist(), map(bytes, fields), strict=True)
     )
-    replies = _exchange(ix, payload, len(values))
+    replies = exchange(ix.client, payload, len(values))
     got = [reply[0] or b"" for reply in replies]
     read = sum(map(len, got))
     sizes = np.array([len(g) // 6 for g in got])

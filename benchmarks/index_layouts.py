@@ -109,6 +109,19 @@ def _bucket(fps: np.ndarray, buckets: int) -> np.ndarray:
     return (mixed % np.uint64(buckets)).astype(np.int64)
 
 
+def exchange(client: redis.Redis, payload: bytes, count: int) -> list:
+    """``count`` replies to the raw commands of ``payload``, in one round trip (as
+    `tracker.index.redis_index` sends its reads: redis-py's packing would cost more than
+    Valkey's work)."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command([payload])
+        return [connection.read_response() for _ in range(count)]
+    finally:
+        pool.release(connection)
+
+
 class Layouts:
     """The postings in every layout, in one Valkey, and each way's page lookup."""
 
@@ -186,16 +199,7 @@ class Layouts:
         return np.unique(np.concatenate([hit, miss]))
 
     def _exchange(self, payload: bytes, count: int) -> list:
-        """``count`` replies to the raw commands of ``payload``, in one round trip (as
-        `tracker.index.redis_index` sends its reads: redis-py's packing would cost more
-        than Valkey's work)."""
-        pool = self.client.connection_pool
-        connection = pool.get_connection()
-        try:
-            connection.send_packed_command([payload])
-            return [connection.read_response() for _ in range(count)]
-        finally:
-            pool.release(connection)
+        return exchange(self.client, payload, count)
 
     def blocks_mget(self, fps: np.ndarray) -> tuple[int, int]:
         names = [b"b:%d" % b for b in np.unique(_bucket(fps, self.blocks)).tolist()]
