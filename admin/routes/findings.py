@@ -123,7 +123,7 @@ def findings_list(
         status_choices=STATUS_CHOICES,
         sort_choices=SORT_CHOICES,
         size_choices=SIZE_CHOICES,
-        hidden_quotations=hidden_quotations(ctx, flt),
+        hidden_quotations=hidden_quotations(ctx, flt, catalogue),
         campaigns=sorted(ctx.db.campaigns.distinct("name")),
         back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
     )
