@@ -26,6 +26,7 @@ from tracker.health import index_health, server_health
 from tracker.rechecks import PageFetcher
 from tracker.servers import ServerStartError
 
+from .bulk_jobs import BulkJobs
 from .i18n import LanguageMiddleware, _
 from .limits import BodyGuard
 from .report_pdfs import ReportPdfs
@@ -185,6 +186,8 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     app.state.catalogue = Catalogue(MongoFindings(lambda: app.state.ctx.db))
     # Long domain reports' PDFs, built in a thread while the admin answers.
     app.state.report_pdfs = ReportPdfs(lambda: app.state.ctx)
+    # Changes of very many findings, run in a thread a batch at a time.
+    app.state.bulk_jobs = BulkJobs(lambda: app.state.ctx)
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(LanguageMiddleware)  # every page, message and PDF in its language
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)
