@@ -16,6 +16,8 @@ from bson import ObjectId
 from tracker.context import Context
 from tracker.findings import bulk_set_status
 
+from .web import Progress
+
 log = logging.getLogger(__name__)
 
 #: Changes made within the request up to this many findings; more run as a job.
@@ -27,7 +29,7 @@ KEPT_S = 60 * 60
 
 
 @dataclass
-class BulkJob:
+class BulkJob(Progress):
     """One change of many findings: how far it is."""
 
     id: str
@@ -40,10 +42,6 @@ class BulkJob:
     refused: int = 0
     finished_at: float | None = None
     failed: str | None = None
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.finished_at is not None else min(99, 100 * self.done // self.total)
 
 
 class BulkJobs:

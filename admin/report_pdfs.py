@@ -26,7 +26,7 @@ from tracker.context import Context
 from tracker.findings import REPORT_PAGE, domain_report
 
 from .pdf import pdf
-from .web import templates
+from .web import Progress, templates
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ KEPT_S = 15 * 60
 
 
 @dataclass
-class Build:
+class Build(Progress):
     """One report's PDF: how many pages of findings are rendered, of how many."""
 
     path: Path
@@ -43,10 +43,6 @@ class Build:
     total: int = 1
     finished_at: float | None = None
     failed: str | None = None
-
-    @property
-    def percent(self) -> int:
-        return min(99, 100 * self.done // max(self.total, 1)) if self.finished_at is None else 100
 
     @property
     def ready(self) -> bool:

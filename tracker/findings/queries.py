@@ -340,9 +340,7 @@ def matching_ids(
     return [finding["_id"] for finding in found]
 
 
-def hidden_quotations(
-    ctx: Context, flt: FindingFilter, catalogue: Catalogue | None = None
-) -> int:
+def hidden_quotations(ctx: Context, flt: FindingFilter, catalogue: Catalogue | None = None) -> int:
     """How many quotation-sized findings a filter of copies leaves out (0 for another
     size): the list says so, with a link that shows them. Counted by ``catalogue`` when
     given (a search counted by MongoDB scans every finding: minutes at 100,000)."""
