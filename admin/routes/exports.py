@@ -65,8 +65,11 @@ def report_work(
     user: Viewer,
     work: Annotated[str, Query(min_length=1, max_length=200)],
     format: Format = "html",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
-    report = work_report(app_context(request), work)
+    """A work's report: its detail paged in HTML; the PDF lists every finding."""
+    per_page = None if format == "pdf" else REPORT_PAGE
+    report = work_report(app_context(request), work, page, per_page)
     if report is None:
         raise HTTPException(404, f"no work {work!r} in the library")
     return _report_response(request, report, format, f"copytrack-work-{report.master['_id']}")
