@@ -98,7 +98,7 @@ def domain_report(
     finding; the detail lists the reviewed ones (``scope="all"``: every one), ``per_page``
     a page (``None``: all of them, as a PDF does)."""
     domain = domain.lower()
-    query = domain_query(domain)
+    query = _on_domain(ctx, domain)
     detail = query if scope == "all" else {**query, "status": {"$in": list(REVIEWED)}}
     report = Report(
         kind="domain",
@@ -108,6 +108,18 @@ def domain_report(
         scope="all" if scope == "all" else "reviewed",
     )
     return _paged(ctx, report, detail, "master_id", _row_work_label, page, per_page)
+
+
+def _on_domain(ctx: Context, domain: str) -> dict[str, Any]:
+    """`queries.domain_query` with its subdomains named: the report asks MongoDB many
+    times, and a pattern over every finding's domain is a scan of them all each time
+    (minutes a page at 100,000 findings on SecantusDB); the domains are indexed."""
+    query = domain_query(domain)
+    if "site" in query:
+        return query
+    tail = "." + domain
+    names = [d for d in ctx.db.findings.distinct("domain") if d == domain or d.endswith(tail)]
+    return {"domain": {"$in": names or [domain]}}
 
 
 def _row_work_label(row: dict[str, Any]) -> str:
