@@ -404,7 +404,10 @@ def _first_answer(status: int) -> str:
 def report(findings: int, works: int, took: dict[str, float], m: Measured) -> str:
     """The results page (benchmarks/results/admin.md)."""
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.strip()
     rows = "\n".join(
         f"| {name} | {_pct(ms, 0.5):.0f} | {_pct(ms, 0.95):.0f} | ≤ {TARGETS[name]} ms | "
@@ -439,7 +442,7 @@ installation, and a later run with the same `DIR` reuses it instead of building 
   list was ready {m.cold.ready_s:.1f} s after the admin began to listen (its findings
   catalogue loads in the background as the admin starts).
 - **Memory**: the admin's peak resident memory (VmHWM) was {m.after_pages["peak"]:.0f} MB
-  after the pages and j/k's first pages, and {peak:.0f} MB after the long products below
+  after the timed pages, and {peak:.0f} MB after the long products below
   (target ≤ {MEMORY_MB} MB: {_met(peak, MEMORY_MB)}).
 
 | long product | took | size | admin's peak memory after it |
@@ -461,8 +464,9 @@ is asked {len(m.times["dashboard"])} times, and its time is to its last byte ove
 campaign, characters copied), sorts and pages up to the last; the search: a work title, a
 page title's words or a URL's host; a finding page: its passages side by side and its
 neighbours in a filtered list. j/k: {len(steps)} steps in headless Chromium inside one
-campaign's new findings (`{WALKED}`), from the key press to the next finding shown with its
-passages marked. Memory is read from `/proc/<pid>/status` of the admin's process.
+campaign's new findings (`{WALKED}`), from the key press to the next
+finding shown with its passages marked. Memory is read from `/proc/<pid>/status` of the
+admin's process.
 
 {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores.
 """
