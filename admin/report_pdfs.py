@@ -1,4 +1,4 @@
-"""Long domain reports as PDF, built in a thread off the request: a page of findings at a
+"""Long domain and work reports as PDF, built in a thread off the request: a page of findings at a
 time into the data directory, then joined, so no request waits for WeasyPrint and the admin
 holds one page of a report at a time. WeasyPrint runs in a child process (its fonts and
 layout took the admin from 178 to 332 MB for one report): the admin keeps its memory
@@ -23,7 +23,7 @@ from pathlib import Path
 from pypdf import PdfReader, PdfWriter
 
 from tracker.context import Context
-from tracker.findings import REPORT_PAGE, domain_report
+from tracker.findings import REPORT_PAGE, Report, domain_report, work_report
 
 from .pdf import pdf
 from .web import Progress, templates
@@ -49,6 +49,16 @@ class Build(Progress):
         return self.finished_at is not None and self.failed is None
 
 
+def _report(ctx: Context, kind: str, subject: str, scope: str, page: int) -> Report:
+    """One page of the report on ``subject``."""
+    if kind == "domain":
+        return domain_report(ctx, subject, scope, page, REPORT_PAGE)
+    report = work_report(ctx, subject, page, REPORT_PAGE)
+    if report is None:
+        raise LookupError(f"no work {subject!r} in the library any more")
+    return report
+
+
 def _write_pdf(html: str, path: Path) -> None:
     """In the child process: one part of a report, as PDF."""
     path.write_bytes(pdf(html))
@@ -65,11 +75,11 @@ def _join(files: list[Path], out: Path) -> None:
 
 
 class ReportPdfs:
-    """The PDF builds of an admin, one a report (domain and scope) at a time."""
+    """The PDF builds of an admin, one a report (kind, subject and scope) at a time."""
 
     def __init__(self, ctx_of: Callable[[], Context]) -> None:
         self._ctx_of = ctx_of
-        self._builds: dict[tuple[str, str], Build] = {}
+        self._builds: dict[tuple[str, str, str], Build] = {}
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
 
@@ -81,9 +91,10 @@ class ReportPdfs:
                 self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
             return self._pool
 
-    def build(self, domain: str, scope: str) -> Build:
-        """The report's build: started now unless one runs, or finished a little while ago."""
-        key = (domain, scope)
+    def build(self, subject: str, scope: str, kind: str = "domain") -> Build:
+        """The build of the report on ``subject`` (a domain, or a work with ``kind``
+        "work"): started now unless one runs, or finished a little while ago."""
+        key = (kind, subject, scope)
         with self._lock:
             build = self._builds.get(key)
             fresh = build and (
@@ -94,7 +105,7 @@ class ReportPdfs:
                 return build
             ctx = self._ctx_of()
             # One folder a report of a database (installations may share a data dir).
-            named = f"{ctx.db.name}\0{domain}\0{scope}"
+            named = f"{ctx.db.name}\0{subject}\0{scope}" + ("" if kind == "domain" else "\0work")
             folder = (
                 ctx.settings.data_dir / "reports" / hashlib.sha256(named.encode()).hexdigest()[:16]
             )
@@ -103,11 +114,14 @@ class ReportPdfs:
         # The reader's language and time zone go with the thread (context variables).
         run = contextvars.copy_context().run
         threading.Thread(
-            target=run, args=(self._run, build, domain, scope), daemon=True, name="report-pdf"
+            target=run,
+            args=(self._run, build, kind, subject, scope),
+            daemon=True,
+            name="report-pdf",
         ).start()
         return build
 
-    def _run(self, build: Build, domain: str, scope: str) -> None:
+    def _run(self, build: Build, kind: str, subject: str, scope: str) -> None:
         ctx = self._ctx_of()
         parts = build.path.parent / "parts"
         shutil.rmtree(parts, ignore_errors=True)
@@ -115,7 +129,7 @@ class ReportPdfs:
         try:
             page, files = 1, []
             while True:
-                report = domain_report(ctx, domain, scope, page, REPORT_PAGE)
+                report = _report(ctx, kind, subject, scope, page)
                 build.total = report.pages
                 # Parts unnumbered: the joined PDF is numbered over all its pages.
                 html = templates.get_template("report.html").render(
@@ -131,7 +145,7 @@ class ReportPdfs:
             self._child().submit(_join, files, partial).result()
             partial.replace(build.path)
         except Exception as err:  # the page says it failed, the log says why
-            log.exception("the PDF of the report on %s (%s) failed", domain, scope)
+            log.exception("the PDF of the report on %s (%s) failed", subject, scope)
             if isinstance(err, BrokenProcessPool):  # the child died: the next build starts one
                 with self._lock:
                     self._pool = None

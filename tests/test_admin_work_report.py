@@ -4,11 +4,16 @@ with a pager; its PDF still lists them all."""
 
 from __future__ import annotations
 
+import io
 import re
+import time
+
+from pypdf import PdfReader
 
 from tests.admin_seed import PASSWORD, client, login
 from tests.many_findings import seed_findings
 from tracker.findings import REPORT_PAGE
+from tracker.store import delete_findings
 from tracker.users import add_user
 
 
@@ -39,5 +44,33 @@ def test_a_work_report_of_more_findings_than_a_page_pages_its_detail(ctx):
     sizes = [int(n) for n in re.findall(r'<span class="count">(\d+)</span>', first.text)]
     assert sum(sizes) == total
 
-    pdf = web.get("/reports/work?work=many-0&format=pdf")
+    # A work of one page of findings gets its PDF at once (a longer one: off the request).
+    others = [f["_id"] for f in ctx.db.findings.find({"master_external_id": "many-1"})]
+    delete_findings(ctx.db, {"_id": {"$in": others[3:]}})
+    pdf = web.get("/reports/work?work=many-1&format=pdf")
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
+
+
+def test_a_long_work_report_pdf_is_built_off_the_request_then_downloaded(ctx):
+    total = REPORT_PAGE + 5
+    seed_findings(ctx, total, 1, lambda n: f"site{n % 2}.example")
+    add_user(ctx, "vic", PASSWORD, "viewer")
+    web = client(ctx)
+    login(web, "vic")
+    asked = web.get("/reports/work?work=many-0&format=pdf")
+    assert asked.status_code == 200 and 'id="report-pdf"' in asked.text
+    assert "Work report · 长篇 第1回" in asked.text
+    assert 'href="/reports/work?work=many-0"' in asked.text  # back to the report
+
+    deadline = time.monotonic() + 180
+    while (made := web.get("/reports/work.pdf?work=many-0")).headers[
+        "content-type"
+    ] != "application/pdf":
+        assert "The PDF is being prepared" in made.text, made.text[-500:]
+        assert time.monotonic() < deadline, "the PDF was never made"
+        time.sleep(0.5)
+    assert made.headers["content-type"] == "application/pdf"
+    assert made.headers["content-disposition"].startswith("attachment;")
+    text = "".join(p.extract_text() for p in PdfReader(io.BytesIO(made.content)).pages)
+    assert all(f"/read/{n}.html" in text.replace("\n", "") for n in (0, total - 1))
+    assert web.get("/reports/work.pdf?work=nope").status_code == 404
