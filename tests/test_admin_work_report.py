@@ -1,6 +1,7 @@
 """A work's report pages its detail as the domain report does: the summary counts every
 finding of the work, the detail lists REPORT_PAGE findings a page, grouped by domain,
-with a pager; its PDF still lists them all."""
+with a pager; its PDF still lists them all (built off the request past a page). A domain
+report names the domain's subdomains rather than matching a pattern in every query."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pypdf import PdfReader
 
 from tests.admin_seed import PASSWORD, client, login
 from tests.many_findings import seed_findings
-from tracker.findings import REPORT_PAGE
+from tracker.findings import REPORT_PAGE, domain_report
 from tracker.store import delete_findings
 from tracker.users import add_user
 
@@ -74,3 +75,13 @@ def test_a_long_work_report_pdf_is_built_off_the_request_then_downloaded(ctx):
     text = "".join(p.extract_text() for p in PdfReader(io.BytesIO(made.content)).pages)
     assert all(f"/read/{n}.html" in text.replace("\n", "") for n in (0, total - 1))
     assert web.get("/reports/work.pdf?work=nope").status_code == 404
+
+
+def test_a_domain_report_covers_its_subdomains_and_not_look_alikes(ctx):
+    hosts = ("copy.example", "m.copy.example", "a.b.copy.example", "notcopy.example")
+    seed_findings(ctx, 8, 2, lambda n: hosts[n % 4])
+    report = domain_report(ctx, "copy.example", scope="all")
+    listed = {f["domain"] for _, findings in report.groups for f in findings}
+    assert listed == set(hosts[:3]) and report.summary["total"] == 6
+    assert domain_report(ctx, "m.copy.example", scope="all").summary["total"] == 2
+    assert domain_report(ctx, "nothing.example", scope="all").summary["total"] == 0
