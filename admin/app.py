@@ -168,6 +168,7 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
         # so (without a server, as in tests' clients, the first request loads it).
         app.state.catalogue.load_in_background()
         yield
+        app.state.report_pdfs.close()  # its child process goes with the admin
 
     app = FastAPI(
         title="copytrack admin",

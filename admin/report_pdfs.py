@@ -6,12 +6,15 @@ whatever the report's size. The admin page polls the build's progress."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import ctypes
 import hashlib
 import io
 import logging
 import multiprocessing
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +62,16 @@ def _report(ctx: Context, kind: str, subject: str, scope: str, page: int) -> Rep
     return report
 
 
+def _die_with_parent() -> None:
+    """In the child process: end when the admin ends, even killed (Linux's parent-death
+    signal; elsewhere the child ends with the admin's normal exit)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def _write_pdf(html: str, path: Path) -> None:
     """In the child process: one part of a report, as PDF."""
     path.write_bytes(pdf(html))
@@ -88,8 +101,17 @@ class ReportPdfs:
         of the admin would copy its memory and threads)."""
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(
+                    1, multiprocessing.get_context("spawn"), initializer=_die_with_parent
+                )
             return self._pool
+
+    def close(self) -> None:
+        """Stop the child process (the admin is stopping)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def build(self, subject: str, scope: str, kind: str = "domain") -> Build:
         """The build of the report on ``subject`` (a domain, or a work with ``kind``
