@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from urllib.parse import quote
 
 import redis
@@ -24,7 +26,8 @@ from tracker.health import index_health, server_health
 from tracker.rechecks import PageFetcher
 from tracker.servers import ServerStartError
 
-from .i18n import LanguageMiddleware
+from .bulk_jobs import BulkJobs
+from .i18n import LanguageMiddleware, _
 from .limits import BodyGuard
 from .report_pdfs import ReportPdfs
 from .routes import (
@@ -42,6 +45,7 @@ from .routes import (
     works,
 )
 from .security import (
+    CataloguePreparing,
     Forbidden,
     LoginRequired,
     SecurityHeaders,
@@ -90,6 +94,18 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, err: Exception) -> Response:
         return _error(request, 403, str(err))
+
+    @app.exception_handler(CataloguePreparing)
+    async def preparing(request: Request, err: CataloguePreparing) -> Response:
+        message = _(
+            "The findings list is being prepared (%(num)s findings read so far); "
+            "try again in a moment."
+        ) % {"num": f"{err.rows:,}"}
+        if _wants_json(request):
+            return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "2"})
+        response = render(request, "preparing.html", status_code=503, message=message)
+        response.headers["Retry-After"] = "2"
+        return response
 
     @app.exception_handler(FilterError)
     async def bad_filter(request: Request, err: Exception) -> Response:
@@ -145,8 +161,18 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     ``fetch_page`` (the crawler's, which the admin cannot import) lets reviewers check a
     page by its URL and re-check a noticed page now; without it they check texts only and
     re-checks wait for the scheduler."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # A served admin answers at once: the catalogue loads while the first pages say
+        # so (without a server, as in tests' clients, the first request loads it).
+        app.state.catalogue.load_in_background()
+        yield
+        app.state.report_pdfs.close()  # its child process goes with the admin
+
     app = FastAPI(
         title="copytrack admin",
+        lifespan=lifespan,
         # The JSON API's schema and reference are served by the api router, behind the gate;
         # FastAPI's own docs pages would load their scripts from a CDN.
         openapi_url=None,
@@ -161,6 +187,8 @@ def create_app(ctx: Context | None = None, fetch_page: PageFetcher | None = None
     app.state.catalogue = Catalogue(MongoFindings(lambda: app.state.ctx.db))
     # Long domain reports' PDFs, built in a thread while the admin answers.
     app.state.report_pdfs = ReportPdfs(lambda: app.state.ctx)
+    # Changes of very many findings, run in a thread a batch at a time.
+    app.state.bulk_jobs = BulkJobs(lambda: app.state.ctx)
     app.add_middleware(BodyGuard)  # innermost: its refusals get the security headers too
     app.add_middleware(LanguageMiddleware)  # every page, message and PDF in its language
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=6)

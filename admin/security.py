@@ -151,9 +151,26 @@ def app_context(request: Request) -> Context:
     return request.app.state.ctx
 
 
+#: How long a request waits for the findings catalogue's first load before it answers
+#: that the list is being prepared: a small installation's load never shows that.
+PREPARING_WAIT_S = 0.5
+
+
+class CataloguePreparing(Exception):
+    """The findings catalogue is still loading (the admin just started): ``rows`` read."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(rows)
+        self.rows = rows
+
+
 def app_catalogue(request: Request) -> Catalogue:
-    """The findings catalogue of the app serving this request (lists, counts, search)."""
-    return request.app.state.catalogue
+    """The findings catalogue of the app serving this request (lists, counts, search).
+    Raises `CataloguePreparing` while its first load runs in the background."""
+    catalogue: Catalogue = request.app.state.catalogue
+    if catalogue.preparing(PREPARING_WAIT_S):
+        raise CataloguePreparing(catalogue.rows_read)
+    return catalogue
 
 
 def cookie_name(request: Request, name: str) -> str:

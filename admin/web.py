@@ -235,3 +235,18 @@ def highlight(text: str, ranges: Iterable[tuple[int, int, int]]) -> list[tuple[s
     if at < len(text):
         pieces.append((text[at:], None))
     return pieces
+
+
+class Progress:
+    """How far a job off the request is (a report's PDF, a bulk change): ``done`` of
+    ``total``, finished when ``finished_at`` is set; 100% only once finished."""
+
+    done: int
+    total: int
+    finished_at: float | None
+
+    @property
+    def percent(self) -> int:
+        if self.finished_at is not None:
+            return 100
+        return min(99, 100 * self.done // max(self.total, 1))

@@ -20,13 +20,15 @@ from tracker.servers import free_port
 def served_admin(ctx: Context, **options: Any) -> Iterator[int]:
     """Serve ctx's admin (uvicorn options as given) until the block ends; yields its port."""
     port = free_port()
-    config = uvicorn.Config(
-        create_app(ctx), host="127.0.0.1", port=port, log_level="warning", **options
-    )
+    app = create_app(ctx)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started, 15, "start of the admin")
+    # Its findings catalogue loads as it starts: tests look at the lists, not at the
+    # page saying they are being prepared (tests/test_admin_cold_start.py does).
+    wait_until(lambda: not app.state.catalogue.preparing(), 120, "the findings catalogue")
     try:
         yield port
     finally:

@@ -3,6 +3,7 @@ report of one finding (HTML and PDF)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 from urllib.parse import urlencode
@@ -65,11 +66,58 @@ def report_work(
     user: Viewer,
     work: Annotated[str, Query(min_length=1, max_length=200)],
     format: Format = "html",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
-    report = work_report(app_context(request), work)
+    """A work's report: its detail paged in HTML; the PDF lists every finding (built off
+    the request past a page of them)."""
+    ctx = app_context(request)
+    report = work_report(ctx, work, page, REPORT_PAGE)
     if report is None or report.master is None:
         raise HTTPException(404, f"no work {work!r} in the library")
-    return _report_response(request, report, format, f"copytrack-work-{report.master['_id']}")
+    if format == "pdf" and report.pages > 1:
+        with reading_zone(request):
+            build = request.app.state.report_pdfs.build(work, "all", kind="work")
+        return _work_pdf_progress(request, report, work, build)
+    name = f"copytrack-work-{report.master['_id']}"
+    if format == "pdf":
+        report = work_report(ctx, work, per_page=None) or report
+    return _report_response(request, report, format, name)
+
+
+def _work_pdf_progress(request: Request, report: Report, work: str, build: Build) -> Response:
+    link = urlencode({"work": work})
+    return render(
+        request,
+        "report_pdf.html",
+        heading=_("Work report · %(work)s") % {"work": report.subject},
+        build=build,
+        download=f"/reports/work.pdf?{link}",
+        back=f"/reports/work?{link}",
+    )
+
+
+@router.get("/reports/work.pdf")
+def report_work_pdf(
+    request: Request, user: Viewer, work: Annotated[str, Query(min_length=1, max_length=200)]
+) -> Response:
+    """A long work report's PDF once its build is done (until then, its progress)."""
+    report = work_report(app_context(request), work, 1, REPORT_PAGE)
+    if report is None or report.master is None:
+        raise HTTPException(404, f"no work {work!r} in the library")
+    with reading_zone(request):
+        build = request.app.state.report_pdfs.build(work, "all", kind="work")
+    return _built_pdf(
+        build,
+        lambda: _work_pdf_progress(request, report, work, build),
+        f"copytrack-work-{report.master['_id']}.pdf",
+    )
+
+
+def _built_pdf(build: Build, progress: Callable[[], Response], filename: str) -> Response:
+    """A report's PDF built off the request: the file once ready, else its progress."""
+    if not build.ready:
+        return progress()
+    return FileResponse(build.path, media_type="application/pdf", filename=filename)
 
 
 def _domain(asked: str) -> str:
@@ -112,7 +160,7 @@ def _pdf_progress(request: Request, domain: str, scope: str, build: Build) -> Re
     return render(
         request,
         "report_pdf.html",
-        domain=domain,
+        heading=_("Domain report · %(domain)s") % {"domain": domain},
         build=build,
         download=_domain_link("/reports/domain.pdf", domain, scope),
         back=_domain_link("/reports/domain", domain, scope),
@@ -130,12 +178,10 @@ def report_domain_pdf(
     domain = _domain(domain)
     with reading_zone(request):
         build = request.app.state.report_pdfs.build(domain, scope)
-    if not build.ready:
-        return _pdf_progress(request, domain, scope, build)
-    return FileResponse(
-        build.path,
-        media_type="application/pdf",
-        filename=f"copytrack-domain-{domain}.pdf",
+    return _built_pdf(
+        build,
+        lambda: _pdf_progress(request, domain, scope, build),
+        f"copytrack-domain-{domain}.pdf",
     )
 
 

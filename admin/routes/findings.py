@@ -123,7 +123,7 @@ def findings_list(
         status_choices=STATUS_CHOICES,
         sort_choices=SORT_CHOICES,
         size_choices=SIZE_CHOICES,
-        hidden_quotations=hidden_quotations(ctx, flt),
+        hidden_quotations=hidden_quotations(ctx, flt, catalogue),
         campaigns=sorted(ctx.db.campaigns.distinct("name")),
         back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
     )
@@ -211,9 +211,23 @@ def findings_bulk_all(
             list_filter=urlencode(params),
             back=safe_next(back),
         )
+    jobs = request.app.state.bulk_jobs
+    if len(ids) > jobs.in_request:  # minutes of writes: off the request, with progress
+        job = jobs.start(ids, status, user.name, note or None, reason or None, safe_next(back))
+        return redirect(f"/findings/bulk/jobs/{job.id}")
     result = bulk_set_status(ctx, ids, status, user.name, note or None, reason or None)
     _flash_bulk(request, result, status)
     return redirect(safe_next(back))
+
+
+@router.get("/findings/bulk/jobs/{job_id}")
+def findings_bulk_job(request: Request, user: Reviewer, job_id: str) -> HTMLResponse:
+    """A change of very many findings running off the request: how far it is."""
+    job = request.app.state.bulk_jobs.get(job_id)
+    if job is None:
+        raise HTTPException(404, _("no such change (finished changes are kept an hour)"))
+    label = _(LABELS.get(job.status, job.status)).lower()
+    return render(request, "bulk_job.html", job=job, status_label=label)
 
 
 @router.get("/findings/{finding_id}")

@@ -252,7 +252,9 @@ def funnel(ctx: Context, by: str = "domain", limit: int | None = None) -> list[F
         raise ValueError(f"a funnel is by {' or '.join(BY)}, not {by!r}")
     tallies: dict[str, _Tally] = {}
     query = {"status": {"$nin": list(NOT_COPIES)}}
-    for finding in ctx.db.findings.find(query, _FUNNEL_FIELDS):
+    # A thousand findings a batch: the driver's default fetches up to 16 MB of them at once
+    # (with their histories), which took the admin's memory up by 140 MB at 100,000.
+    for finding in ctx.db.findings.find(query, _FUNNEL_FIELDS).batch_size(1000):
         key = finding["domain"] if by == "domain" else finding["master_external_id"]
         tally = tallies.setdefault(key, _Tally(
             title="" if by == "domain" else finding.get("master_title") or ""

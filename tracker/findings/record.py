@@ -137,15 +137,20 @@ def record_first_scans(
     if not docs:
         return new
     try:
-        return new + len(ctx.db.findings.insert_many(docs, ordered=False).inserted_ids)
+        inserted = len(ctx.db.findings.insert_many(docs, ordered=False).inserted_ids)
     except BulkWriteError as err:
         errors = err.details.get("writeErrors", [])
         if any(e.get("code") != _DUPLICATE_KEY for e in errors):
             raise
-        new += err.details.get("nInserted", 0)
+        inserted = err.details.get("nInserted", 0)
         for page_id in dict.fromkeys(docs[e["index"]]["page_id"] for e in errors):
             new += record_findings(ctx, *first[page_id], run_id).new
-        return new
+    # A work removed between the look at the library above and the insert: its removal
+    # may have deleted its findings before these were written.
+    pages_of: dict[int, set[Any]] = {}
+    for doc in docs:
+        pages_of.setdefault(doc["master_id"], set()).add(doc["page_id"])
+    return new + max(0, inserted - _drop_of_removed_works(ctx, pages_of))
 
 
 def record_findings(
@@ -181,17 +186,23 @@ def _drop_of_removed(ctx: Context, page_id: Any, matched: list[int]) -> int:
     (marked removing, or gone); returns how many. The removal marks a work before it
     deletes its findings: read after the findings were written, the mark shows every
     removal that could have missed them."""
+    return _drop_of_removed_works(ctx, {master_id: {page_id} for master_id in matched})
+
+
+def _drop_of_removed_works(ctx: Context, pages_of: dict[int, set[Any]]) -> int:
+    """`_drop_of_removed` of many pages: ``pages_of`` each work's pages just written."""
     present = {  # by id alone, which the embedded MongoDB answers from its index at once
         m["_id"]
-        for m in ctx.db.masters.find({"_id": {"$in": matched}}, {"state": 1})
+        for m in find_in(ctx.db.masters, "_id", sorted(pages_of), {"state": 1})
         if m.get("state") != REMOVING
     }
-    if not (removed := [master_id for master_id in matched if master_id not in present]):
+    removed = [master_id for master_id in pages_of if master_id not in present]
+    if not removed:
         return 0
     return delete_findings(
         ctx.db,
         {
-            "page_id": page_id,
+            "page_id": {"$in": list({p for m in removed for p in pages_of[m]})},
             "master_id": {"$in": removed},
             "work_deleted": {"$exists": False},
             "history": {"$not": {"$elemMatch": {"by": {"$ne": SYSTEM}}}},
