@@ -74,7 +74,7 @@ def _datetime(value: datetime | str | None, with_time: bool = True) -> str:
 def _stamp(value: datetime | None) -> str:
     """A time to the second, in UTC, saying so (evidence), with the reader's local time
     beside it when they read another zone."""
-    if value is None:
+    if not value:  # None, or a field the document does not have (Jinja's Undefined)
         return "—"
     utc = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     there = local(value, _zone.get(), "%Y-%m-%d %H:%M:%S")

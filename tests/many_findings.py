@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from bson import ObjectId
 
@@ -47,6 +48,7 @@ def seed_findings(
         assert not isinstance(result, ValueError), result
         masters.append(result[0].master_id)
     found: list[ObjectId] = []
+    fetched_at = datetime.now(UTC).replace(microsecond=0)
     for start in range(0, count, BATCH):
         pages, matches = [], []
         for n in range(start, min(count, start + BATCH)):
@@ -58,6 +60,8 @@ def seed_findings(
                 "title": f"{library[w].title} 在线阅读 {n}",
                 "text": text,
                 "content_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "fetched_at": fetched_at,
+                "status": 200,
             })  # fmt: skip
             ref = MasterRef(masters[w], library[w].external_id, library[w].title)
             matches.append(Match(ref, score=round(cut / WORK_CHARS, 3), hits=cut // 20,

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -301,3 +302,19 @@ def test_bad_configuration_is_one_clear_line(run, monkeypatch):
     result = CliRunner().invoke(main, ["library", "list"])
     assert result.exit_code == 2
     assert "invalid COPYTRACK_REDIS_URL" in result.output
+
+
+def test_admin_on_a_busy_port_says_so_in_one_line(tracker_env):
+    """A second admin on a port another serves stops with one line naming the port."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "copytrack.cli", "admin", "--port", str(port)],
+            env=os.environ | tracker_env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"cannot listen on 127.0.0.1:{port} (Address already in use)" in last, done.stderr
+    assert "another --port" in last and "Traceback" not in done.stderr

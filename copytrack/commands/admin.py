@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 import click
@@ -15,8 +17,6 @@ from tracker.context import open_context
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 def admin(host: str, port: int) -> None:
     """Serve the admin (dashboard, findings, works, campaigns, API) with uvicorn."""
-    import uvicorn  # only this command needs a web server
-
     from admin.app import create_app
     from crawler.fetch import fetch_page  # the admin's "check a URL" fetches like a crawl
 
@@ -26,13 +26,29 @@ def admin(host: str, port: int) -> None:
             "copytrack: no admin user yet: create one with `copytrack user add NAME --role admin`",
             err=True,
         )
-    click.echo(f"copytrack admin on http://{host}:{port}/", err=True)
-    # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
     app = create_app(ctx, fetch_page=fetch_page)
-    uvicorn.run(
-        app, host=host, port=port, log_level="info", log_config=None,
-        **server_options(ctx.settings),
-    )  # fmt: skip
+    serve_admin(app, ctx.settings, host, port, f"copytrack admin on http://{host}:{port}/", "info")
+
+
+def serve_admin(
+    app: Any, settings: Settings, host: str, port: int, announce: str, log_level: str
+) -> None:
+    """Listen on ``host:port``, say ``announce``, then serve ``app``: whoever connects
+    once it is said is answered, not refused."""
+    import uvicorn  # only serving needs a web server
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listening = socket.create_server((host, port), family=family)
+    except OSError as err:
+        raise click.ClickException(
+            f"cannot listen on {host}:{port} ({os.strerror(err.errno or 0)}): stop what serves it, "
+            f"or give another --port"
+        ) from None
+    click.echo(announce)
+    # log_config=None: uvicorn's loggers go through copytrack's handler (COPYTRACK_LOG_FORMAT).
+    config = uvicorn.Config(app, log_level=log_level, log_config=None, **server_options(settings))
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 def server_options(settings: Settings) -> dict[str, Any]:

@@ -220,24 +220,19 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
         password = demo_user(ctx)
         if not serve:
             return
-        import uvicorn  # only the serving part needs a web server
-
         from admin.app import create_app
         from crawler.fetch import fetch_page
+
+        from .admin import serve_admin
 
         # The admin's "Run now" and the scans its uploads queue need a worker.
         worker = start_child("worker", ["worker", "--queues", ",".join(QUEUES)],
                               _worker_env(settings))  # fmt: skip
-        click.echo(
-            f"\nadmin: {admin_url}  user {DEMO_USER}  password {password}\n(Ctrl-C stops the demo)"
-        )
         try:
-            uvicorn.run(
-                create_app(ctx, fetch_page=partial(fetch_page, allow_private=True)),
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-            )
+            app = create_app(ctx, fetch_page=partial(fetch_page, allow_private=True))
+            announce = (f"\nadmin: {admin_url}  user {DEMO_USER}  password {password}\n"
+                        "(Ctrl-C stops the demo)")  # fmt: skip
+            serve_admin(app, settings, "127.0.0.1", port, announce, "warning")
         finally:
             stop_child(worker)
     finally:
