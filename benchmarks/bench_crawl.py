@@ -57,10 +57,10 @@ from benchmarks.shared_corpus import (  # noqa: E402
 )
 from testbed.testweb import build_site, serve  # noqa: E402
 from testbed.testweb.generator import Resource, TestWeb  # noqa: E402
-from tracker.config import Settings  # noqa: E402
 from tracker.context import open_context  # noqa: E402
-from tracker.processes import proc_stat  # noqa: E402
-from tracker.servers import ensure_servers, server_status, stop_servers  # noqa: E402
+from tracker.core.config import Settings  # noqa: E402
+from tracker.runtime.processes import proc_stat  # noqa: E402
+from tracker.runtime.servers import ensure_servers, server_status, stop_servers  # noqa: E402
 
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "crawl.md"
 REGIMES = {

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.pages import PageInput, store_page
-from tracker.servers import ensure_servers, server_status, stop_servers
+from tracker.core.config import Settings
+from tracker.runtime.servers import ensure_servers, server_status, stop_servers
+from tracker.scanning.pages import PageInput, store_page
 
 from .shared_corpus import WEBPAGES_DIR, require_shared
 

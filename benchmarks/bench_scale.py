@@ -78,9 +78,9 @@ from testbed.evaluation import (
     percentile,
     score_outcomes,
 )
-from tracker.config import Settings
 from tracker.context import open_context
-from tracker.servers import ensure_servers, stop_servers
+from tracker.core.config import Settings
+from tracker.runtime.servers import ensure_servers, stop_servers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
 CACHE = Path(__file__).resolve().parent / ".cache"

@@ -28,11 +28,11 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed.corpus import default_corpus_dir
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.config import Settings
 from tracker.context import open_context
-from tracker.library import Work
-from tracker.pages import PageInput, store_page
-from tracker.servers import ensure_servers, stop_servers
+from tracker.core.config import Settings
+from tracker.masters.library import Work
+from tracker.runtime.servers import ensure_servers, stop_servers
+from tracker.scanning.pages import PageInput, store_page
 
 RESULTS = Path(__file__).parent / "results" / "tasks.md"
 #: The largest page text: DOWNLOAD_MAXSIZE (3 MB) of GBK, two bytes a character.

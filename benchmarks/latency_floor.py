@@ -24,7 +24,7 @@ from pathlib import Path
 from benchmarks.latency_loop import in_fresh_process, latencies, read_texts
 from testbed.evaluation import percentile
 from tracker.context import Context, open_context
-from tracker.matcher import candidates, match_text
+from tracker.matching.matcher import candidates, match_text
 
 WAYS = ("worker", "works in memory", "lookup")
 ROUNDS = 3
@@ -44,7 +44,7 @@ def _read_every_work(ctx: Context, sample: list[str]) -> None:
     finally:
         finder.close()
     # Twice: the first read of kept works takes the installation's edit mark
-    # (tracker.master_cache), which may drop what was read before it.
+    # (tracker.masters.master_cache), which may drop what was read before it.
     for _ in range(2):
         ctx.masters.load(ctx, wanted)
 

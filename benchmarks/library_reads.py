@@ -18,11 +18,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.health import STUCK_MINUTES, index_health
-from tracker.library import find_masters, library_page, library_size, masters_after
-from tracker.servers import ensure_servers
+from tracker.core.config import Settings
+from tracker.masters.library import find_masters, library_page, library_size, masters_after
+from tracker.monitoring.health import STUCK_MINUTES, index_health
+from tracker.runtime.servers import ensure_servers
 
 PER_PAGE = 50  # the admin's works list
 SAMPLE = 20  # works a discovery run takes

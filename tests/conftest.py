@@ -17,9 +17,9 @@ import redis
 from pymongo.database import Database
 
 from testbed.testweb import RunningWeb, TestWeb, build_site, serve
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.servers import Endpoints, ensure_servers, stop_servers
+from tracker.core.config import Settings
+from tracker.runtime.servers import Endpoints, ensure_servers, stop_servers
 
 
 @pytest.fixture(scope="session")

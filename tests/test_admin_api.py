@@ -16,14 +16,14 @@ from admin.routes.api import ReviewStatus
 from admin.routes.works import register
 from tests.admin_seed import PASSWORD, ZH, client, login, seed
 from tests.processes import wait_until
+from tracker.accounts.users import add_user, create_token, revoke_token
 from tracker.celery_app import QUEUES
-from tracker.config import Settings
 from tracker.context import open_context
+from tracker.core.config import Settings
 from tracker.findings import TRANSITIONS
-from tracker.library import MAX_MASTER_CHARS, Work
-from tracker.loaders import Loaded, LoadError
-from tracker.servers import VALKEY, server_status
-from tracker.users import add_user, create_token, revoke_token
+from tracker.masters.library import MAX_MASTER_CHARS, Work
+from tracker.masters.loaders import Loaded, LoadError
+from tracker.runtime.servers import VALKEY, server_status
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from tests.admin_seed import PASSWORD
 from tests.many_findings import seed_findings
 from tests.served_admin import served_admin
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS, _log_in
-from tracker.config import Settings
+from tracker.accounts.users import add_user
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 from tracker.findings import Catalogue, MongoFindings, bulk_set_status, parse_filter
-from tracker.users import add_user
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 

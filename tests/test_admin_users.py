@@ -1,4 +1,4 @@
-"""Users, API tokens and login throttling (tracker.users), and their command line."""
+"""Users, API tokens and login throttling (tracker.accounts.users), and their command line."""
 
 from __future__ import annotations
 
@@ -14,10 +14,7 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.admin_seed import client, login, seed
-from tracker.config import Settings
-from tracker.context import open_context
-from tracker.findings.dashboard import dashboard, invalidate_dashboard
-from tracker.users import (
+from tracker.accounts.users import (
     Backoff,
     LoginThrottle,
     UserError,
@@ -32,6 +29,9 @@ from tracker.users import (
     verify_password,
     verify_token,
 )
+from tracker.context import open_context
+from tracker.core.config import Settings
+from tracker.findings.dashboard import dashboard, invalidate_dashboard
 
 PASSWORD = "correct horse battery"
 

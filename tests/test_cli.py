@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from copytrack.commands.check import SMALL_FILE_BYTES
 from tests.corpus import documents, texts
-from tracker.config import Settings
 from tracker.context import open_context
+from tracker.core.config import Settings
 
 ZH = texts("zh_news", 12)
 CHECK = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]

@@ -19,8 +19,8 @@ from tracker.campaigns import (
     start_run,
     wait_for_run,
 )
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 
 pytestmark = pytest.mark.slow
 

@@ -18,13 +18,13 @@ from redis.cluster import RedisCluster
 from copytrack.cli import main
 from tests.corpus import texts
 from tests.processes import wait_until
-from tracker.config import Settings
 from tracker.context import open_context
-from tracker.durability import NotDurable, wait_index_durable
+from tracker.core.config import Settings
+from tracker.core.keys import RedisKeys
 from tracker.index import MIN_LEVEL, SHARDS, MemoryIndex, RedisIndex
-from tracker.keys import RedisKeys
-from tracker.matcher import match_text
-from tracker.servers import free_port, valkey_binary
+from tracker.masters.durability import NotDurable, wait_index_durable
+from tracker.matching.matcher import match_text
+from tracker.runtime.servers import free_port, valkey_binary
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 

@@ -10,14 +10,14 @@ import redis
 
 from admin.security import SessionStore
 from tests.corpus import texts
+from tracker.accounts.users import Principal
 from tracker.celery_app import sender_app
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 from tracker.findings import dashboard
-from tracker.library import Work, add_works
-from tracker.matcher import match_text
-from tracker.servers import Endpoints
-from tracker.users import Principal
+from tracker.masters.library import Work, add_works
+from tracker.matching.matcher import match_text
+from tracker.runtime.servers import Endpoints
 
 
 def _installation(endpoints: Endpoints, prefix: str, tmp: str) -> Context:

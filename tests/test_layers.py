@@ -42,9 +42,9 @@ def test_the_layers_hold() -> None:
 @pytest.mark.parametrize(
     ("module", "upward"),
     [
-        ("tracker/library.py", "import admin.app"),  # the domain reaching the web layer
-        ("tracker/matcher.py", "from crawler import fetch"),  # …or the crawler
-        ("extractor/decoding.py", "import tracker.config"),  # a leaf reaching the domain
+        ("tracker/masters/library.py", "import admin.app"),  # the domain reaching the web layer
+        ("tracker/matching/matcher.py", "from crawler import fetch"),  # …or the crawler
+        ("extractor/decoding.py", "import tracker.core.config"),  # a leaf reaching the domain
         ("admin/web.py", "import crawler.settings"),  # siblings of one layer
     ],
 )

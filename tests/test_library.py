@@ -14,14 +14,22 @@ import pytest
 from fingerprinter import FingerprintParams
 from tests.corpus import texts
 from tests.test_books import _epub
-from tracker import library, store
-from tracker.config import Settings
 from tracker.context import open_context
+from tracker.core import store
+from tracker.core.config import Settings
 from tracker.index import IndexVersionMismatch
-from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, add_works, reindex
-from tracker.library_edits import delete_works
-from tracker.loaders import load_works
-from tracker.matcher import match_text
+from tracker.masters import library
+from tracker.masters.library import (
+    CHAPTER_CHARS,
+    MAX_MASTER_CHARS,
+    Work,
+    add_work,
+    add_works,
+    reindex,
+)
+from tracker.masters.loaders import load_works
+from tracker.matching.matcher import match_text
+from tracker.scanning.library_edits import delete_works
 
 ZH = texts("zh_news", 40)
 NOVEL = texts("zh_novel", 80)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from tests.copies import ZH, found_on
-from tracker.config import Settings
 from tracker.context import open_context
+from tracker.core.config import Settings
 from tracker.findings import set_status
-from tracker.library import ARCHIVE, Work, add_work
-from tracker.library_edits import delete_work, edit_work, findings_fate
-from tracker.matcher import match_text
+from tracker.masters.library import ARCHIVE, Work, add_work
+from tracker.matching.matcher import match_text
+from tracker.scanning.library_edits import delete_work, edit_work, findings_fate
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tracker.loops import COMPILED_LOOPS
-from tracker.servers import Endpoints
+from tracker.monitoring.loops import COMPILED_LOOPS
+from tracker.runtime.servers import Endpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCKS = ROOT / "requirements"
@@ -183,7 +183,7 @@ def test_the_wheel_runs_its_compiled_loops_where_there_is_no_compiler(
 ) -> None:
     where = subprocess.run(
         [fresh / "bin" / "python", "-c",
-         "import fingerprinter, tracker.loops as l; print(fingerprinter.__file__);"
+         "import fingerprinter, tracker.monitoring.loops as l; print(fingerprinter.__file__);"
          "print(l.compiled_loops())"],
         env={"PATH": _no_compiler_path(fresh)}, cwd=fresh, capture_output=True, text=True,
         check=True,

@@ -43,10 +43,10 @@ from typing import Any
 from celery import Celery
 from celery.signals import setup_logging
 
-from .config import Settings
-from .keys import RedisKeys
-from .logs import configure_logging
-from .servers import Endpoints, ServerStartError, ensure_servers
+from .core.config import Settings
+from .core.keys import RedisKeys
+from .core.logs import configure_logging
+from .runtime.servers import Endpoints, ServerStartError, ensure_servers
 
 log = logging.getLogger(__name__)
 

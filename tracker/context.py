@@ -17,15 +17,15 @@ from redis.cluster import RedisCluster
 
 from fingerprinter import CHECK_BITS, DEFAULT_PARAMS, FingerprintParams
 
-from .config import Settings
-from .failures import room_to_restart
-from .generation import ensure as ensure_generation
+from .core.config import Settings
+from .core.failures import room_to_restart
+from .core.keys import RedisKeys
+from .core.store import ensure_indexes
+from .core.times import mongo_client
 from .index import InvertedIndex, RedisIndex
-from .keys import RedisKeys
-from .master_cache import MasterCache
-from .servers import Endpoints, ensure_servers
-from .store import ensure_indexes
-from .times import mongo_client
+from .masters.generation import ensure as ensure_generation
+from .masters.master_cache import MasterCache
+from .runtime.servers import Endpoints, ensure_servers
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Context:
     redis: redis.Redis
     index: InvertedIndex
     params: FingerprintParams = DEFAULT_PARAMS
-    # (monotonic time, masters counted then): see tracker.library.library_size
+    # (monotonic time, masters counted then): see tracker.masters.library.library_size
     library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
     masters: MasterCache = field(init=False, repr=False)
 
@@ -59,7 +59,7 @@ class Context:
 
 # How long a Redis command may take to answer before the server counts as not answering.
 # Explicit: redis-py 8 gives up after 5 s by default, and a durability barrier waits for
-# the disk (`tracker.durability`, up to DURABLE_WAIT_SECONDS) — a `library add` of a
+# the disk (`tracker.masters.durability`, up to DURABLE_WAIT_SECONDS) — a `library add` of a
 # million works failed with "does not answer" while its disk was busy.
 REDIS_REPLY_SECONDS = 120.0
 REDIS_CONNECT_SECONDS = 10.0
@@ -93,10 +93,10 @@ def open_context(
     """Connect (starting embedded servers when no URLs are configured) and check the index.
 
     Raises ``IndexVersionMismatch`` when the index was built with other parameters, and
-    ``tracker.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
+    ``tracker.masters.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
     another build). ``check_index=False`` is for ``reindex``, which rebuilds it;
     ``check_generation=False`` for processes that outlive a lost index and leave the check
-    to each operation (`tracker.generation.require`).
+    to each operation (`tracker.masters.generation.require`).
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
@@ -143,7 +143,7 @@ def reconnected(ctx: Context, restart_failed: bool = False) -> Context:
     embedded servers that died run again, each on its port, where ctx's clients reconnect
     by themselves; or, if one had to take another port, a new context there (ctx is
     closed). Configured servers are left to their operators. ``restart_failed``: after an
-    error saying a server's storage failed (`tracker.failures.storage_failed`), an embedded
+    error saying a server's storage failed (`tracker.core.failures.storage_failed`), an embedded
     server that runs but does not answer is started again too, once its data dir has room
     again (never on a mere timeout: a busy server is not a broken one)."""
     if not _servers_moved(ctx, restart_failed):

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from tracker.config import Settings
 from tracker.context import open_context
+from tracker.core.config import Settings
 
 
 @click.command()

@@ -29,14 +29,14 @@ from tracker.campaigns import (
     trigger_run,
     wait_for_run,
 )
-from tracker.config import Settings
 from tracker.context import Context, open_context, reconnected
+from tracker.core.config import Settings
+from tracker.core.failures import CONNECTION_ERRORS
 from tracker.enforcement.alerts import send_due_alerts
 from tracker.enforcement.delisting import recheck_with_configured_provider
-from tracker.failures import CONNECTION_ERRORS
 from tracker.operators.grouping import update_operators
-from tracker.processes import recorded
-from tracker.servers import ServerStartError
+from tracker.runtime.processes import recorded
+from tracker.runtime.servers import ServerStartError
 
 from .alert import describe_alerts
 from .ops import interrupt_on_termination

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import click
 
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.index_audit import audit_sample
-from tracker.jsonl import BadLine, not_regular, read_jsonl
-from tracker.loaders import HTML_SUFFIXES
-from tracker.match_pool import MatchPool, Timed
-from tracker.matcher import Match, match_text
+from tracker.core.config import Settings
+from tracker.core.jsonl import BadLine, not_regular, read_jsonl
+from tracker.masters.loaders import HTML_SUFFIXES
+from tracker.matching.index_audit import audit_sample
+from tracker.matching.match_pool import MatchPool, Timed
+from tracker.matching.matcher import Match, match_text
 
 PASSAGES_SHOWN = 3
 BATCH = 8  # suspects of --jsonl sent to a matching process at once
@@ -87,7 +87,7 @@ def _check_jsonl(pool: MatchPool, path: Path, processes: int) -> int:
     """One JSON line per (suspect, master) pair found, in the file's order; returns the
     number of bad lines.
 
-    Suspects are matched by ``processes`` processes (`tracker.match_pool`), a batch of
+    Suspects are matched by ``processes`` processes (`tracker.matching.match_pool`), a batch of
     ``BATCH`` at a time; at most two batches per process are in flight, so a file of any
     size streams.
     """

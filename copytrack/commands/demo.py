@@ -25,13 +25,13 @@ from urllib.parse import unquote, urlsplit
 import click
 from tqdm import tqdm
 
+from tracker.accounts.users import add_user, get_user, set_password
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.campaigns.outcomes import expect_failures, run_health
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.library import Work, add_work
-from tracker.servers import stop_servers
-from tracker.users import add_user, get_user, set_password
+from tracker.core.config import Settings
+from tracker.masters.library import Work, add_work
+from tracker.runtime.servers import stop_servers
 
 from .ops import QUEUES, start_child, stop_child
 from .testbed import testbed_missing

@@ -14,10 +14,10 @@ import click
 from tqdm import tqdm
 
 from fingerprinter import DEFAULT_PARAMS, FingerprintParams
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.matcher import DEFAULT_MATCH_SETTINGS
-from tracker.servers import stop_servers
+from tracker.core.config import Settings
+from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS
+from tracker.runtime.servers import stop_servers
 
 from .testbed import testbed_missing
 

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from tracker.context import open_context
+from tracker.core.times import iso
 from tracker.findings import DEFAULT_SIZE, SIZES, STATUSES, list_findings
-from tracker.times import iso
 
 
 def finding_record(doc: dict[str, Any]) -> dict[str, Any]:

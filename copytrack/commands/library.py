@@ -12,12 +12,12 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from tracker.batches import worked_ahead
 from tracker.context import open_context
-from tracker.durability import wait_documents_durable
-from tracker.generation import rebuild
-from tracker.generation import require as require_index
-from tracker.library import (
+from tracker.core.batches import worked_ahead
+from tracker.masters.durability import wait_documents_durable
+from tracker.masters.generation import rebuild
+from tracker.masters.generation import require as require_index
+from tracker.masters.library import (
     AddResult,
     PreparedWorks,
     add_batches,
@@ -25,9 +25,9 @@ from tracker.library import (
     list_masters,
     prepare_works,
 )
-from tracker.library import reindex as rebuild_index
-from tracker.library_edits import delete_works
-from tracker.loaders import Loaded, LoadError, count_works, load_works
+from tracker.masters.library import reindex as rebuild_index
+from tracker.masters.loaders import Loaded, LoadError, count_works, load_works
+from tracker.scanning.library_edits import delete_works
 
 
 @click.group()

@@ -8,7 +8,7 @@ import click
 
 from tracker.context import Context, open_context
 from tracker.findings import parse_object_id
-from tracker.rechecks import RECHECK_BATCH, Recheck, recheck_due, recheck_page
+from tracker.scanning.rechecks import RECHECK_BATCH, Recheck, recheck_due, recheck_page
 
 
 def describe_recheck(check: Recheck) -> str:

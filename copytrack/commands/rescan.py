@@ -8,8 +8,8 @@ import click
 from tqdm import tqdm
 
 from tracker.context import open_context
-from tracker.index_audit import audit_sample
-from tracker.pages import scan_page, unscanned_pages
+from tracker.matching.index_audit import audit_sample
+from tracker.scanning.pages import scan_page, unscanned_pages
 from tracker.tasks import enqueue_scan
 
 

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from tracker.context import open_context
-from tracker.users import (
+from tracker.accounts.users import (
     MAX_TOKEN_DAYS,
     ROLES,
     TOKEN_DAYS,
@@ -20,6 +19,7 @@ from tracker.users import (
     revoke_token,
     set_password,
 )
+from tracker.context import open_context
 
 
 def _password(from_stdin: bool) -> str:

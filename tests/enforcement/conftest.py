@@ -8,8 +8,8 @@ import pytest
 
 from tests.enforcement.helpers import set_sender
 from tests.enforcement.servers import MailBox, smtp_relay
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 
 
 @pytest.fixture

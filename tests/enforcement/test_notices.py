@@ -9,8 +9,8 @@ import pytest
 
 from tests.enforcement.helpers import store_finding
 from tests.enforcement.servers import MailBox, rdap_registry
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 from tracker.enforcement.recipients import HOSTING, REGISTRAR, SITE, propose_recipients
 from tracker.enforcement.sending import NoticeNotSent, build_domain_notice, send_notice
 from tracker.findings import build_notice, set_status

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.evidence.authority import Authority, running_authority
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 
 
 @pytest.fixture

@@ -17,15 +17,15 @@ from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.evidence.authority import make_ca, verify_with_openssl
 from tests.processes import wait_until, worker_process
-from tracker.config import Settings
+from tracker.accounts.users import add_user
 from tracker.context import open_context
+from tracker.core.config import Settings
+from tracker.core.times import now
 from tracker.evidence.timestamps import stamp_due_captures
 from tracker.findings import capture as stored_capture
 from tracker.findings import evidence
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.times import now
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 TEXT = ZH[1]
 

@@ -28,5 +28,5 @@ a racer's removal between the two counts' readings, `test_interrupted_adds` Valk
 during an update.
 
 Durable acknowledged writes (item 3) rest on SecantusDB's sync-on-commit and
-`tracker.durability.wait_durable`.
+`tracker.masters.durability.wait_durable`.
 """

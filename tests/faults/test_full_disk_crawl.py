@@ -21,9 +21,9 @@ from tests.faults.helpers import copytrack, data_dir_env, fill_disk
 from tests.pirate_site import SITE, reachable_articles, save_site_campaign
 from tests.processes import wait_until
 from tracker.campaigns import get_run, trigger_run, wait_for_run
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.library import Work, add_work
+from tracker.core.config import Settings
+from tracker.masters.library import Work, add_work
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -22,13 +22,13 @@ from tests.faults.helpers import (
     store_pages,
 )
 from tests.processes import process_group, wait_until
-from tracker import generation
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 from tracker.findings import set_status
-from tracker.health import index_health
-from tracker.library import Work, add_work, fingerprint_values, reindex
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.masters import generation
+from tracker.masters.library import Work, add_work, fingerprint_values, reindex
+from tracker.monitoring.health import index_health
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from tests.corpus import texts
 from tests.faults.helpers import add_statuses, copytrack, data_dir_env, kill_server
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.generation import inspect
-from tracker.health import index_health
-from tracker.library import Work, add_work, fingerprint_values
-from tracker.matcher import match_text
-from tracker.servers import VALKEY, ensure_servers
+from tracker.core.config import Settings
+from tracker.masters.generation import inspect
+from tracker.masters.library import Work, add_work, fingerprint_values
+from tracker.matching.matcher import match_text
+from tracker.monitoring.health import index_health
+from tracker.runtime.servers import VALKEY, ensure_servers
 
 OLD, NEW, OTHER = texts("zh_news", 3)
 

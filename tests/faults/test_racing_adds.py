@@ -11,12 +11,12 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from tests.corpus import texts
-from tracker import generation
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.library import Work, add_work, add_works
-from tracker.library_edits import delete_works
-from tracker.store import ensure_indexes
+from tracker.core.config import Settings
+from tracker.core.store import ensure_indexes
+from tracker.masters import generation
+from tracker.masters.library import Work, add_work, add_works
+from tracker.scanning.library_edits import delete_works
 
 pytestmark = pytest.mark.slow
 

@@ -11,12 +11,12 @@ import pytest
 
 from tests.corpus import texts
 from tests.faults.helpers import pirate_copies, store_pages
-from tracker import pages
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.library import ARCHIVE, Work, add_work
-from tracker.library_edits import delete_works
-from tracker.pages import scan_page
+from tracker.core.config import Settings
+from tracker.masters.library import ARCHIVE, Work, add_work
+from tracker.scanning import pages
+from tracker.scanning.library_edits import delete_works
+from tracker.scanning.pages import scan_page
 
 WORKS = texts("zh_news", 2)
 

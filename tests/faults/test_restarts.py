@@ -33,12 +33,12 @@ from tests.faults.helpers import (
     store_pages,
 )
 from tests.processes import installation_env, process_group, wait_until
-from tracker.config import Settings
 from tracker.context import Context, open_context, reconnected
-from tracker.durability import wait_durable
-from tracker.library import Work, add_work
-from tracker.matcher import match_text
-from tracker.servers import MONGO, VALKEY, ensure_servers
+from tracker.core.config import Settings
+from tracker.masters.durability import wait_durable
+from tracker.masters.library import Work, add_work
+from tracker.matching.matcher import match_text
+from tracker.runtime.servers import MONGO, VALKEY, ensure_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 #: A task whose acknowledgement was lost with a killed server comes back within the test.

@@ -14,8 +14,8 @@ from pymongo.errors import OperationFailure
 from tests.faults.helpers import copytrack, data_dir_env, fill_disk
 from tests.loopback import Handler, served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from tracker.config import Settings
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 
 pytestmark = pytest.mark.slow
 

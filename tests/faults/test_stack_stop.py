@@ -15,10 +15,10 @@ from tests.faults.helpers import copytrack, data_dir_env, servers_of
 from tests.pirate_site import save_site_campaign
 from tests.processes import process_group, process_state, wait_until
 from tracker.campaigns import get_run, trigger_run
-from tracker.config import Settings
 from tracker.context import open_context
-from tracker.library import Work, add_work
-from tracker.servers import free_port
+from tracker.core.config import Settings
+from tracker.masters.library import Work, add_work
+from tracker.runtime.servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -15,12 +15,12 @@ import pytest
 
 from tests.admin_seed import client, login, seed
 from tests.corpus import texts
-from tracker import durability, library
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.generation import inspect
-from tracker.library import Work, add_batches, prepare_works
-from tracker.matcher import match_text
+from tracker.core.config import Settings
+from tracker.masters import durability, library
+from tracker.masters.generation import inspect
+from tracker.masters.library import Work, add_batches, prepare_works
+from tracker.matching.matcher import match_text
 
 TEXTS = texts("zh_news", 6)
 FIRST, SECOND = TEXTS[:3], TEXTS[3:]

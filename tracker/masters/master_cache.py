@@ -23,10 +23,10 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .sized_lru import SizedLRU
+from ..core.sized_lru import SizedLRU
 
 if TYPE_CHECKING:
-    from .context import Context
+    from ..context import Context
 
 
 _KEPT_FIELDS = ("_id", "external_id", "title", "text", "sha256")

@@ -3,7 +3,7 @@
 Every setting is declared once, in ``SETTINGS``: its variable, how its text is read and
 checked, its default and its help. ``Settings.from_env`` reads them, errors name the
 variable and what it accepts, and the README's configuration table is generated from them
-(``python -m tracker.config``; a test checks the README holds the generated table). Every
+(``python -m tracker.core.config``; a test checks the README holds the generated table). Every
 setting has a default, so a fresh checkout runs with no configuration at all (embedded
 servers, data in ``./.copytrack``).
 """

@@ -28,7 +28,7 @@ beside the postings while it runs (`InvertedIndex.begin_removal`), and a reading
 removal overlapped is taken again (`inspect`).
 
 The counts say nothing of the postings themselves: blocks deleted or evicted with the
-shards' counters left, or a bad restore, keep them equal. `tracker.index_audit` looks
+shards' counters left, or a bad restore, keep them equal. `tracker.matching.index_audit` looks
 sampled works' postings up; a loss it finds is recorded with the generation (``lost``),
 and the index is refused as any other until it is rebuilt.
 """
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from pymongo.errors import DuplicateKeyError
 
 if TYPE_CHECKING:  # context.py checks the generation when it opens one
-    from .context import Context
+    from ..context import Context
 
 COLLECTION = "index_state"
 _DOC_ID = "index"
@@ -264,7 +264,7 @@ def record_loss(ctx: Context, generation: str, detail: str) -> None:
 
 def rebuild(ctx: Context, build: Callable[[Context], int]) -> int:
     """Rebuild the index under a new generation; ``build`` refills it from the library
-    (`tracker.library.reindex`) and returns the number of masters.
+    (`tracker.masters.library.reindex`) and returns the number of masters.
 
     The library takes the new generation first: until the index is complete and carries
     it, every scan is refused; a rebuild that dies leaves it so until it is run again.

@@ -6,7 +6,7 @@ waits on Redis and MongoDB, so the threads of one process share one core (the GI
 They are forked from the command's process, which has imported everything they need, when
 it runs no other thread yet (a fork copies only the thread that forks: another's locks
 would stay locked in the child); else a forkserver that imported the matcher once
-(`tracker.match_preload`) forks them warm.
+(`tracker.matching.match_preload`) forks them warm.
 Texts go in batches, matched together (`match_texts`: one index round trip and one read of
 works per batch, and fewer messages between processes); each batch's results come back as
 one future.
@@ -23,8 +23,8 @@ from types import TracebackType
 
 from fingerprinter import DEFAULT_PARAMS, query_array
 
-from .config import Settings
-from .context import Context, open_context
+from ..context import Context, open_context
+from ..core.config import Settings
 from .matcher import Match, match_texts
 
 #: The matches of one text, and the milliseconds of matching it took: its batch's time
@@ -95,7 +95,9 @@ class MatchPool:
                 context = multiprocessing.get_context("fork")
             else:
                 context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
+                context.set_forkserver_preload(
+                    ["__main__", "tracker.matching.match_preload", *preload]
+                )
             pool = ProcessPoolExecutor(
                 processes,
                 mp_context=context,
