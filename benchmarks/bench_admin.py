@@ -25,9 +25,10 @@ from fastapi.testclient import TestClient
 
 from admin.app import create_app
 from tracker.accounts.users import add_user
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.config import Settings
 from tracker.findings import bulk_set_status, record_first_scans
+from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_works
 from tracker.matching.matcher import MasterRef, Match
 from tracker.runtime.servers import ensure_servers, stop_servers
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(Path(tmp) / "data")})
         ensure_servers(settings)
         try:
-            ctx = open_context(settings)
+            ctx = open_ready(settings)
             took = build(ctx, args.findings, args.works)
             print(f"built {args.findings:,} findings in {sum(took.values()):.0f} s: {took}")
             first, times = time_pages(ctx, args.repeat)

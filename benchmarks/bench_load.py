@@ -53,8 +53,9 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed import attacks
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work, reindex
 from tracker.monitoring.health import health
 from tracker.runtime.processes import descendants, proc_stat
@@ -297,7 +298,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(data_dir)})
     endpoints = ensure_servers(settings)
     configure(app, endpoints, settings)
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     result: dict[str, Any] = {"pages": args.pages, "masters": args.masters}
 
     works = library_works(args.masters)

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from fingerprinter import CHECK_BITS, FingerprintParams
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.jsonl import BadLine, read_jsonl
 from tracker.index import MemoryIndex
+from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work, fingerprint_values, text_sha256
 from tracker.masters.master_cache import cached_masters
 from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
@@ -517,7 +518,7 @@ def _start_worker() -> None:
         urls = replace(
             ctx.settings, mongo_url=ctx.endpoints.mongo_url, redis_url=ctx.endpoints.redis_url
         )
-        _RUN.ctx = open_context(urls, ctx.params)
+        _RUN.ctx = open_ready(urls, ctx.params)
 
 
 def _match(i: int) -> Outcome:

@@ -29,9 +29,9 @@ from tracker.accounts.users import (
     verify_password,
     verify_token,
 )
-from tracker.context import open_context
 from tracker.core.config import Settings
 from tracker.findings.dashboard import dashboard, invalidate_dashboard
+from tracker.masters.generation import open_ready
 
 PASSWORD = "correct horse battery"
 
@@ -169,7 +169,7 @@ def test_the_command_line_manages_users_and_tokens(tracker_env):
     ]
     created = run("token", "create", "rui", "--label", "CMS", "--role", "viewer")
     token = created.output.strip()
-    ctx = open_context(Settings.from_env(tracker_env))
+    ctx = open_ready(Settings.from_env(tracker_env))
     try:
         assert verify_token(ctx, token).role == "viewer"
         assert "CMS" in run("token", "list").output

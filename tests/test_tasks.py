@@ -33,8 +33,9 @@ from tests.corpus import texts
 from tests.processes import clean_env, installation_env, process_group, wait_until
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work
 from tracker.runtime.processes import records_dir
 from tracker.runtime.servers import Endpoints
@@ -130,7 +131,7 @@ def ctx(
         }
     )
     configure(app, endpoints, settings)
-    context = open_context(settings)
+    context = open_ready(settings)
     for n, text in enumerate(texts("zh_news", 3)):
         add_work(context, Work(text=text, external_id=f"news-{n}"))
     yield context

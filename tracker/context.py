@@ -6,6 +6,8 @@ functions take it as their first argument, so tests can build one on their own s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -23,8 +25,6 @@ from .core.keys import RedisKeys
 from .core.store import ensure_indexes
 from .core.times import mongo_client
 from .index import InvertedIndex, RedisIndex
-from .masters.generation import ensure as ensure_generation
-from .masters.master_cache import MasterCache
 from .runtime.servers import Endpoints, ensure_servers
 
 
@@ -40,10 +40,9 @@ class Context:
     params: FingerprintParams = DEFAULT_PARAMS
     # (monotonic time, masters counted then): see tracker.masters.library.library_size
     library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
-    masters: MasterCache = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.masters = MasterCache(self.settings.master_cache_mb * 2**20)
+    # What the domain keeps in memory for this context, by name (the masters' cache of
+    # tracker.masters.master_cache): the wiring holds it without knowing what it is.
+    kept: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def keys(self) -> RedisKeys:
@@ -88,15 +87,15 @@ def open_context(
     settings: Settings | None = None,
     params: FingerprintParams = DEFAULT_PARAMS,
     check_index: bool = True,
-    check_generation: bool = True,
 ) -> Context:
-    """Connect (starting embedded servers when no URLs are configured) and check the index.
+    """Connect (starting embedded servers when no URLs are configured) and check the
+    index's parameters.
 
-    Raises ``IndexVersionMismatch`` when the index was built with other parameters, and
-    ``tracker.masters.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
-    another build). ``check_index=False`` is for ``reindex``, which rebuilds it;
-    ``check_generation=False`` for processes that outlive a lost index and leave the check
-    to each operation (`tracker.masters.generation.require`).
+    Raises ``IndexVersionMismatch`` when the index was built with other parameters;
+    ``check_index=False`` is for ``reindex``, which rebuilds it. Whether the index is the
+    library's is the library's to say: `tracker.masters.generation.open_ready` opens a
+    context and checks that; processes that outlive a lost index leave the check to each
+    operation (`tracker.masters.generation.require`).
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
@@ -109,14 +108,20 @@ def open_context(
     index = open_index(settings, redis_client, params)
     ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:
-        try:
+        with closed_on_error(ctx):
             index.ensure_version(params.version)
-            if check_generation:
-                ensure_generation(ctx)
-        except BaseException:
-            ctx.close()
-            raise
     return ctx
+
+
+@contextmanager
+def closed_on_error(ctx: Context) -> Iterator[Context]:
+    """``ctx``, closed if the block raises: a check that refuses a context it was given
+    leaves no connection open."""
+    try:
+        yield ctx
+    except BaseException:
+        ctx.close()
+        raise
 
 
 @lru_cache(maxsize=1)
@@ -124,7 +129,7 @@ def process_context() -> Context:
     """The context of this process (Celery workers, the admin, crawls), opened on first use.
     Each operation checks the index generation (a scan refuses an index that is not the
     library's), so that the process outlives a lost index and reports it."""
-    return open_context(check_generation=False)
+    return open_context()
 
 
 def _servers_moved(ctx: Context, restart_failed: bool = False) -> bool:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import click
 
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.config import Settings
 from tracker.core.jsonl import BadLine, not_regular, read_jsonl
+from tracker.masters.generation import open_ready
 from tracker.masters.loaders import HTML_SUFFIXES
 from tracker.matching.index_audit import audit_sample
 from tracker.matching.match_pool import MatchPool, Timed
@@ -175,7 +176,7 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
         try:
             # The pool first: its workers are forked before this process runs threads.
             with MatchPool(settings, processes, preload=["copytrack.cli"]) as pool:
-                ctx = open_context(settings)
+                ctx = open_ready(settings)
                 audit_sample(ctx, every=0)
                 pool.match_here(ctx)
                 bad = _check_jsonl(pool, jsonl_path, processes)
@@ -188,7 +189,7 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
             )
             sys.exit(2)
         sys.exit(1 if bad else 0)
-    ctx = open_context()
+    ctx = open_ready()
     audit_sample(ctx, every=0)  # "no match" must not come of an index that lost postings
     text = _read_source(source)
     _print_matches(ctx, text, match_text(ctx, text))

@@ -22,10 +22,11 @@ from tests.faults.helpers import (
     store_pages,
 )
 from tests.processes import process_group, wait_until
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.config import Settings
 from tracker.findings import set_status
 from tracker.masters import generation
+from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work, fingerprint_values, reindex
 from tracker.monitoring.health import index_health
 from tracker.scanning.pages import PageInput, scan_page, store_page
@@ -42,7 +43,7 @@ def test_a_wiped_index_closes_nothing_and_reindex_then_rescan_recover(
 ) -> None:
     works = texts("zh_news", 3)
     env = embedded_env(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         for n, text in enumerate(works):
@@ -100,7 +101,7 @@ def test_an_index_of_another_build_or_short_of_postings_is_refused(ctx: Context)
     with pytest.raises(generation.IndexNotReady, match="another copy of the index"):
         scan_page(ctx, page)
     with pytest.raises(generation.IndexNotReady, match="reindex"):
-        open_context(ctx.settings).close()
+        open_ready(ctx.settings).close()
     ctx.index.set_generation(built)
 
     # Postings the library put in are gone (a Redis crash lost its last writes).
@@ -170,7 +171,7 @@ def test_blocks_lost_with_their_counters_kept_close_nothing(own: Settings, tmp_p
     closed, and `reindex` then `rescan` recover."""
     works = texts("zh_news", 3)
     env = embedded_env(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         for n, text in enumerate(works):
             add_work(ctx, Work(text=text, external_id=f"news-{n}"))
@@ -210,7 +211,7 @@ def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -
     for n, text in enumerate(works):
         add_work(ctx, Work(text=text, external_id=f"news-{n}"))
     pages = store_pages(ctx, pirate_copies(works, 1), "pirate")
-    scanner = open_context(replace(ctx.settings, index_cache_mb=0))
+    scanner = open_ready(replace(ctx.settings, index_cache_mb=0))
     try:
         for page_id in pages:
             scan_page(scanner, page_id)  # the first scan took this process's sample
@@ -221,7 +222,7 @@ def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -
         assert set(_statuses(ctx).values()) == {"new"}
         assert "lacks" in generation.inspect(ctx).problem  # recorded: every process refuses
         with pytest.raises(generation.IndexNotReady, match="lacks"):
-            open_context(ctx.settings).close()
+            open_ready(ctx.settings).close()
         generation.rebuild(ctx, reindex)
         assert generation.inspect(ctx).problem is None
         assert scan_page(scanner, pages[1], force=True).matches == 1

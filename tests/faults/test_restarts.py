@@ -33,9 +33,10 @@ from tests.faults.helpers import (
     store_pages,
 )
 from tests.processes import installation_env, process_group, wait_until
-from tracker.context import Context, open_context, reconnected
+from tracker.context import Context, reconnected
 from tracker.core.config import Settings
 from tracker.masters.durability import wait_durable
+from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work
 from tracker.matching.matcher import match_text
 from tracker.runtime.servers import MONGO, VALKEY, ensure_servers
@@ -83,7 +84,7 @@ def test_killed_servers_come_back_on_their_ports(own: Settings) -> None:
 
 def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_path: Path) -> None:
     works = texts("zh_news", 4)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         _library(ctx, works[:3])
         copies = pirate_copies(works[:3], 1)
@@ -97,7 +98,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
     # SIGTERM: Valkey writes out its AOF and exits; the restarted one reads it back.
     kill_server(own, VALKEY, signal.SIGTERM)
     ensure_servers(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         assert _index_content(ctx) == index
         assert [match_text(ctx, text) for text in copies] == before
@@ -114,7 +115,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
 
     kill_server(own, VALKEY)
     endpoints = ensure_servers(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         assert _index_content(ctx) == grown
@@ -139,7 +140,7 @@ def test_a_worker_carries_on_when_a_server_is_killed(
     the worker starts the server again (its broker connection, or a task's retry, finds it
     dead), on its port, and every queued scan is done once."""
     works = texts("zh_news", 3)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         masters = _library(ctx, works)
@@ -177,7 +178,7 @@ def test_reindex_after_flushall_restores_identical_results(own: Settings) -> Non
         *(attacks.excerpt(text, rng, fraction=0.5, filler=unrelated[0]) for text in library[4:6]),
         *unrelated,
     ]
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         _library(ctx, library)
         index = _index_content(ctx)
@@ -205,7 +206,7 @@ def test_reindex_after_flushall_restores_identical_results(own: Settings) -> Non
 def test_a_server_moved_to_another_port_is_followed(own: Settings) -> None:
     """When its port was taken while it was down, a server comes back elsewhere, and a
     long-running process's context follows it (`tracker.context.reconnected`)."""
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         port = kill_server(own, VALKEY)
         with socket.socket() as squatter:

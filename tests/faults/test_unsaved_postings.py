@@ -15,10 +15,10 @@ import pytest
 
 from tests.admin_seed import client, login, seed
 from tests.corpus import texts
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.core.config import Settings
 from tracker.masters import durability, library
-from tracker.masters.generation import inspect
+from tracker.masters.generation import inspect, open_ready
 from tracker.masters.library import Work, add_batches, prepare_works
 from tracker.matching.matcher import match_text
 
@@ -29,7 +29,7 @@ _SAY = "free space and run the command again"
 
 @pytest.fixture
 def own_ctx(own: Settings) -> Iterator[Context]:
-    context = open_context(own)
+    context = open_ready(own)
     yield context
     context.close()
 

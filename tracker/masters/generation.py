@@ -41,12 +41,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-if TYPE_CHECKING:  # context.py checks the generation when it opens one
-    from ..context import Context
+from fingerprinter import DEFAULT_PARAMS, FingerprintParams
+
+from ..context import Context, closed_on_error, open_context
+from ..core.config import Settings
 
 COLLECTION = "index_state"
 _DOC_ID = "index"
@@ -208,6 +210,18 @@ def ensure(ctx: Context) -> str:
     if state.index_generation is None:  # nothing indexed yet: Redis learns it now
         ctx.index.set_generation(generation)
     return generation
+
+
+def open_ready(
+    settings: Settings | None = None, params: FingerprintParams = DEFAULT_PARAMS
+) -> Context:
+    """A context whose index is the library's (`ensure`), for a command about to use it:
+    raises ``IndexVersionMismatch`` when the index was built with other parameters and
+    `IndexNotReady` when it is not the library's (lost, rebuilding, another build)."""
+    ctx = open_context(settings, params)
+    with closed_on_error(ctx):
+        ensure(ctx)
+    return ctx
 
 
 def require(ctx: Context) -> str:

@@ -23,8 +23,9 @@ from types import TracebackType
 
 from fingerprinter import DEFAULT_PARAMS, query_array
 
-from ..context import Context, open_context
+from ..context import Context
 from ..core.config import Settings
+from ..masters.generation import open_ready
 from .matcher import Match, match_texts
 
 #: The matches of one text, and the milliseconds of matching it took: its batch's time
@@ -55,9 +56,9 @@ def load_tables() -> None:
 def _open_worker_context(settings: Settings) -> None:
     global _worker_context, _worker_failure
     try:
-        _worker_context = open_context(settings)
+        _worker_context = open_ready(settings)
     except Exception as error:  # raised with the first batch: an initializer's would print
-        _worker_failure = error  # a traceback, and the command's own open_context says it
+        _worker_failure = error  # a traceback, and the command's own open_ready says it
 
 
 def _match_in_worker(texts: Sequence[str]) -> list[Timed]:
