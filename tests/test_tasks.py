@@ -42,7 +42,7 @@ from tracker.runtime.servers import Endpoints
 from tracker.scanning.pages import PageInput, store_page
 
 CELERY_WORKER = [
-    sys.executable, "-m", "celery", "-A", "tracker.celery_app", "worker",
+    sys.executable, "-m", "celery", "-A", "tracker.tasks", "worker",
     "--queues", "scan", "--concurrency", "1", "--loglevel", "INFO",
     "--without-mingle", "--without-gossip",
 ]  # fmt: skip

@@ -112,6 +112,8 @@ def worker(queues: list[str], concurrency: int | None) -> None:
     worker stops (`copytrack down` stops them). SIGTERM or Ctrl-C: the worker finishes
     its running tasks, then exits.
     """
+    from tracker import tasks  # here, not at the top: the other commands need no tasks
+
     settings = Settings.from_env()
     configure(app, ensure_servers(settings), settings)
     argv = [
@@ -127,7 +129,7 @@ def worker(queues: list[str], concurrency: int | None) -> None:
     if concurrency:
         argv += ["--concurrency", str(concurrency)]
     with recorded(settings.data_dir, "worker"):
-        code = app.start(argv)
+        code = tasks.app.start(argv)  # the app with the tasks registered
     sys.exit(code or 0)
 
 
