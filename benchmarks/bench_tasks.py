@@ -28,8 +28,8 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed.corpus import default_corpus_dir
 from tracker import tasks
 from tracker.celery_app import app, configure
+from tracker.context import open_context
 from tracker.core.config import Settings
-from tracker.masters.generation import open_ready
 from tracker.masters.library import Work
 from tracker.runtime.servers import ensure_servers, stop_servers
 from tracker.scanning.pages import PageInput, store_page
@@ -57,7 +57,7 @@ def measure(works: int, books: int) -> dict[str, list[float]]:
     try:
         endpoints = ensure_servers(settings)
         configure(app, endpoints, settings)
-        ctx = open_ready(settings)
+        ctx = open_context(settings)
         env = {**os.environ, **settings.to_env(), "COPYTRACK_LOG_LEVEL": "INFO"}
         with open(log, "ab") as out:
             worker = subprocess.Popen(

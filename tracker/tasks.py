@@ -42,7 +42,6 @@ from .enforcement import alerts
 from .evidence import timestamps
 from .index import IndexVersionMismatch
 from .masters import generation, library
-from .masters.generation import open_ready
 from .monitoring import heartbeats
 from .monitoring.loops import compiled_loops, fallback_problem, summary
 from .runtime.servers import ServerStartError
@@ -102,7 +101,7 @@ class ScanTask(FollowingTask):
             return
         reason = time_limit_reason(exc, TIME_LIMITS[self.name])
         log.error("scan of page %s %s", args[0], reason, extra={"page_id": str(args[0])})
-        ctx = open_ready()
+        ctx = open_context()
         try:
             pages.record_scan_failure(ctx, ObjectId(args[0]), reason)
         finally:
@@ -318,7 +317,7 @@ class _Sweep(bootsteps.StartStopStep):
     def sweep(self) -> None:
         # On the worker's event loop: milliseconds while the servers answer.
         try:
-            self.ctx = self.ctx or open_ready()
+            self.ctx = self.ctx or open_context()
             self.look(self.ctx)
         except (*CONNECTION_ERRORS, ServerStartError, IndexVersionMismatch) as err:
             # (An index of other parameters: scans are refused too, until a reindex.)
