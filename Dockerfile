@@ -61,7 +61,7 @@ RUN pip install --require-hashes -r /tmp/image.lock && rm /tmp/image.lock
 COPY --from=builder /wheels /tmp/wheels
 RUN pip install --no-deps --no-index /tmp/wheels/copytrack-*.whl \
     && rm -rf /tmp/wheels \
-    && python -c "import sys; from tracker.loops import compiled_loops, fallback_problem; \
+    && python -c "import sys; from tracker.monitoring.loops import compiled_loops, fallback_problem; \
         sys.exit(fallback_problem(compiled_loops()))"
 
 # An unprivileged user owning only /data (crawl logs, process records); a named volume

@@ -89,7 +89,7 @@ messages: $(STAMP)
 	$(BIN)/pybabel update -i admin/locale/messages.pot -d admin/locale --ignore-obsolete \
 	  --no-fuzzy-matching --width 100
 
-# The tables of settings in the README and docs/deploy.md, from tracker/config.py.
+# The tables of settings in the README and docs/deploy.md, from tracker/core/config.py.
 docs: $(STAMP)
 	$(BIN)/python scripts/settings_tables.py
 

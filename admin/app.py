@@ -18,13 +18,13 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Match
 
 from tracker.context import Context, process_context, reconnected
-from tracker.durability import NotDurable
-from tracker.failures import describe
+from tracker.core.failures import describe
 from tracker.findings import Catalogue, FilterError, MongoFindings
-from tracker.generation import IndexNotReady
-from tracker.health import index_health, server_health
-from tracker.rechecks import PageFetcher
-from tracker.servers import ServerStartError
+from tracker.masters.durability import NotDurable
+from tracker.masters.generation import IndexNotReady
+from tracker.monitoring.health import index_health, server_health
+from tracker.runtime.servers import ServerStartError
+from tracker.scanning.rechecks import PageFetcher
 
 from .bulk_jobs import BulkJobs
 from .i18n import LanguageMiddleware, _

@@ -25,7 +25,7 @@ from tracker.campaigns.outcomes import (
 )
 from tracker.context import Context
 from tracker.discovery.proposals import ProposedSite, proposed_sites
-from tracker.heartbeats import has_worker
+from tracker.monitoring.heartbeats import has_worker
 
 from .i18n import gettext
 

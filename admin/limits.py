@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracker.loaders import MAX_FILE_BYTES
+from tracker.masters.loaders import MAX_FILE_BYTES
 
 from .security import PUBLIC_ROUTES, SAFE_METHODS, refusal, resolve_auth, route_needs
 

@@ -4,7 +4,7 @@
   token, flash messages) lives in Redis under the id's SHA-256, so a copy of Redis holds
   no usable cookie. Sessions expire after ``SESSION_IDLE_S`` idle and ``SESSION_MAX_S``
   in all; changing a user's password or removing the user ends its sessions.
-* Integrations send ``Authorization: Bearer <token>`` (see ``tracker.users``); a token
+* Integrations send ``Authorization: Bearer <token>`` (see ``tracker.accounts.users``); a token
   request carries no cookie, so it needs no CSRF token. Tokens act within their role but
   never reach account, token or user management, which need a session (and, to create a
   token, the password again).
@@ -34,9 +34,9 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tracker.accounts.users import Principal, get_user, verify_token
 from tracker.context import Context
 from tracker.findings import Catalogue
-from tracker.users import Principal, get_user, verify_token
 
 SESSION_COOKIE = "copytrack_session"
 LOGIN_CSRF_COOKIE = "copytrack_login_csrf"

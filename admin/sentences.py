@@ -20,7 +20,7 @@ from .i18n import N_, gettext
 SENTENCE_FIELDS = frozenset({"reason", "error", "strerror", "phrase", "kind", "what"})
 
 TEMPLATES: tuple[str, ...] = (
-    # fetching a page (crawler.fetch, tracker.netguard)
+    # fetching a page (crawler.fetch, tracker.core.netguard)
     N_("only http and https URLs can be fetched"),
     N_("cannot fetch: {reason}"),
     N_("cannot fetch: not an HTTP answer ({detail})"),
@@ -37,7 +37,7 @@ TEMPLATES: tuple[str, ...] = (
     N_("still downloading after {seconds} s (DOWNLOAD_TIMEOUT); try again later, or save the "
        "page and check the file"),
     N_("no article text found ({reason})"),
-    # files and lines of the library (tracker.loaders, tracker.jsonl, extractor)
+    # files and lines of the library (tracker.masters.loaders, tracker.core.jsonl, extractor)
     N_("invalid JSON ({error} at column {column})"),
     N_("{error}: line {line} column {column} (char {char})"),
     N_("expected a JSON object, got {type}"),
@@ -65,7 +65,7 @@ TEMPLATES: tuple[str, ...] = (
     N_("inflates past {size} MB: not a book (a compression bomb?)"),
     # after "a PDF that cannot be read": a name is any words
     N_("{name} cannot be read ({error})"),
-    # works (tracker.library, tracker.library_edits)
+    # works (tracker.masters.library, tracker.scanning.library_edits)
     N_("text too short to fingerprint: {letters} letters, copytrack needs at least {granule} "
        "(Chinese characters or Latin letters)"),
     N_("empty text: nothing to register"),
@@ -88,7 +88,7 @@ TEMPLATES: tuple[str, ...] = (
     N_("the page copies this work again"),
     N_("{domain} is a licensed domain"),
     N_("{domain} is no longer licensed"),
-    # an account (tracker.users)
+    # an account (tracker.accounts.users)
     N_("{value} is not a time zone: give an IANA name such as Asia/Shanghai"),
     # the API's responses as its reference page lists them (admin.routes.api_base)
     N_("Successful Response"), N_("The report"),

@@ -24,7 +24,7 @@ WORDS: tuple[str, ...] = (
     N_("Licensed"),
     # tracker.findings.workflow.DISMISS_REASONS
     N_("False positive"), N_("Licensed or permitted"), N_("Quotation or fair use"), N_("Other"),
-    # tracker.users.ROLES
+    # tracker.accounts.users.ROLES
     N_("viewer"), N_("reviewer"), N_("admin"),
     # run states (tracker.campaigns.runs) and triggers
     N_("queued"), N_("starting"), N_("running"), N_("scanning"), N_("finished"), N_("failed"),
@@ -33,7 +33,7 @@ WORDS: tuple[str, ...] = (
     # outcomes of a crawled URL and a run's figures (admin.campaigns.figures)
     N_("skipped"), N_("Skipped"), N_("Failed"), N_("fetched"), N_("changed"),
     N_("new findings"),
-    # what adding a work did (tracker.library.AddResult.status)
+    # what adding a work did (tracker.masters.library.AddResult.status)
     N_("added"), N_("unchanged"), N_("updated"), N_("duplicate"),
     # kinds of work the library's metadata commonly names (the testbed's too)
     N_("novel"), N_("news"), N_("news-like"), N_("essay"), N_("article"), N_("chapter"),

@@ -17,7 +17,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import select_autoescape
 
+from tracker.accounts.users import get_user
 from tracker.campaigns.outcomes import explain
+from tracker.core.times import local, zone
 from tracker.findings import (
     DISMISS_REASONS,
     KIND_LABELS,
@@ -27,8 +29,6 @@ from tracker.findings import (
     STATUSES,
     TRANSITIONS,
 )
-from tracker.times import local, zone
-from tracker.users import get_user
 
 from .campaigns import progress as run_progress
 from .i18n import HTML_LANG, LANGUAGES, current_language, gettext, ngettext, npgettext, pgettext

@@ -32,13 +32,13 @@ from pathlib import Path
 import httpx
 from pypdf import PdfReader
 
-from tracker.config import Settings
+from tracker.accounts.users import UserError, add_user
 from tracker.context import Context, open_context
+from tracker.core.config import Settings
 from tracker.findings import bulk_set_status, domain_report, record_first_scans
-from tracker.library import Work, add_works
-from tracker.matcher import MasterRef, Match
-from tracker.servers import ensure_servers, free_port, stop_servers
-from tracker.users import UserError, add_user
+from tracker.masters.library import Work, add_works
+from tracker.matching.matcher import MasterRef, Match
+from tracker.runtime.servers import ensure_servers, free_port, stop_servers
 
 DEFAULT_OUTPUT = Path(__file__).parent / "results" / "admin.md"
 PASSWORD = "bench admin password"

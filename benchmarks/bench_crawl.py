@@ -57,10 +57,10 @@ from benchmarks.shared_corpus import (  # noqa: E402
 )
 from testbed.testweb import build_site, serve  # noqa: E402
 from testbed.testweb.generator import Resource, TestWeb  # noqa: E402
-from tracker.config import Settings  # noqa: E402
-from tracker.context import open_context  # noqa: E402
-from tracker.processes import proc_stat  # noqa: E402
-from tracker.servers import ensure_servers, server_status, stop_servers  # noqa: E402
+from tracker.core.config import Settings  # noqa: E402
+from tracker.masters.generation import open_ready  # noqa: E402
+from tracker.runtime.processes import proc_stat  # noqa: E402
+from tracker.runtime.servers import ensure_servers, server_status, stop_servers  # noqa: E402
 
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "crawl.md"
 REGIMES = {
@@ -399,7 +399,7 @@ def run_campaign(start: str, workdir: Path, library: Path, render: bool = False)
         subprocess.run([*COMMAND, "campaign", "run", "real", "--wait"], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         seconds = time.perf_counter() - started
-        ctx = open_context(settings)
+        ctx = open_ready(settings)
         stored = list(ctx.db.pages.find({}, {"url": 1, "text": 1}))
         findings = ctx.db.findings.count_documents({})
         ctx.close()

@@ -8,7 +8,7 @@ production settings, AOF everysec, SecantusDB) and stopped at the end:
 
 1. library: ``--masters`` works, half Chinese and half English news from the shared corpus,
    registered with `add_work`, then rebuilt once with `reindex` (what an upgrade costs);
-2. pages: ``--pages`` pages stored with `tracker.pages.store_page` (raw HTML kept as
+2. pages: ``--pages`` pages stored with `tracker.scanning.pages.store_page` (raw HTML kept as
    evidence), 30% pirated copies of library works (edited copies, excerpts set in other
    text, copies with ads) and 70% unrelated text (novel chapters, news outside the library);
 3. baseline: a sample of the pages (every k-th, ``--baseline-pages``) scanned inline in this
@@ -53,19 +53,20 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed import attacks
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.health import health
-from tracker.library import Work, add_work, reindex
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.processes import descendants, proc_stat
-from tracker.servers import (
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work, reindex
+from tracker.monitoring.health import health
+from tracker.runtime.processes import descendants, proc_stat
+from tracker.runtime.servers import (
     MONGO,
     VALKEY,
     ensure_servers,
     server_status,
     stop_servers,
 )
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.md"
 DEFAULTS = {"pages": 10_000, "masters": 1_000, "workers": 2, "baseline_pages": 2_000}
@@ -297,7 +298,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(data_dir)})
     endpoints = ensure_servers(settings)
     configure(app, endpoints, settings)
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     result: dict[str, Any] = {"pages": args.pages, "masters": args.masters}
 
     works = library_works(args.masters)

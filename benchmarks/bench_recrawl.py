@@ -23,10 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.pages import PageInput, store_page
-from tracker.servers import ensure_servers, server_status, stop_servers
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.runtime.servers import ensure_servers, server_status, stop_servers
+from tracker.scanning.pages import PageInput, store_page
 
 from .shared_corpus import WEBPAGES_DIR, require_shared
 
@@ -83,7 +84,7 @@ def run(sizes: list[int], sample: int) -> list[tuple[int, float, float, float, f
         settings = Settings.from_env({"COPYTRACK_DATA_DIR": str(Path(tmp) / "data")})
         ensure_servers(settings)
         try:
-            ctx = open_context(settings)
+            ctx = open_ready(settings)
             mongo_pid = next(s.pid for s in server_status(settings.data_dir) if s.name == "mongo")
             stored = 0
             for size in sizes:

@@ -80,9 +80,9 @@ from testbed.evaluation import (
     percentile,
     score_outcomes,
 )
-from tracker.config import Settings
-from tracker.context import open_context
-from tracker.servers import ensure_servers, stop_servers
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.runtime.servers import ensure_servers, stop_servers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.md"
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -233,7 +233,7 @@ def run_copytrack(
     latencies = _latency_round(data_dir, suspects_path)
     if peer is not None:
         peer.time_latency()
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     reads = library_reads.measure(ctx)
     stats = ctx.index.stats()
     used = ctx.redis.info("memory")["used_memory"]

@@ -28,11 +28,11 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed.corpus import default_corpus_dir
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.config import Settings
 from tracker.context import open_context
-from tracker.library import Work
-from tracker.pages import PageInput, store_page
-from tracker.servers import ensure_servers, stop_servers
+from tracker.core.config import Settings
+from tracker.masters.library import Work
+from tracker.runtime.servers import ensure_servers, stop_servers
+from tracker.scanning.pages import PageInput, store_page
 
 RESULTS = Path(__file__).parent / "results" / "tasks.md"
 #: The largest page text: DOWNLOAD_MAXSIZE (3 MB) of GBK, two bytes a character.
@@ -57,7 +57,7 @@ def measure(works: int, books: int) -> dict[str, list[float]]:
     try:
         endpoints = ensure_servers(settings)
         configure(app, endpoints, settings)
-        ctx = open_context(settings, check_generation=False)
+        ctx = open_context(settings)
         env = {**os.environ, **settings.to_env(), "COPYTRACK_LOG_LEVEL": "INFO"}
         with open(log, "ab") as out:
             worker = subprocess.Popen(

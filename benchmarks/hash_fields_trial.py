@@ -32,8 +32,8 @@ from fingerprinter import query_granule_fingerprints, to_letters
 from testbed.evaluation import percentile
 from tracker.context import open_context
 from tracker.index import MIN_LEVEL, SHARD_BITS, SHARDS, RedisIndex
-from tracker.library import library_size
-from tracker.matcher import DEFAULT_MATCH_SETTINGS
+from tracker.masters.library import library_size
+from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS
 
 TAG = b":f:"
 ROUNDS = 3

@@ -23,8 +23,10 @@ from pathlib import Path
 
 from benchmarks.latency_loop import in_fresh_process, latencies, read_texts
 from testbed.evaluation import percentile
-from tracker.context import Context, open_context
-from tracker.matcher import candidates, match_text
+from tracker.context import Context
+from tracker.masters.generation import open_ready
+from tracker.masters.master_cache import masters_kept
+from tracker.matching.matcher import candidates, match_text
 
 WAYS = ("worker", "works in memory", "lookup")
 ROUNDS = 3
@@ -38,15 +40,15 @@ def _valkey_usec(ctx: Context) -> int:
 def _read_every_work(ctx: Context, sample: list[str]) -> None:
     # Looked up through a context of their own: the index blocks a process keeps
     # (COPYTRACK_INDEX_CACHE_MB) stay those the timed loop reads itself.
-    finder = open_context()
+    finder = open_ready()
     try:
         wanted = {c.master_id for text in sample for c in candidates(finder, text)}
     finally:
         finder.close()
     # Twice: the first read of kept works takes the installation's edit mark
-    # (tracker.master_cache), which may drop what was read before it.
+    # (tracker.masters.master_cache), which may drop what was read before it.
     for _ in range(2):
-        ctx.masters.load(ctx, wanted)
+        masters_kept(ctx).load(ctx, wanted)
 
 
 def measure(way: str, texts: Sequence[str]) -> dict[str, object]:
@@ -61,7 +63,7 @@ def measure(way: str, texts: Sequence[str]) -> dict[str, object]:
         started.append(_valkey_usec(ctx))
 
     timed = latencies(texts, query, prepare)
-    ctx = open_context()
+    ctx = open_ready()
     try:
         valkey_ms = (_valkey_usec(ctx) - started[0]) / 1000 / max(len(timed), 1)
     finally:

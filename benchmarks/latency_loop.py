@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracker.allocator import keep_freed_memory
-from tracker.context import Context, open_context
-from tracker.matcher import match_text
+from tracker.context import Context
+from tracker.core.allocator import keep_freed_memory
+from tracker.masters.generation import open_ready
+from tracker.matching.matcher import match_text
 
 LATENCY_CHARS = (3000, 5000)  # suspects of this many characters give the latency figures
 
@@ -40,8 +41,8 @@ def latencies(
 ) -> list[float]:
     """Milliseconds of ``query`` (``match_text``) of each text of the sample, in this
     process; ``prepare`` is given the sample first, untimed."""
-    keep_freed_memory()  # as the console script does in every worker (tracker.allocator)
-    ctx = open_context()
+    keep_freed_memory()  # as the console script does in every worker (tracker.core.allocator)
+    ctx = open_ready()
     try:
         # A worker process is long-lived: its first match loads the fingerprinter's tables
         # and the index scripts (~0.3 s), which no later one pays.

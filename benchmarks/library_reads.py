@@ -18,11 +18,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.health import STUCK_MINUTES, index_health
-from tracker.library import find_masters, library_page, library_size, masters_after
-from tracker.servers import ensure_servers
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import find_masters, library_page, library_size, masters_after
+from tracker.monitoring.health import STUCK_MINUTES, index_health
+from tracker.runtime.servers import ensure_servers
 
 PER_PAGE = 50  # the admin's works list
 SAMPLE = 20  # works a discovery run takes
@@ -93,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.from_env({"COPYTRACK_DATA_DIR": args.data_dir})
     ensure_servers(settings)
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     try:
         print(f"{library_size(ctx):,} works")
         print(table(measure(ctx)))

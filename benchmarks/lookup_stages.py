@@ -1,4 +1,4 @@
-"""Where a page's lookup (`tracker.matcher.candidates`) spends its time, stage by stage, on
+"""Where a page's lookup (`tracker.matching.matcher.candidates`) spends its time, stage by stage, on
 the servers of COPYTRACK_DATA_DIR: the letters (pinyin initials), the query fingerprints,
 the index read (`RedisIndex.postings`, one round trip), the ranking; and what the read
 moved: the index blocks read and their bytes against the postings they held for the page.
@@ -22,8 +22,8 @@ from benchmarks.latency_loop import latency_sample, read_texts
 from fingerprinter import query_granule_fingerprints, to_letters
 from testbed.evaluation import percentile
 from tracker.context import open_context
-from tracker.library import library_size
-from tracker.matcher import DEFAULT_MATCH_SETTINGS, _ranked
+from tracker.masters.library import library_size
+from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS, _ranked
 
 STAGES = ("letters", "fingerprints", "index read", "ranking")
 

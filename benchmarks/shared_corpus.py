@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracker.jsonl import BadLine, read_jsonl
+from tracker.core.jsonl import BadLine, read_jsonl
 
 SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS_DIR = SHARED_DIR / "corpus"

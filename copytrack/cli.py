@@ -20,14 +20,14 @@ import click
 import redis
 from pymongo.errors import PyMongoError
 
-from tracker.allocator import keep_freed_memory
-from tracker.config import ConfigError, Settings
-from tracker.durability import NotDurable
-from tracker.failures import describe
-from tracker.generation import IndexNotReady
+from tracker.core.allocator import keep_freed_memory
+from tracker.core.config import ConfigError, Settings
+from tracker.core.failures import describe
+from tracker.core.logs import configure_logging
 from tracker.index import IndexVersionMismatch
-from tracker.logs import configure_logging
-from tracker.servers import ServerStartError, stop_started_servers
+from tracker.masters.durability import NotDurable
+from tracker.masters.generation import IndexNotReady
+from tracker.runtime.servers import ServerStartError, stop_started_servers
 
 # The subcommands, by name: "module:attribute" in copytrack.commands, imported when the
 # command runs (or help lists them): a command loads only what it uses (`check` starts 0.1 s
@@ -118,7 +118,7 @@ def run() -> None:
     still exits with a traceback. Tests call ``main`` in their own process, as usual.
     """
     code: int | str | None = 0
-    keep_freed_memory()  # matching's batches reuse their memory (tracker.allocator)
+    keep_freed_memory()  # matching's batches reuse their memory (tracker.core.allocator)
     try:
         main(prog_name="copytrack")  # click ends every command with SystemExit
     except SystemExit as done:

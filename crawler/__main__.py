@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tracker.config import ConfigError, crawl_limits
+from tracker.core.config import ConfigError, crawl_limits
 
 from .extraction_server import start_extraction_server
 

@@ -1,4 +1,4 @@
-"""urllib handlers whose every connection is made by ``tracker.netguard.connect`` and
+"""urllib handlers whose every connection is made by ``tracker.core.netguard.connect`` and
 whose every response's head is read under ``crawler.heads.HeadLimits``.
 
 The host of each request (redirects included) is resolved once, by the private-network
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from tracker.netguard import Lookup, connect
+from tracker.core.netguard import Lookup, connect
 
 from .heads import HEAD_LIMITS, HeadCount, HeadLimits, HeadRefused
 
@@ -160,7 +160,7 @@ def guarded_opener(
     """An opener for http(s) URLs under the private-network rule and the head ``limits``,
     plus ``handlers``.
 
-    A refused host raises tracker.netguard.PrivateAddressError out of ``open``; one that
+    A refused host raises tracker.core.netguard.PrivateAddressError out of ``open``; one that
     does not resolve, urllib's URLError with an UnresolvedHostError as its reason; a head
     over a limit, crawler.heads.HeadRefused.
     """

@@ -12,7 +12,7 @@ from extractor.books import book_format, book_text
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.decoding import UnusableContent, decode_html
 from extractor.extraction import extract
-from tracker.pages import PageInput
+from tracker.scanning.pages import PageInput
 
 #: Media types decoded as pages; anything else is stored as skipped ("not_html").
 PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})

@@ -4,7 +4,7 @@ loads lazily, on a worker's first pages otherwise (the list of top-level domains
 hosts given as addresses; jusText's stop words of every language). Workers forked from
 the server start warm. (dateparser's locales are not loaded: the crawl reads a page's date
 from its markup only, and htmldate asks dateparser only when it searches a page's text,
-which the scans do for pages with findings, `tracker.pages.text_date`.)
+which the scans do for pages with findings, `tracker.scanning.pages.text_date`.)
 
 Importing it elsewhere only fills those caches.
 """

@@ -1,12 +1,12 @@
 """One page, no crawl: ``fetch_text(url)`` for `copytrack check URL`, ``fetch_page(url)``
-for the re-check of a page after a takedown notice (tracker.rechecks), ``download(url)``
+for the re-check of a page after a takedown notice (tracker.scanning.rechecks), ``download(url)``
 for the requests of a page rendered in a browser (crawler.rendering).
 
 Both use a plain HTTP client (urllib) with the crawler's User-Agent and limits
 (crawler.settings): DOWNLOAD_MAXSIZE on the body as sent and once decompressed,
 DOWNLOAD_TIMEOUT on the whole download, REDIRECT_MAX_TIMES redirects, the limits on a
 response's head (crawler.heads: its bytes, header lines and time). Every connection,
-redirects included, is made by ``tracker.netguard.connect``: the host is resolved once and
+redirects included, is made by ``tracker.core.netguard.connect``: the host is resolved once and
 only an address that passed the private-network rule is connected to. No proxy from the
 environment is used (the rule would see the proxy, not the site). It is a user's one-off
 look-up, like a browser's, so it does not consult robots.txt.
@@ -25,9 +25,9 @@ from typing import IO, Any
 
 from extractor import html_to_text
 from extractor.books import book_format
-from tracker.config import CRAWL_DEFAULTS, Settings
-from tracker.netguard import Lookup, PrivateAddressError, system_lookup
-from tracker.pages import PageInput
+from tracker.core.config import CRAWL_DEFAULTS, Settings
+from tracker.core.netguard import Lookup, PrivateAddressError, system_lookup
+from tracker.scanning.pages import PageInput
 
 from . import settings as crawl_settings
 from .connections import guarded_opener

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.config import CRAWL_DEFAULTS
+from tracker.core.config import CRAWL_DEFAULTS
 
 __all__ = ["HEAD_LIMITS", "HeadCount", "HeadLimits", "HeadRefused"]
 

@@ -31,7 +31,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_redis.connection import get_redis_from_settings
 from twisted.internet.error import DNSLookupError
 
-from tracker.netguard import PrivateAddressError, checked_addresses
+from tracker.core.netguard import PrivateAddressError, checked_addresses
 
 from .items import NOT_MODIFIED, STORED
 from .lookup import PageLookup, stored_pages

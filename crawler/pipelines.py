@@ -2,7 +2,7 @@
 
 For every fetched page, in worker processes (the crawl's process keeps to the network):
 decode (extractor.decoding) and extract (extractor.extraction), store the page with its raw
-bytes, headers and metadata (tracker.pages.store_page), and queue a scan
+bytes, headers and metadata (tracker.scanning.pages.store_page), and queue a scan
 (tracker.tasks.enqueue_scan) when its text changed; an unchanged text is not scanned
 again. Pages without usable text (binary, empty, undecodable, no main text, not HTML,
 over ``COPYTRACK_EXTRACT_CPU_SECONDS`` of extraction) are stored too, with
@@ -50,12 +50,12 @@ from scrapy.crawler import Crawler
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
-from tracker.chains import join_chain, join_run_chains
-from tracker.config import Settings
 from tracker.context import Context, follow_servers, process_context
-from tracker.failures import CONNECTION_ERRORS, describe, storage_failed
-from tracker.pages import PageInput, header, store_page
-from tracker.servers import ServerStartError
+from tracker.core.config import Settings
+from tracker.core.failures import CONNECTION_ERRORS, describe, storage_failed
+from tracker.runtime.servers import ServerStartError
+from tracker.scanning.chains import join_chain, join_run_chains
+from tracker.scanning.pages import PageInput, header, store_page
 from tracker.tasks import enqueue_scan
 
 from .digest import GONE_STATUSES, digest

@@ -41,8 +41,8 @@ from scrapy.settings import Settings as ScrapySettings
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.page import PageMethod
 
-from tracker.config import ConfigError
-from tracker.netguard import Lookup, system_lookup
+from tracker.core.config import ConfigError
+from tracker.core.netguard import Lookup, system_lookup
 
 from .download_handler import bound_heads, head_limited
 from .fetch import FetchError, download

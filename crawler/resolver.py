@@ -4,7 +4,7 @@ Scrapy resolves each host itself when it connects (``TWISTED_DNS_RESOLVER``, ins
 the reactor). A check before that, with a look-up of its own, can be answered differently
 from the connection's (a failed look-up first, then 127.0.0.1; or DNS rebinding). So the
 rule sits here, on the one look-up whose answer is connected to: every address of a name
-must be public (tracker.netguard), else the name resolves to nothing and no connection is
+must be public (tracker.core.netguard), else the name resolves to nothing and no connection is
 made; a name that does not resolve gives nothing either. Refusals are remembered per host
 so that ``PrivateNetworkMiddleware`` reports them as ``skipped.private_address`` rather
 than as DNS failures.
@@ -31,7 +31,7 @@ from twisted.internet.interfaces import (
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from tracker.netguard import (
+from tracker.core.netguard import (
     IPAddress,
     Lookup,
     PrivateAddressError,
@@ -54,7 +54,7 @@ class _Resolution:
 @implementer(IHostnameResolver)
 class GuardedResolver:
     """An IHostnameResolver that resolves in the reactor's thread pool and hands Twisted
-    only the addresses ``tracker.netguard.checked_addresses`` allows."""
+    only the addresses ``tracker.core.netguard.checked_addresses`` allows."""
 
     #: The system look-up; tests give a subclass a fake one (no real DNS, no real hosts).
     lookup: Lookup = staticmethod(system_lookup)

@@ -42,15 +42,15 @@ from tracker.campaigns import (
     join_run,
     run_cancelled,
 )
-from tracker.chains import MAX_CHAIN
-from tracker.config import ConfigError, Settings, crawl_limits
 from tracker.context import Context, follow_servers, process_context
+from tracker.core.config import ConfigError, Settings, crawl_limits
+from tracker.core.failures import CONNECTION_ERRORS, describe, storage_failed
+from tracker.core.keys import RedisKeys
 from tracker.discovery.providers import SearchError, provider_from_settings
 from tracker.discovery.searches import discover
-from tracker.failures import CONNECTION_ERRORS, describe, storage_failed
-from tracker.keys import RedisKeys
-from tracker.processes import recorded
-from tracker.servers import ServerStartError
+from tracker.runtime.processes import recorded
+from tracker.runtime.servers import ServerStartError
+from tracker.scanning.chains import MAX_CHAIN
 
 from . import settings as crawl_settings
 from .frontier_client import FollowingRedis

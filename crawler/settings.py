@@ -51,7 +51,7 @@ METAREFRESH_ENABLED = False
 COOKIES_ENABLED = False  # nothing copytrack reads needs a session
 
 # The private-network rule is applied where Scrapy resolves the hosts it connects to
-# (tracker/netguard.py, crawler/resolver.py). Through a proxy the connection would go to
+# (tracker/core/netguard.py, crawler/resolver.py). Through a proxy the connection would go to
 # the proxy, whose fetches the rule cannot see: no proxies from the environment.
 TWISTED_DNS_RESOLVER = "crawler.resolver.GuardedResolver"
 HTTPPROXY_ENABLED = False
@@ -89,5 +89,5 @@ ITEM_PIPELINES = {
 
 # The crawl's own limits (the head and book caps, links per page and sitemap, extraction
 # processes and their CPU time, rendering, progress, store patience) are declared with every
-# setting, meaning and default, in tracker/config.py CRAWL_LIMITS; crawler.run adds them as
+# setting, meaning and default, in tracker/core/config.py CRAWL_LIMITS; crawler.run adds them as
 # the environment sets them.

@@ -1,4 +1,4 @@
-"""Write the tables of settings generated from tracker/config.py into the README and
+"""Write the tables of settings generated from tracker/core/config.py into the README and
 docs/deploy.md (`make docs`); tests/test_config.py checks that both hold them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracker.config import deploy_table, markdown_table  # noqa: E402
+from tracker.core.config import deploy_table, markdown_table  # noqa: E402
 
 #: A table of settings: its head row, then every row up to the first line that is not one.
 _TABLE = re.compile(r"^\| variable \| default[^\n]*\n(?:\|[^\n]*\n)*", re.M)

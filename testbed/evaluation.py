@@ -33,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from fingerprinter import CHECK_BITS, FingerprintParams
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.jsonl import BadLine, read_jsonl
 from tracker.index import MemoryIndex
-from tracker.jsonl import BadLine, read_jsonl
-from tracker.library import Work, add_work, fingerprint_values, text_sha256
-from tracker.master_cache import cached_masters
-from tracker.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work, fingerprint_values, text_sha256
+from tracker.masters.master_cache import cached_masters
+from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, MatchSettings, match_text
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
 from .corpus import default_corpus_dir
@@ -166,7 +167,7 @@ class Suspect:
     sources: tuple[str, ...]
     expected: tuple[str, ...]
     acceptable: tuple[str, ...] = ()
-    #: Extraction takes its page for a listing: as a scan does (`tracker.pages.scan_page`),
+    #: Extraction takes its page for a listing: as a scan does (`tracker.scanning.pages.scan_page`),
     #: only its copies count, not its quotation-sized matches.
     listing: bool = False
 
@@ -519,7 +520,7 @@ def _start_worker() -> None:
         urls = replace(
             ctx.settings, mongo_url=ctx.endpoints.mongo_url, redis_url=ctx.endpoints.redis_url
         )
-        _RUN.ctx = open_context(urls, ctx.params)
+        _RUN.ctx = open_ready(urls, ctx.params)
 
 
 def _match(i: int) -> Outcome:

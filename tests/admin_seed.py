@@ -17,12 +17,12 @@ from admin.app import create_app
 from testbed.attacks import combine, excerpt, insert_ads, reflow
 from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
+from tracker.accounts.users import add_user
 from tracker.context import Context
+from tracker.core.store import changed
 from tracker.findings import record_notice, set_notice_sender, set_status
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.store import changed
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 PASSWORD = "correct horse battery"
 XSS = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'

@@ -17,9 +17,10 @@ import redis
 from pymongo.database import Database
 
 from testbed.testweb import RunningWeb, TestWeb, build_site, serve
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.servers import Endpoints, ensure_servers, stop_servers
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.runtime.servers import Endpoints, ensure_servers, stop_servers
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +102,7 @@ def tracker_env(
 @pytest.fixture
 def ctx(tracker_env: dict[str, str]) -> Iterator[Context]:
     """An open tracker Context on an empty library and index."""
-    context = open_context(Settings.from_env(tracker_env))
+    context = open_ready(Settings.from_env(tracker_env))
     yield context
     context.close()
 
@@ -110,7 +111,7 @@ def ctx(tracker_env: dict[str, str]) -> Iterator[Context]:
 def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
     """A context whose crawls may fetch loopback (the test web), on a fresh installation."""
     monkeypatch.setenv("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "1")
-    context = open_context(Settings.from_env())
+    context = open_ready(Settings.from_env())
     yield context
     context.close()
 

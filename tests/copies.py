@@ -6,7 +6,7 @@ from __future__ import annotations
 from bson import ObjectId
 
 from tests.corpus import texts
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 ZH = [t for t in texts("zh_news", 40) if len(t) > 550][:6]
 

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from bson import ObjectId
 
 from tracker.context import Context
+from tracker.core.store import find_in
 from tracker.findings import record_first_scans
-from tracker.library import Work, add_works
-from tracker.matcher import QUOTATION_CHARS, MasterRef, Match
-from tracker.store import find_in
+from tracker.masters.library import Work, add_works
+from tracker.matching.matcher import QUOTATION_CHARS, MasterRef, Match
 
 _HANZI = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
 WORK_CHARS = 600

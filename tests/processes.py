@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
-from tracker.config import Settings
 from tracker.context import Context
-from tracker.processes import kill, proc_stat
-from tracker.servers import Endpoints
+from tracker.core.config import Settings
+from tracker.runtime.processes import kill, proc_stat
+from tracker.runtime.servers import Endpoints
 
 
 def clean_env(**copytrack: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import uvicorn
 from admin.app import create_app
 from tests.processes import wait_until
 from tracker.context import Context
-from tracker.servers import free_port
+from tracker.runtime.servers import free_port
 
 
 @contextmanager

@@ -16,14 +16,14 @@ from admin.routes.api import ReviewStatus
 from admin.routes.works import register
 from tests.admin_seed import PASSWORD, ZH, client, login, seed
 from tests.processes import wait_until
+from tracker.accounts.users import add_user, create_token, revoke_token
 from tracker.celery_app import QUEUES
-from tracker.config import Settings
-from tracker.context import open_context
+from tracker.core.config import Settings
 from tracker.findings import TRANSITIONS
-from tracker.library import MAX_MASTER_CHARS, Work
-from tracker.loaders import Loaded, LoadError
-from tracker.servers import VALKEY, server_status
-from tracker.users import add_user, create_token, revoke_token
+from tracker.masters.generation import open_ready
+from tracker.masters.library import MAX_MASTER_CHARS, Work
+from tracker.masters.loaders import Loaded, LoadError
+from tracker.runtime.servers import VALKEY, server_status
 
 
 @pytest.fixture
@@ -481,7 +481,7 @@ def test_a_browser_session_may_call_the_api_with_its_csrf_header(api):
 
 
 def test_healthz_follows_the_servers_and_tokens_get_the_full_report(own: Settings) -> None:
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         for name, role in (("ada", "admin"), ("vic", "viewer")):
             add_user(ctx, name, PASSWORD, role)

@@ -44,11 +44,11 @@ from tests.test_books import _epub
 from tests.test_library import _docx
 from tracker import campaigns as tracker_campaigns
 from tracker.context import Context
+from tracker.core.store import changed
 from tracker.findings import REPORT_PAGE, domain_report, set_status, work_report
-from tracker.library import Work, add_work, add_works
-from tracker.library_edits import delete_work
-from tracker.pages import PageInput
-from tracker.store import changed
+from tracker.masters.library import Work, add_work, add_works
+from tracker.scanning.library_edits import delete_work
+from tracker.scanning.pages import PageInput
 
 
 @pytest.fixture

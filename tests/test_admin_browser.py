@@ -27,8 +27,8 @@ from tests.admin_seed import PASSWORD, Seeded, scanned_page, seed
 from tests.corpus import texts
 from tests.served_admin import served_admin
 from tracker import campaigns as tracker_campaigns
-from tracker import library
 from tracker.findings.notices import working_days_after
+from tracker.masters import library
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 

@@ -13,9 +13,9 @@ from admin.i18n import COOKIE as LANGUAGE_COOKIE
 from tests.admin_seed import PASSWORD, client, login
 from tests.many_findings import seed_findings
 from tests.served_admin import served_admin
+from tracker.accounts.users import add_user
 from tracker.context import Context
 from tracker.findings import bulk_set_status
-from tracker.users import add_user
 
 
 def _hidden(page: str, name: str) -> str:

@@ -11,7 +11,7 @@ import time
 from admin import bulk_jobs
 from tests.admin_seed import PASSWORD, client, login
 from tests.many_findings import seed_findings
-from tracker.users import add_user
+from tracker.accounts.users import add_user
 
 
 def _hidden(page: str, name: str) -> str:

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from admin.app import create_app
 from tests.admin_seed import login
 from tests.many_findings import seed_findings
+from tracker.accounts.users import add_user, create_token
 from tracker.context import Context
 from tracker.findings import Catalogue, MongoFindings
-from tracker.users import add_user, create_token
 
 
 class HeldLoad(MongoFindings):

@@ -17,10 +17,11 @@ from tests.admin_seed import PASSWORD
 from tests.many_findings import seed_findings
 from tests.served_admin import served_admin
 from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS, _log_in
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.accounts.users import add_user
+from tracker.context import Context
+from tracker.core.config import Settings
 from tracker.findings import Catalogue, MongoFindings, bulk_set_status, parse_filter
-from tracker.users import add_user
+from tracker.masters.generation import open_ready
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 
@@ -44,7 +45,7 @@ def _domain(n: int) -> str:
 def ctx(own: Settings) -> Iterator[Context]:
     """An installation on servers of its own: dropping 20,000 documents from the
     session's SecantusDB takes longer than stopping servers (30 s to minutes)."""
-    context = open_context(own)
+    context = open_ready(own)
     yield context
     context.close()
 

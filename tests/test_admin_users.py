@@ -1,4 +1,4 @@
-"""Users, API tokens and login throttling (tracker.users), and their command line."""
+"""Users, API tokens and login throttling (tracker.accounts.users), and their command line."""
 
 from __future__ import annotations
 
@@ -14,10 +14,7 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.admin_seed import client, login, seed
-from tracker.config import Settings
-from tracker.context import open_context
-from tracker.findings.dashboard import dashboard, invalidate_dashboard
-from tracker.users import (
+from tracker.accounts.users import (
     Backoff,
     LoginThrottle,
     UserError,
@@ -32,6 +29,9 @@ from tracker.users import (
     verify_password,
     verify_token,
 )
+from tracker.core.config import Settings
+from tracker.findings.dashboard import dashboard, invalidate_dashboard
+from tracker.masters.generation import open_ready
 
 PASSWORD = "correct horse battery"
 
@@ -169,7 +169,7 @@ def test_the_command_line_manages_users_and_tokens(tracker_env):
     ]
     created = run("token", "create", "rui", "--label", "CMS", "--role", "viewer")
     token = created.output.strip()
-    ctx = open_context(Settings.from_env(tracker_env))
+    ctx = open_ready(Settings.from_env(tracker_env))
     try:
         assert verify_token(ctx, token).role == "viewer"
         assert "CMS" in run("token", "list").output

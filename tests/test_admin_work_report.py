@@ -13,9 +13,9 @@ from pypdf import PdfReader
 
 from tests.admin_seed import PASSWORD, client, login
 from tests.many_findings import seed_findings
+from tracker.accounts.users import add_user
+from tracker.core.store import delete_findings
 from tracker.findings import REPORT_PAGE, domain_report
-from tracker.store import delete_findings
-from tracker.users import add_user
 
 
 def _listed(page: str) -> list[str]:

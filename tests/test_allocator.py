@@ -1,4 +1,4 @@
-"""tracker.allocator: freed memory kept for the next batch instead of faulted in again."""
+"""tracker.core.allocator: freed memory kept for the next batch instead of faulted in again."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 _BATCHES = """
 import resource, sys
 import numpy as np
-from tracker.allocator import keep_freed_memory
+from tracker.core.allocator import keep_freed_memory
 if sys.argv[1] == "kept":
     assert keep_freed_memory()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

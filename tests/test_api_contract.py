@@ -28,9 +28,9 @@ import pytest
 
 from tests.admin_seed import ZH, seed
 from tests.served_admin import served_admin
+from tracker.accounts.users import create_token
 from tracker.context import Context
 from tracker.enforcement.deliveries import queue_delivery
-from tracker.users import create_token
 
 ST = Path(sys.executable).with_name("st")  # schemathesis's command, beside this interpreter
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")

@@ -16,8 +16,8 @@ from extractor.decoding import UnusableContent
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from tracker.library import Work, add_works
-from tracker.matcher import match_text
+from tracker.masters.library import Work, add_works
+from tracker.matching.matcher import match_text
 
 CHAPTERS = [text[:1500] for text in novel_chapters(40)]
 BOOK = "\n\n".join(f"第{n + 1}章\n{text}" for n, text in enumerate(CHAPTERS))

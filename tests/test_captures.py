@@ -8,11 +8,10 @@ import hashlib
 import pytest
 
 from tests.copies import ZH, found_on
-from tracker import captures
-from tracker.captures import page_capture, page_text
-from tracker.findings import evidence
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.findings import captures, evidence
+from tracker.findings.captures import page_capture, page_text
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from bson import ObjectId
 
+from tracker.core.store import delete_findings
 from tracker.findings import (
     STATUSES,
     Catalogue,
@@ -17,7 +18,6 @@ from tracker.findings import (
     set_status,
 )
 from tracker.findings.catalogue import CLOCK_MARGIN
-from tracker.store import delete_findings
 
 TITLES = ("红楼梦 第一回", "红楼梦 第二回", "西游记", "The Old Man and the Sea", "三国演义")
 
@@ -140,7 +140,7 @@ def test_dashboard_counts_from_the_catalogue_are_the_aggregations(ctx):
 
 def test_the_findings_list_jumps_to_any_page_of_a_long_list(ctx):
     from tests.admin_seed import PASSWORD, client, login
-    from tracker.users import add_user
+    from tracker.accounts.users import add_user
 
     _findings(ctx, 130)
     add_user(ctx, "viewer", PASSWORD, "viewer")

@@ -8,11 +8,11 @@ from bson import ObjectId
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
+from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from tracker.chains import JOINED, join_run_chains
-from tracker.library import Work, add_works
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.users import add_user
+from tracker.masters.library import Work, add_works
+from tracker.scanning.chains import JOINED, join_run_chains
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 PAGES = 10
 CHAPTERS = [text[:700] for text in novel_chapters(3)]

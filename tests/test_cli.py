@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from copytrack.commands.check import SMALL_FILE_BYTES
 from tests.corpus import documents, texts
-from tracker.config import Settings
-from tracker.context import open_context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 
 ZH = texts("zh_news", 12)
 CHECK = [sys.executable, "-c", "from copytrack.cli import run; run()", "check"]
@@ -210,7 +210,7 @@ def test_check_jsonl_on_several_processes_prints_what_one_does(run, files, tmp_p
     run("library", "add", str(files / "a.txt"), str(files / "sub"))
     # The add leaves the library's size counted for the checks that follow (each of their
     # processes would wait for one to count it).
-    ctx = open_context(Settings.from_env(tracker_env))
+    ctx = open_ready(Settings.from_env(tracker_env))
     try:
         assert ctx.redis.get(ctx.keys.library_size) == b"2"
     finally:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.config import README_SETTINGS, SETTINGS, ConfigError, Settings, markdown_table
+from tracker.core.config import README_SETTINGS, SETTINGS, ConfigError, Settings, markdown_table
 
 
 def test_defaults() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from tracker.context import Context
-from tracker.durability import DURABLE_WAIT_SECONDS, wait_durable
+from tracker.masters.durability import DURABLE_WAIT_SECONDS, wait_durable
 
 # Busy for 5.5 s: longer than redis-py's default reply timeout (5 s).
 _SLOW_ANSWER = """

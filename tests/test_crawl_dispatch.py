@@ -37,9 +37,9 @@ from tracker.campaigns import (
 )
 from tracker.celery_app import app, configure
 from tracker.context import Context
-from tracker.health import health
-from tracker.library import Work, add_work
-from tracker.processes import proc_stat
+from tracker.masters.library import Work, add_work
+from tracker.monitoring.health import health
+from tracker.runtime.processes import proc_stat
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -19,8 +19,9 @@ from tracker.campaigns import (
     start_run,
     wait_for_run,
 )
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ def running() -> Iterator[RunningWeb]:
 def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
     monkeypatch.setenv("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "1")
     monkeypatch.setenv("COPYTRACK_CRAWL_FRONTIER", "redis")
-    context = open_context(Settings.from_env())
+    context = open_ready(Settings.from_env())
     yield context
     context.close()
 

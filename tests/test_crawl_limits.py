@@ -33,8 +33,8 @@ from crawler.items import DroppedLinks, FetchedPage
 from crawler.spiders.campaign import CampaignSpider, problem_of
 from tests.loopback import served
 from tracker.campaigns import Campaign, crawl_log_path, save_campaign, trigger_run, wait_for_run
-from tracker.config import CRAWL_DEFAULTS
 from tracker.context import Context
+from tracker.core.config import CRAWL_DEFAULTS
 
 pytestmark = pytest.mark.slow
 

@@ -31,7 +31,7 @@ from tracker.campaigns import (
     wait_for_run,
 )
 from tracker.context import Context
-from tracker.library import Work, add_work
+from tracker.masters.library import Work, add_work
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -35,9 +35,9 @@ from extractor import NoArticleText, html_to_text
 from tests.loopback import served
 from tests.processes import clean_env
 from tracker.campaigns import Campaign
-from tracker.config import ConfigError
 from tracker.context import Context
-from tracker.netguard import PrivateAddressError, address_problem, check_url
+from tracker.core.config import ConfigError
+from tracker.core.netguard import PrivateAddressError, address_problem, check_url
 
 PARAGRAPH = "<p>这是第{n}段正文，讲述了一个很长的故事，足够被识别为文章的主体内容。</p>"
 ARTICLE = (
@@ -217,7 +217,7 @@ def test_html_to_text() -> None:
 def test_crawl_tunables_are_read_from_the_environment(
     ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The crawl limits of tracker/config.py are environment variables of the crawl process
+    """The crawl limits of tracker/core/config.py are environment variables of the crawl process
     (an operator sets them in compose) and Scrapy settings of the same name."""
     campaign = Campaign.from_dict({"name": "c", "seeds": ["http://127.0.0.1:9/"]})
     assert (

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tracker.servers import server_status
+from tracker.runtime.servers import server_status
 
 pytestmark = pytest.mark.slow
 

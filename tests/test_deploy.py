@@ -23,8 +23,8 @@ import yaml
 from celery import Celery
 
 from copytrack.cli import main
-from tracker.config import BY_VARIABLE, deploy_table
-from tracker.store import INDEXES
+from tracker.core.config import BY_VARIABLE, deploy_table
+from tracker.core.store import INDEXES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"

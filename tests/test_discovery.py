@@ -21,16 +21,17 @@ import pytest
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
+from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, CampaignError, save_campaign, trigger_run, wait_for_run
 from tracker.campaigns.outcomes import run_health
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
 from tracker.discovery.proposals import proposed_sites
 from tracker.discovery.providers import BraveProvider, SearchError, SearxngProvider
 from tracker.discovery.searches import SENTENCES_PER_WORK, discover
 from tracker.discovery.sentences import candidate_sentences
-from tracker.library import Work, add_works
-from tracker.users import add_user
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_works
 
 CHAPTERS = [text[:1500] for text in novel_chapters(6)]
 PIRATED = (0, 1, 2)  # chapters the pirate site copies
@@ -96,7 +97,7 @@ def web() -> Iterator[dict[str, Any]]:
 
 def _context(tracker_env: dict[str, str], **settings: Any) -> Context:
     base = Settings.from_env(tracker_env)
-    return open_context(dataclasses.replace(base, allow_private_networks=True, **settings))
+    return open_ready(dataclasses.replace(base, allow_private_networks=True, **settings))
 
 
 @pytest.fixture

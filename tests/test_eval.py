@@ -38,7 +38,7 @@ from testbed.evaluation import (
     to_document,
 )
 from tests.corpus import documents
-from tracker.matcher import DEFAULT_MATCH_SETTINGS
+from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS
 
 pytestmark = pytest.mark.slow
 

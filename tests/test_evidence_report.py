@@ -16,6 +16,7 @@ from testbed.attacks import homophones, traditional
 from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.pdf_layout import overflowing_text, text_past_its_cell
+from tracker.accounts.users import add_user
 from tracker.findings import (
     build_notice,
     differences,
@@ -25,9 +26,8 @@ from tracker.findings import (
     set_status,
     tally,
 )
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 
 def test_differences_are_named_for_what_they_are():

@@ -7,8 +7,8 @@ import zlib
 
 from tests.corpus import texts
 from tracker.findings import dashboard, find_findings, hidden_quotations, parse_filter
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 ZH = texts("zh_news", 30)
 
@@ -107,7 +107,7 @@ def test_quotation_sized_findings_are_kept_out_of_the_queue_unless_asked_for(ctx
 
 def test_first_scans_recorded_at_once_are_as_one_by_one(ctx):
     from tracker.findings import record_findings, record_first_scans
-    from tracker.matcher import MasterRef, Match
+    from tracker.matching.matcher import MasterRef, Match
 
     (added,) = add_work(ctx, Work(text=ZH[3], external_id="w3", title="Work three"))
     match = Match(MasterRef(added.master_id, "w3", "Work three"), 0.9, 7, 0.8, 0.5,

@@ -8,10 +8,10 @@ from typing import Any
 
 from tests.corpus import texts
 from tracker.findings import record, record_first_scans
-from tracker.library import Work, add_work
-from tracker.library_edits import delete_work
-from tracker.matcher import MasterRef, Match
-from tracker.pages import PageInput, store_page
+from tracker.masters.library import Work, add_work
+from tracker.matching.matcher import MasterRef, Match
+from tracker.scanning.library_edits import delete_work
+from tracker.scanning.pages import PageInput, store_page
 
 ZH = texts("zh_news", 8)
 

@@ -42,8 +42,8 @@ from extractor.extraction import extract
 from fingerprinter import fingerprint, query_fingerprints
 from tests.corpus import texts
 from tracker.context import Context
-from tracker.library import Work, add_work
-from tracker.matcher import match_text
+from tracker.masters.library import Work, add_work
+from tracker.matching.matcher import match_text
 
 pytestmark = pytest.mark.slow
 

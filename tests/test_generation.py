@@ -1,8 +1,9 @@
-"""What an operator reads when the index in Redis is not the library's (tracker.generation)."""
+"""What an operator reads when the index in Redis is not the library's
+(tracker.masters.generation)."""
 
 from __future__ import annotations
 
-from tracker.generation import IndexState
+from tracker.masters.generation import IndexState
 
 
 def _state(lib: str | None, put: int, index: str | None, have: int) -> IndexState:

@@ -1,4 +1,5 @@
-"""tracker.health: a real worker subprocess on the session's servers, and servers that are down."""
+"""tracker.monitoring.health: a real worker subprocess on the session's servers, and servers
+that are down."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from tests.processes import wait_until, worker_process
 from tracker import tasks
 from tracker.celery_app import QUEUES, app, configure
 from tracker.context import Context
-from tracker.health import LAST_SCAN_WINDOWS, health, server_health
+from tracker.core.times import iso
 from tracker.index import MemoryIndex
-from tracker.library import Work, add_work
-from tracker.loops import COMPILED_LOOPS
-from tracker.pages import PageInput, store_page
-from tracker.servers import Endpoints
-from tracker.times import iso
+from tracker.masters.library import Work, add_work
+from tracker.monitoring.health import LAST_SCAN_WINDOWS, health, server_health
+from tracker.monitoring.loops import COMPILED_LOOPS
+from tracker.runtime.servers import Endpoints
+from tracker.scanning.pages import PageInput, store_page
 
 
 def test_health_follows_a_scan_from_the_queue_to_a_worker(ctx: Context, tmp_path: Path) -> None:
@@ -110,7 +111,7 @@ def test_the_report_names_the_compiled_loops_and_a_fallback_is_a_problem(
     assert not any("not compiled" in problem for problem in report["problems"])
     # As where the wheel was built without a C compiler: slower, still serving.
     slow = {**dict.fromkeys(COMPILED_LOOPS, True), "fingerprinter._align": False}
-    monkeypatch.setattr("tracker.health.compiled_loops", lambda: slow)
+    monkeypatch.setattr("tracker.monitoring.health.compiled_loops", lambda: slow)
     report = health(ctx)
     assert report["compiled_loops"]["fingerprinter._align"] is False
     [problem] = [p for p in report["problems"] if "not compiled" in p]

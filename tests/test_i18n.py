@@ -26,6 +26,7 @@ from admin.web import _work_title, templates
 from crawler.fetch import fetch_page
 from tests.admin_seed import Seeded, client, csrf_of, login, seed
 from tests.pdf_layout import laid_out_text
+from tracker.accounts.users import ROLES
 from tracker.campaigns.outcomes import REASONS
 from tracker.campaigns.runs import ACTIVE_STATES, DONE_STATES
 from tracker.enforcement.deliveries import STATE_LABELS as DELIVERY_LABELS
@@ -41,7 +42,6 @@ from tracker.findings import (
     capture,
     evidence,
 )
-from tracker.users import ROLES
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = LOCALE_DIR / "zh_CN" / "LC_MESSAGES" / "messages.po"

@@ -18,13 +18,13 @@ from redis.cluster import RedisCluster
 from copytrack.cli import main
 from tests.corpus import texts
 from tests.processes import wait_until
-from tracker.config import Settings
-from tracker.context import open_context
-from tracker.durability import NotDurable, wait_index_durable
+from tracker.core.config import Settings
+from tracker.core.keys import RedisKeys
 from tracker.index import MIN_LEVEL, SHARDS, MemoryIndex, RedisIndex
-from tracker.keys import RedisKeys
-from tracker.matcher import match_text
-from tracker.servers import free_port, valkey_binary
+from tracker.masters.durability import NotDurable, wait_index_durable
+from tracker.masters.generation import open_ready
+from tracker.matching.matcher import match_text
+from tracker.runtime.servers import free_port, valkey_binary
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 
@@ -163,7 +163,7 @@ def test_a_library_lives_on_the_cluster_with_copytrack_index_cluster_url(
     assert result.output.count("added\t") == len(works)
 
     settings = Settings.from_env()
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     try:
         assert isinstance(ctx.index.client, RedisCluster)
         assert not list(ctx.redis.scan_iter(f"{ctx.keys.index}:*"))  # nothing in the queues' Redis
@@ -199,7 +199,7 @@ def test_the_durability_barrier_waits_for_every_node_of_the_cluster(
     `library add` waits on before it stores and prints works, whichever of the process's
     connections took the writes."""
     _index_on(cluster, monkeypatch)
-    ctx = open_context(Settings.from_env())
+    ctx = open_ready(Settings.from_env())
     primaries = [node.redis_connection for node in cluster.get_primaries()]
     try:
         wait_index_durable(ctx, timeout=5)  # nothing unsaved

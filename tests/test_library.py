@@ -14,14 +14,22 @@ import pytest
 from fingerprinter import FingerprintParams
 from tests.corpus import texts
 from tests.test_books import _epub
-from tracker import library, store
-from tracker.config import Settings
-from tracker.context import open_context
+from tracker.core import store
+from tracker.core.config import Settings
 from tracker.index import IndexVersionMismatch
-from tracker.library import CHAPTER_CHARS, MAX_MASTER_CHARS, Work, add_work, add_works, reindex
-from tracker.library_edits import delete_works
-from tracker.loaders import load_works
-from tracker.matcher import match_text
+from tracker.masters import library
+from tracker.masters.generation import open_ready
+from tracker.masters.library import (
+    CHAPTER_CHARS,
+    MAX_MASTER_CHARS,
+    Work,
+    add_work,
+    add_works,
+    reindex,
+)
+from tracker.masters.loaders import load_works
+from tracker.matching.matcher import match_text
+from tracker.scanning.library_edits import delete_works
 
 ZH = texts("zh_news", 40)
 NOVEL = texts("zh_novel", 80)
@@ -170,7 +178,7 @@ def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, mo
     monkeypatch.setattr(pymongo.collection.Collection, "estimated_document_count", counting)
 
     def size_seen_by_another_process() -> int:
-        other = open_context(Settings.from_env(tracker_env))
+        other = open_ready(Settings.from_env(tracker_env))
         try:
             return library.library_size(other)
         finally:
@@ -198,7 +206,7 @@ def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_en
         return count(collection, *args, **kwargs)
 
     monkeypatch.setattr(pymongo.collection.Collection, "estimated_document_count", slow_counting)
-    workers = [open_context(Settings.from_env(tracker_env)) for _ in range(4)]
+    workers = [open_ready(Settings.from_env(tracker_env)) for _ in range(4)]
     try:
         with ThreadPoolExecutor(4) as pool:
             assert list(pool.map(library.library_size, workers)) == [3] * 4
@@ -286,7 +294,7 @@ def test_letters_are_counted_in_the_whole_text_not_only_its_beginning(ctx):
 def test_an_index_built_with_other_parameters_is_refused(ctx, tracker_env):
     add_work(ctx, Work(text=ZH[0], external_id="a"))
     with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
-        open_context(Settings.from_env(tracker_env), params=FingerprintParams(granule=48))
+        open_ready(Settings.from_env(tracker_env), params=FingerprintParams(granule=48))
 
 
 def _docx(chapters: list[str]) -> bytes:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.copies import ZH, found_on
-from tracker.config import Settings
-from tracker.context import open_context
+from tracker.core.config import Settings
 from tracker.findings import set_status
-from tracker.library import ARCHIVE, Work, add_work
-from tracker.library_edits import delete_work, edit_work, findings_fate
-from tracker.matcher import match_text
+from tracker.masters.generation import open_ready
+from tracker.masters.library import ARCHIVE, Work, add_work
+from tracker.masters.master_cache import masters_kept
+from tracker.matching.matcher import match_text
+from tracker.scanning.library_edits import delete_work, edit_work, findings_fate
 
 
 @pytest.fixture
@@ -59,11 +60,11 @@ def test_a_new_text_is_matched_and_the_findings_are_scanned_again(copied):
 
 def test_a_process_matching_sees_the_edits_another_process_makes(copied, tracker_env):
     ctx, master_id, _ = copied
-    worker = open_context(Settings.from_env(tracker_env))  # a worker keeping masters it met
+    worker = open_ready(Settings.from_env(tracker_env))  # a worker keeping masters it met
     try:
         suspect = ZH[0][: len(ZH[0]) // 2]
         before = match_text(worker, suspect)
-        assert [m.master.title for m in before] == ["作品0"] and len(worker.masters) == 1
+        assert [m.master.title for m in before] == ["作品0"] and len(masters_kept(worker)) == 1
         # The admin (another process) renames the work and puts another text first.
         edit_work(ctx, master_id, title="更正后", text=ZH[5] + ZH[0])
         after = match_text(worker, suspect)

@@ -15,9 +15,9 @@ from tests.processes import wait_until, worker_process
 from tracker import tasks
 from tracker.celery_app import app, configure
 from tracker.context import Context
-from tracker.library import Work, add_work
-from tracker.logs import configure_logging
-from tracker.pages import PageInput, store_page
+from tracker.core.logs import configure_logging
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, store_page
 
 
 def test_a_json_worker_log_follows_a_page_by_its_ids(ctx: Context, tmp_path: Path) -> None:

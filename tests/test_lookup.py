@@ -15,7 +15,7 @@ from pymongo.database import Database
 
 from crawler import lookup
 from crawler.lookup import PageLookup
-from tracker.servers import Endpoints
+from tracker.runtime.servers import Endpoints
 
 SITE = "http://pirate.example:8080"
 OTHER = "http://other.example"

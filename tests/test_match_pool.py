@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from tests.corpus import texts
-from tracker.library import Work, add_work
-from tracker.match_pool import MatchPool
-from tracker.matcher import match_texts
+from tracker.masters.library import Work, add_work
+from tracker.matching.match_pool import MatchPool
+from tracker.matching.matcher import match_texts
 
 ZH = texts("zh_news", 40)
 

@@ -14,9 +14,9 @@ from fingerprinter.initials import DROP, initial_table
 from fingerprinter.params import VALUE_BITS
 from tests.corpus import texts
 from tracker.index import PLACE_LETTERS, PLACES, places_of
-from tracker.library import Work, add_work
-from tracker.master_cache import cached_masters
-from tracker.matcher import MatchSettings, candidates, match_text, match_texts
+from tracker.masters.library import Work, add_work
+from tracker.masters.master_cache import cached_masters
+from tracker.matching.matcher import MatchSettings, candidates, match_text, match_texts
 
 ZH = texts("zh_news", 120)
 EN = texts("en_news", 60)

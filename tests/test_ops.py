@@ -24,11 +24,11 @@ from copytrack.commands.ops import COPYTRACK_COMMAND
 from fingerprinter import CHECK_BITS, DEFAULT_PARAMS
 from tests.processes import clean_env, wait_until
 from tracker.celery_app import sender_app
-from tracker.config import Settings
+from tracker.core.config import Settings
+from tracker.core.keys import RedisKeys
 from tracker.index import RedisIndex
-from tracker.keys import RedisKeys
-from tracker.processes import descendants, proc_stat, recorded, records_dir, stack_processes
-from tracker.servers import free_port, server_status, stop_servers
+from tracker.runtime.processes import descendants, proc_stat, recorded, records_dir, stack_processes
+from tracker.runtime.servers import free_port, server_status, stop_servers
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +142,7 @@ def test_status_reports_servers_queues_and_counts(
     redis_client.rpush(keys.queue("crawl"), b"t3")
     index = RedisIndex(redis_client, keys.index, DEFAULT_PARAMS.value_bits, CHECK_BITS)
     # As the library leaves it: the parameters it was built with, and the build recorded
-    # on both sides (`tracker.generation`).
+    # on both sides (`tracker.masters.generation`).
     index.ensure_version(DEFAULT_PARAMS.version)
     index.add(1, [10, 20, 30])
     index.set_generation("build-1")

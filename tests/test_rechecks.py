@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from tests.copies import ZH, found_on
 from tests.loopback import Handler, served
-from tracker.chains import join_chain
+from tracker.core.times import now
 from tracker.findings import (
     FindingFilter,
     WorkflowError,
@@ -27,10 +27,10 @@ from tracker.findings import (
     set_status,
     working_days_after,
 )
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.rechecks import due_pages, recheck_due, recheck_page
-from tracker.times import now
+from tracker.masters.library import Work, add_work
+from tracker.scanning.chains import join_chain
+from tracker.scanning.pages import PageInput, scan_page, store_page
+from tracker.scanning.rechecks import due_pages, recheck_due, recheck_page
 
 
 @pytest.fixture

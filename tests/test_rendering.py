@@ -26,9 +26,9 @@ from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
 from tests.security.fakes import ScriptedLookup, listening
+from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from tracker.library import Work, add_works
-from tracker.users import add_user
+from tracker.masters.library import Work, add_works
 
 pytestmark = [
     pytest.mark.slow,

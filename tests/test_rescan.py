@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from tests.corpus import texts
 from tracker.context import Context
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from tests.admin_seed import PASSWORD, client, login
 from tests.loopback import Handler, served
 from tests.processes import process_state, wait_until, worker_process
 from tests.security.fakes import ARTICLE, scripted_crawl
+from tracker.accounts.users import add_user, create_token
 from tracker.campaigns import (
     Campaign,
     get_run,
@@ -33,7 +34,6 @@ from tracker.campaigns import (
 )
 from tracker.campaigns.outcomes import run_health
 from tracker.context import Context
-from tracker.users import add_user, create_token
 
 GONE = 60  # links to pages that answer 404: more than one page of the run's list
 

@@ -17,10 +17,10 @@ import pymongo
 import pytest
 import redis
 
-from tracker import servers
-from tracker.config import Settings
-from tracker.processes import proc_stat
-from tracker.servers import (
+from tracker.core.config import Settings
+from tracker.runtime import servers
+from tracker.runtime.processes import proc_stat
+from tracker.runtime.servers import (
     Endpoints,
     ServerStartError,
     ensure_servers,
@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 # Runs in a separate interpreter, as a second CLI invocation would.
 _ENSURE_SCRIPT = """
 import json
-from tracker.config import Settings
-from tracker.servers import ensure_servers, server_status
+from tracker.core.config import Settings
+from tracker.runtime.servers import ensure_servers, server_status
 s = Settings.from_env()
 e = ensure_servers(s)
 print(json.dumps({"mongo": e.mongo_url, "redis": e.redis_url,

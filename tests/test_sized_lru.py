@@ -1,8 +1,8 @@
-"""tracker.sized_lru: the per-process caches of masters stay within their bytes."""
+"""tracker.core.sized_lru: the per-process caches of masters stay within their bytes."""
 
 from __future__ import annotations
 
-from tracker.sized_lru import SizedLRU
+from tracker.core.sized_lru import SizedLRU
 
 
 def test_the_least_recently_used_go_first_once_the_bytes_are_spent():

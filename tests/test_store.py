@@ -1,4 +1,4 @@
-"""MongoDB helpers of tracker.store, and pages stored again, on the embedded SecantusDB."""
+"""MongoDB helpers of tracker.core.store, and pages stored again, on the embedded SecantusDB."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pymongo.database import Database
 
 from tracker.campaigns import pending_scans
 from tracker.context import Context
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.store import all_of, update_found
+from tracker.core.store import all_of, update_found
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 
 def test_update_found_returns_the_document_before_or_after_and_applies_the_update(

@@ -33,15 +33,16 @@ from tests.corpus import texts
 from tests.processes import clean_env, installation_env, process_group, wait_until
 from tracker import tasks
 from tracker.celery_app import app, configure
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, store_page
-from tracker.processes import records_dir
-from tracker.servers import Endpoints
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
+from tracker.runtime.processes import records_dir
+from tracker.runtime.servers import Endpoints
+from tracker.scanning.pages import PageInput, store_page
 
 CELERY_WORKER = [
-    sys.executable, "-m", "celery", "-A", "tracker.celery_app", "worker",
+    sys.executable, "-m", "celery", "-A", "tracker.tasks", "worker",
     "--queues", "scan", "--concurrency", "1", "--loglevel", "INFO",
     "--without-mingle", "--without-gossip",
 ]  # fmt: skip
@@ -68,9 +69,9 @@ STALL_HOOK = """
 import os
 import time
 
-import tracker.pages
+import tracker.scanning.pages
 
-_record_findings = tracker.pages.record_findings
+_record_findings = tracker.scanning.pages.record_findings
 
 
 def _record_then_stall(ctx, page, *args, **kwargs):
@@ -81,7 +82,7 @@ def _record_then_stall(ctx, page, *args, **kwargs):
     return result
 
 
-tracker.pages.record_findings = _record_then_stall
+tracker.scanning.pages.record_findings = _record_then_stall
 """
 
 # Test-only worker module (celery's -I): scans have time limits of 2 and 5 s (the test
@@ -90,12 +91,12 @@ tracker.pages.record_findings = _record_then_stall
 TIME_LIMIT_HOOK = """
 import time
 
-import tracker.pages
+import tracker.scanning.pages
 import tracker.tasks
 from celery.exceptions import SoftTimeLimitExceeded
 
 tracker.tasks.TIME_LIMITS["tracker.scan_page"] = (2, 5)
-_record_findings = tracker.pages.record_findings
+_record_findings = tracker.scanning.pages.record_findings
 
 
 def _slow_record(ctx, page, *args, **kwargs):
@@ -109,7 +110,7 @@ def _slow_record(ctx, page, *args, **kwargs):
     return _record_findings(ctx, page, *args, **kwargs)
 
 
-tracker.pages.record_findings = _slow_record
+tracker.scanning.pages.record_findings = _slow_record
 """
 
 
@@ -130,7 +131,7 @@ def ctx(
         }
     )
     configure(app, endpoints, settings)
-    context = open_context(settings)
+    context = open_ready(settings)
     for n, text in enumerate(texts("zh_news", 3)):
         add_work(context, Work(text=text, external_id=f"news-{n}"))
     yield context

@@ -27,7 +27,7 @@ from testbed.attacks import AD_LINES, homophone_table, sentences
 from testbed.testweb import ATTACKS, RunningWeb, TestWeb, build_site, reflow, serve
 from testbed.testweb.listings import build_news_mirror
 from tests.corpus import documents, texts
-from tracker.jsonl import read_jsonl
+from tracker.core.jsonl import read_jsonl
 
 SLOW_SECONDS = 1.0
 

@@ -14,7 +14,7 @@ MYPY = Path(sys.executable).with_name("mypy")
 #: (module, code appended to it) — each a mistake mypy must name.
 PLANTED = {
     "fingerprinter/initials.py": "\n\ndef _late() -> int:\n    return 'a'\n",
-    "tracker/library.py": "\n\ndef _late(n: int) -> str:\n    return n + 1\n",
+    "tracker/masters/library.py": "\n\ndef _late(n: int) -> str:\n    return n + 1\n",
     "admin/web.py": "\n\ndef _late() -> None:\n    len(3)\n",
     # A module of a sub-package that does not exist yet: found through its package.
     "tracker/newly_moved/plumbing.py": "def _late() -> str:\n    return None\n",

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.corpus import novel_chapters
-from tracker.library import Work, add_works
-from tracker.matcher import match_text
+from tracker.masters.library import Work, add_works
+from tracker.matching.matcher import match_text
 
 CHAPTERS = 120
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from tests.admin_seed import PASSWORD, ZH, client, login
 from tests.processes import wait_until, worker_process
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.library import Work, add_work
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
 
 NOTICE = "No worker is running: crawled pages wait to be scanned"
 

@@ -39,8 +39,8 @@ from tracker.findings import (
     suppress_licensed,
     work_report,
 )
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 
 @pytest.fixture

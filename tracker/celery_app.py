@@ -15,7 +15,11 @@ app, which reads the configuration):
 - otherwise the ``on_configure`` hook below resolves them from the COPYTRACK_* variables
   through `ensure_servers`: the configured ``COPYTRACK_REDIS_URL``, or else the embedded
   Valkey of the data dir, started if it is not running. So the plain
-  ``celery -A tracker.celery_app worker`` works as is, in production and on a laptop.
+  ``celery -A tracker.tasks worker`` works as is, in production and on a laptop.
+
+Tasks. This module names no task module: `tracker.tasks` imports the app and registers its
+tasks on it, so a worker is started on `tracker.tasks` (``copytrack worker`` imports it),
+and a sender needs only the task names (`ROUTES`, `CRAWL_TASK`).
 
 Delivery. A task is acknowledged only after it finished (``acks_late``). If its pool
 process dies, the worker puts it back on the queue (``reject_on_worker_lost``); if the
@@ -43,10 +47,10 @@ from typing import Any
 from celery import Celery
 from celery.signals import setup_logging
 
-from .config import Settings
-from .keys import RedisKeys
-from .logs import configure_logging
-from .servers import Endpoints, ServerStartError, ensure_servers
+from .core.config import Settings
+from .core.keys import RedisKeys
+from .core.logs import configure_logging
+from .runtime.servers import Endpoints, ServerStartError, ensure_servers
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +73,7 @@ ROUTES = {
 # the result keys of a big crawl from piling up in Redis.
 RESULT_EXPIRES = 3600
 
-# Modules whose tasks a worker registers; the crawler adds its own here once it has tasks.
-TASK_MODULES = ["tracker.tasks"]
-
-app = Celery("tracker", include=TASK_MODULES)
+app = Celery("tracker")
 app.conf.update(
     task_routes=ROUTES,
     task_default_queue="maintenance",

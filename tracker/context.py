@@ -6,6 +6,8 @@ functions take it as their first argument, so tests can build one on their own s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,15 +19,13 @@ from redis.cluster import RedisCluster
 
 from fingerprinter import CHECK_BITS, DEFAULT_PARAMS, FingerprintParams
 
-from .config import Settings
-from .failures import room_to_restart
-from .generation import ensure as ensure_generation
+from .core.config import Settings
+from .core.failures import room_to_restart
+from .core.keys import RedisKeys
+from .core.store import ensure_indexes
+from .core.times import mongo_client
 from .index import InvertedIndex, RedisIndex
-from .keys import RedisKeys
-from .master_cache import MasterCache
-from .servers import Endpoints, ensure_servers
-from .store import ensure_indexes
-from .times import mongo_client
+from .runtime.servers import Endpoints, ensure_servers
 
 
 @dataclass
@@ -38,12 +38,11 @@ class Context:
     redis: redis.Redis
     index: InvertedIndex
     params: FingerprintParams = DEFAULT_PARAMS
-    # (monotonic time, masters counted then): see tracker.library.library_size
+    # (monotonic time, masters counted then): see tracker.masters.library.library_size
     library_count: tuple[float, int] | None = field(default=None, init=False, repr=False)
-    masters: MasterCache = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.masters = MasterCache(self.settings.master_cache_mb * 2**20)
+    # What the domain keeps in memory for this context, by name (the masters' cache of
+    # tracker.masters.master_cache): the wiring holds it without knowing what it is.
+    kept: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def keys(self) -> RedisKeys:
@@ -59,7 +58,7 @@ class Context:
 
 # How long a Redis command may take to answer before the server counts as not answering.
 # Explicit: redis-py 8 gives up after 5 s by default, and a durability barrier waits for
-# the disk (`tracker.durability`, up to DURABLE_WAIT_SECONDS) — a `library add` of a
+# the disk (`tracker.masters.durability`, up to DURABLE_WAIT_SECONDS) — a `library add` of a
 # million works failed with "does not answer" while its disk was busy.
 REDIS_REPLY_SECONDS = 120.0
 REDIS_CONNECT_SECONDS = 10.0
@@ -89,15 +88,15 @@ def open_context(
     settings: Settings | None = None,
     params: FingerprintParams = DEFAULT_PARAMS,
     check_index: bool = True,
-    check_generation: bool = True,
 ) -> Context:
-    """Connect (starting embedded servers when no URLs are configured) and check the index.
+    """Connect (starting embedded servers when no URLs are configured) and check the
+    index's parameters.
 
-    Raises ``IndexVersionMismatch`` when the index was built with other parameters, and
-    ``tracker.generation.IndexNotReady`` when it is not the library's (lost, rebuilding,
-    another build). ``check_index=False`` is for ``reindex``, which rebuilds it;
-    ``check_generation=False`` for processes that outlive a lost index and leave the check
-    to each operation (`tracker.generation.require`).
+    Raises ``IndexVersionMismatch`` when the index was built with other parameters;
+    ``check_index=False`` is for ``reindex``, which rebuilds it. Whether the index is the
+    library's is the library's to say: `tracker.masters.generation.open_ready` opens a
+    context and checks that; processes that outlive a lost index leave the check to each
+    operation (`tracker.masters.generation.require`).
     """
     settings = settings or Settings.from_env()
     endpoints = ensure_servers(settings)
@@ -110,14 +109,20 @@ def open_context(
     index = open_index(settings, redis_client, params)
     ctx = Context(settings, endpoints, db, redis_client, index, params)
     if check_index:
-        try:
+        with closed_on_error(ctx):
             index.ensure_version(params.version)
-            if check_generation:
-                ensure_generation(ctx)
-        except BaseException:
-            ctx.close()
-            raise
     return ctx
+
+
+@contextmanager
+def closed_on_error(ctx: Context) -> Iterator[Context]:
+    """``ctx``, closed if the block raises: a check that refuses a context it was given
+    leaves no connection open."""
+    try:
+        yield ctx
+    except BaseException:
+        ctx.close()
+        raise
 
 
 @lru_cache(maxsize=1)
@@ -125,7 +130,7 @@ def process_context() -> Context:
     """The context of this process (Celery workers, the admin, crawls), opened on first use.
     Each operation checks the index generation (a scan refuses an index that is not the
     library's), so that the process outlives a lost index and reports it."""
-    return open_context(check_generation=False)
+    return open_context()
 
 
 def _servers_moved(ctx: Context, restart_failed: bool = False) -> bool:
@@ -144,7 +149,7 @@ def reconnected(ctx: Context, restart_failed: bool = False) -> Context:
     embedded servers that died run again, each on its port, where ctx's clients reconnect
     by themselves; or, if one had to take another port, a new context there (ctx is
     closed). Configured servers are left to their operators. ``restart_failed``: after an
-    error saying a server's storage failed (`tracker.failures.storage_failed`), an embedded
+    error saying a server's storage failed (`tracker.core.failures.storage_failed`), an embedded
     server that runs but does not answer is started again too, once its data dir has room
     again (never on a mere timeout: a busy server is not a broken one)."""
     if not _servers_moved(ctx, restart_failed):

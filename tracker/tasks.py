@@ -33,16 +33,19 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.result import AsyncResult
 from celery.signals import worker_ready, worker_shutting_down
 
-from . import campaigns, generation, heartbeats, library, pages
+from . import campaigns
 from .celery_app import CRAWL_TASK, app, sweep_interval
-from .config import Settings
 from .context import Context, follow_servers, open_context, process_context
+from .core.config import Settings
+from .core.failures import CONNECTION_ERRORS
 from .enforcement import alerts
 from .evidence import timestamps
-from .failures import CONNECTION_ERRORS
 from .index import IndexVersionMismatch
-from .loops import compiled_loops, fallback_problem, summary
-from .servers import ServerStartError
+from .masters import generation, library
+from .monitoring import heartbeats
+from .monitoring.loops import compiled_loops, fallback_problem, summary
+from .runtime.servers import ServerStartError
+from .scanning import pages
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,7 @@ class ScanTask(FollowingTask):
             return
         reason = time_limit_reason(exc, TIME_LIMITS[self.name])
         log.error("scan of page %s %s", args[0], reason, extra={"page_id": str(args[0])})
-        ctx = open_context(check_generation=False)
+        ctx = open_context()
         try:
             pages.record_scan_failure(ctx, ObjectId(args[0]), reason)
         finally:
@@ -150,7 +153,7 @@ def scan_page(page_id: str, force: bool = False) -> dict[str, Any]:
 
 @app.task(**_RETRY, **_limits("tracker.ingest_work"))
 def ingest_work(work: dict[str, Any]) -> list[dict[str, Any]]:
-    """Register a work given as the fields of `tracker.library.Work` (``asdict(work)``);
+    """Register a work given as the fields of `tracker.masters.library.Work` (``asdict(work)``);
     refused (`IndexNotReady`) while the index is not the library's."""
     ctx = process_context()
     generation.require(ctx)
@@ -262,7 +265,7 @@ def delivered_scans(ctx: Context) -> set[ObjectId]:
 
 def requeue_lost_scans(ctx: Context) -> list[ObjectId]:
     """Queue again the scans that were lost, and return their pages: pages overdue for a
-    scan by more than the visibility timeout (`tracker.pages.overdue_scans`) while no scan
+    scan by more than the visibility timeout (`tracker.scanning.pages.overdue_scans`) while no scan
     waits in the queue and no worker holds theirs. A broker killed between handing a task
     to a worker and recording the delivery loses it (kombu pops, then records), and so
     does a process killed between storing a page and queueing its scan.
@@ -314,7 +317,7 @@ class _Sweep(bootsteps.StartStopStep):
     def sweep(self) -> None:
         # On the worker's event loop: milliseconds while the servers answer.
         try:
-            self.ctx = self.ctx or open_context(check_generation=False)
+            self.ctx = self.ctx or open_context()
             self.look(self.ctx)
         except (*CONNECTION_ERRORS, ServerStartError, IndexVersionMismatch) as err:
             # (An index of other parameters: scans are refused too, until a reindex.)
@@ -363,8 +366,9 @@ class TimestampSweep(_Sweep):
 
 
 class Heartbeat(_Sweep):
-    """Every worker renews the heartbeat of the queues it consumes (`tracker.heartbeats`),
-    so the admin can say when a run or a scan waits for a worker that is not there."""
+    """Every worker renews the heartbeat of the queues it consumes
+    (`tracker.monitoring.heartbeats`), so the admin can say when a run or a scan waits for a
+    worker that is not there."""
 
     what = "its heartbeat"
 

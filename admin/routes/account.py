@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
-from tracker.users import (
+from tracker.accounts.users import (
     ROLES,
     LoginThrottle,
     Principal,

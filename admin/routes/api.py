@@ -34,10 +34,10 @@ from tracker.findings import (
     set_status,
 )
 from tracker.findings.queries import MAX_DOMAIN_CHARS, MAX_SEARCH_CHARS
-from tracker.health import health
-from tracker.library import Work
-from tracker.loaders import Loaded
-from tracker.matcher import match_text
+from tracker.masters.library import Work
+from tracker.masters.loaders import Loaded
+from tracker.matching.matcher import match_text
+from tracker.monitoring.health import health
 
 from .. import campaigns as campaign_seam
 from ..i18n import N_

@@ -18,7 +18,7 @@ from fingerprinter import DEFAULT_PARAMS
 from fingerprinter.initials import common_letters_class
 from tracker.context import Context
 from tracker.findings import FindingNotFound, WorkflowError, parse_object_id
-from tracker.library import MAX_MASTER_CHARS
+from tracker.masters.library import MAX_MASTER_CHARS
 
 from ..i18n import N_
 from ..limits import BoundedJsonRoute, body_cap

@@ -11,6 +11,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from tracker.core.times import now
 from tracker.findings import (
     NOTICE_DEADLINE_DAYS,
     NOTICE_LANGUAGES,
@@ -21,7 +22,6 @@ from tracker.findings import (
     record_notice,
     working_days_after,
 )
-from tracker.times import now
 
 from ..evidence_report import evidence_pdf
 from ..i18n import N_

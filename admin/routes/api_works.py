@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from tracker.index import MAX_MASTER_ID
-from tracker.library import library_page
-from tracker.library_edits import delete_work as delete_master_work
-from tracker.library_edits import edit_work as edit_master_work
+from tracker.masters.library import library_page
+from tracker.scanning.library_edits import delete_work as delete_master_work
+from tracker.scanning.library_edits import edit_work as edit_master_work
 
 from ..i18n import N_
 from ..security import Admin, Reviewer, Viewer, app_context

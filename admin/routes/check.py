@@ -14,8 +14,8 @@ from starlette.concurrency import run_in_threadpool
 from tracker.campaigns.outcomes import REASONS, explain
 from tracker.context import Context
 from tracker.findings import Passage, passages
-from tracker.matcher import Match, match_text
-from tracker.rechecks import PageFetcher
+from tracker.matching.matcher import Match, match_text
+from tracker.scanning.rechecks import PageFetcher
 
 from ..i18n import _
 from ..security import Viewer, app_context

@@ -13,9 +13,8 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from extractor.decoding import UnusableContent, decode_html
-from tracker.captures import page_capture
-from tracker.captures import page_text as stored_text
 from tracker.context import Context
+from tracker.core.times import now
 from tracker.enforcement.timeline import finding_timeline
 from tracker.findings import (
     DISMISS_REASONS,
@@ -42,9 +41,10 @@ from tracker.findings import (
     set_status,
     working_days_after,
 )
-from tracker.library import master_or_archived
-from tracker.rechecks import PageFetcher, recheck_page
-from tracker.times import now
+from tracker.findings.captures import page_capture
+from tracker.findings.captures import page_text as stored_text
+from tracker.masters.library import master_or_archived
+from tracker.scanning.rechecks import PageFetcher, recheck_page
 
 from ..evidence import PART_BYTES, capture_part, marked_copy, part_count, part_holding
 from ..i18n import N_, _

@@ -8,6 +8,16 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
+from tracker.accounts.users import (
+    ROLES,
+    UserError,
+    add_user,
+    list_tokens,
+    list_users,
+    remove_user,
+    set_password,
+    set_role,
+)
 from tracker.findings import (
     SENDER_FIELDS,
     WorkflowError,
@@ -18,16 +28,6 @@ from tracker.findings import (
     notice_sender,
     remove_licensed_domain,
     set_notice_sender,
-)
-from tracker.users import (
-    ROLES,
-    UserError,
-    add_user,
-    list_tokens,
-    list_users,
-    remove_user,
-    set_password,
-    set_role,
 )
 
 from ..i18n import _

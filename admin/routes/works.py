@@ -16,11 +16,10 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from tracker.batches import batched
 from tracker.context import Context
-from tracker.heartbeats import has_worker
+from tracker.core.batches import batched
 from tracker.index import MAX_MASTER_ID
-from tracker.library import (
+from tracker.masters.library import (
     ARCHIVE,
     CHAPTER_CHARS,
     MAX_MASTER_CHARS,
@@ -29,8 +28,7 @@ from tracker.library import (
     add_works,
     library_page,
 )
-from tracker.library_edits import EditResult, delete_work, edit_work, findings_fate
-from tracker.loaders import (
+from tracker.masters.loaders import (
     DOCUMENT_SUFFIXES,
     HTML_SUFFIXES,
     JSONL_SUFFIXES,
@@ -41,6 +39,8 @@ from tracker.loaders import (
     LoadError,
     load_works,
 )
+from tracker.monitoring.heartbeats import has_worker
+from tracker.scanning.library_edits import EditResult, delete_work, edit_work, findings_fate
 
 from ..i18n import _
 from ..security import Admin, Reviewer, Viewer, app_context, flash

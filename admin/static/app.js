@@ -244,7 +244,7 @@ document.addEventListener("DOMContentLoaded", () => {
       upload.dataset[key].replace(/\{(\w+)\}/g, (_, name) => String(values[name]));
     const maxChars = Number(upload.dataset.maxChars);
     const chapterChars = Number(upload.dataset.chapterChars);
-    // The chapters the library will cut a text into, as tracker.library._chapters cuts
+    // The chapters the library will cut a text into, as tracker.masters.library._chapters cuts
     // them: past maxChars, pieces of chapterChars ending at the last line break past
     // their half. Counted on the text (code points), not guessed from the bytes.
     const chapterCount = (text) => {

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from tracker.config import Settings
-from tracker.context import open_context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 
 
 @click.command()
@@ -20,7 +20,7 @@ def admin(host: str, port: int) -> None:
     from admin.app import create_app
     from crawler.fetch import fetch_page  # the admin's "check a URL" fetches like a crawl
 
-    ctx = open_context()
+    ctx = open_ready()
     if not ctx.db.users.count_documents({"role": "admin"}, limit=1):
         click.echo(
             "copytrack: no admin user yet: create one with `copytrack user add NAME --role admin`",

@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from tracker.context import open_context
 from tracker.enforcement.alerts import AlertRun, send_due_alerts
 from tracker.enforcement.deliveries import Attempted, list_deliveries
 from tracker.enforcement.subscriptions import (
@@ -18,6 +17,7 @@ from tracker.enforcement.subscriptions import (
     list_subscriptions,
     remove_subscription,
 )
+from tracker.masters.generation import open_ready
 
 from .options import repeatable
 
@@ -90,7 +90,7 @@ def add(
     (--webhook URL --secret S). `copytrack scheduler` sends them."""
     try:
         sub = add_subscription(
-            open_context(), name, emails=emails, webhook=webhook, secret=secret,
+            open_ready(), name, emails=emails, webhook=webhook, secret=secret,
             when=events or ("new",), every=every, lang=lang, campaign=campaign, works=works,
             domain=domain, min_score=min_score, min_chars=min_chars, by="cli",
         )  # fmt: skip
@@ -109,7 +109,7 @@ def _channel(sub: dict) -> str:
 def list_command() -> None:
     """The subscriptions: `NAME<TAB>CHANNEL<TAB>EVENTS<TAB>EVERY<TAB>FILTERS` (secrets
     are never shown)."""
-    subs = list_subscriptions(open_context())
+    subs = list_subscriptions(open_ready())
     for sub in subs:
         click.echo("\t".join([sub["name"], _channel(sub), ",".join(sub["when"]), sub["every"],
                               describe_filters(sub) or "-"]))  # fmt: skip
@@ -121,7 +121,7 @@ def list_command() -> None:
 @click.argument("name")
 def remove(name: str) -> None:
     """Remove subscription NAME (what was sent stays in the log)."""
-    if not remove_subscription(open_context(), name):
+    if not remove_subscription(open_ready(), name):
         click.echo(f"copytrack: no subscription {name!r} (see `copytrack alert list`)", err=True)
         sys.exit(1)
     click.echo(f"removed subscription {name}")
@@ -130,7 +130,7 @@ def remove(name: str) -> None:
 @alert.command()
 def send() -> None:
     """Send the due alerts now, and retry the deliveries whose time has come."""
-    queued, attempted = send_due_alerts(open_context())
+    queued, attempted = send_due_alerts(open_ready())
     click.echo(describe_alerts(queued, attempted))
 
 
@@ -139,7 +139,7 @@ def send() -> None:
 @click.option("--subscription", help="Only this subscription's deliveries.")
 def log(limit: int, subscription: str | None) -> None:
     """The delivery log, newest first: `TIME<TAB>STATE<TAB>SUBSCRIPTION<TAB>TO<TAB>ANSWER`."""
-    for d in list_deliveries(open_context(), limit, subscription):
+    for d in list_deliveries(open_ready(), limit, subscription):
         when = f"{d['created_at']:%Y-%m-%d %H:%M:%S}"
         to = ", ".join(d["to"])
         click.echo("\t".join([when, d["state"], d["subscription"], to, d.get("answer", "")]))

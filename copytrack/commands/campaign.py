@@ -29,14 +29,15 @@ from tracker.campaigns import (
     trigger_run,
     wait_for_run,
 )
-from tracker.config import Settings
-from tracker.context import Context, open_context, reconnected
+from tracker.context import Context, reconnected
+from tracker.core.config import Settings
+from tracker.core.failures import CONNECTION_ERRORS
 from tracker.enforcement.alerts import send_due_alerts
 from tracker.enforcement.delisting import recheck_with_configured_provider
-from tracker.failures import CONNECTION_ERRORS
+from tracker.masters.generation import open_ready
 from tracker.operators.grouping import update_operators
-from tracker.processes import recorded
-from tracker.servers import ServerStartError
+from tracker.runtime.processes import recorded
+from tracker.runtime.servers import ServerStartError
 
 from .alert import describe_alerts
 from .ops import interrupt_on_termination
@@ -136,7 +137,7 @@ def add(name: str, disabled: bool, **fields: Any) -> None:  # fmt: skip
     """Add campaign NAME (seeds on private addresses need COPYTRACK_ALLOW_PRIVATE_NETWORKS=1)."""
     definition = {key: list(v) if isinstance(v, tuple) else v for key, v in fields.items()}
     found = Campaign.from_dict({"name": name, "enabled": not disabled, **definition})
-    save_campaign(open_context(), found)
+    save_campaign(open_ready(), found)
     click.echo(f"added campaign {name}")
 
 
@@ -150,7 +151,7 @@ def import_(file: Path) -> None:
     checked as a whole before anything is stored.
     """
     campaigns = load_campaign_file(file)
-    ctx = open_context()
+    ctx = open_ready()
     for found in campaigns:
         click.echo(f"{save_campaign(ctx, found, replace=True)}\t{found.name}")
 
@@ -158,7 +159,7 @@ def import_(file: Path) -> None:
 @campaign.command(name="list", cls=_CampaignCommand)
 def list_() -> None:
     """One line per campaign: name, state, schedule, seeds, last run."""
-    ctx = open_context()
+    ctx = open_ready()
     for found in list_campaigns(ctx):
         runs = run_history(ctx, found.name, limit=1)
         last = "never run"
@@ -176,7 +177,7 @@ def list_() -> None:
 @click.argument("name")
 def show(name: str) -> None:
     """Show campaign NAME and its latest runs."""
-    ctx = open_context()
+    ctx = open_ready()
     found = get_campaign(ctx, name)
     for key, value in found.to_doc().items():
         if isinstance(value, list):
@@ -207,7 +208,7 @@ def run(name: str, wait: bool, timeout: float | None) -> None:  # fmt: skip
     it scans the run's pages itself as they arrive, so it needs no scan worker, and exits
     1 if the run failed.
     """
-    ctx = open_context()
+    ctx = open_ready()
     run_id = trigger_run(ctx, name)
     if ctx.settings.crawl_dispatch == "queue":
         click.echo(f"queued run {run_id} of {name} for a crawler worker (crawl queue)")
@@ -235,7 +236,7 @@ def run(name: str, wait: bool, timeout: float | None) -> None:  # fmt: skip
 def stop(name: str, by: str) -> None:
     """Stop the run of campaign NAME under way: recorded cancelled, with who and when; its
     crawl ends after the requests under way, and the campaign can run again at once."""
-    run = stop_run(open_context(), name, by)
+    run = stop_run(open_ready(), name, by)
     click.echo(
         f"stopped run {run['_id']} of {name}: cancelled by {by} at {_when(run['finished_at'])} UTC"
     )
@@ -245,7 +246,7 @@ def stop(name: str, by: str) -> None:
 @click.argument("name")
 def rm(name: str) -> None:
     """Remove campaign NAME (its runs and findings stay)."""
-    remove_campaign(open_context(), name)
+    remove_campaign(open_ready(), name)
     click.echo(f"removed campaign {name}")
 
 
@@ -261,7 +262,7 @@ def scheduler(interval: float) -> None:
     crawls it started go on.
     """
     settings = Settings.from_env()
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     interrupt_on_termination()  # `up` and `down` stop it with SIGTERM: clean up the record
     with recorded(settings.data_dir, "scheduler"):
         click.echo(f"scheduler: looking at the campaigns every {interval:g} s")

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import click
 
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.index_audit import audit_sample
-from tracker.jsonl import BadLine, not_regular, read_jsonl
-from tracker.loaders import HTML_SUFFIXES
-from tracker.match_pool import MatchPool, Timed
-from tracker.matcher import Match, match_text
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.core.jsonl import BadLine, not_regular, read_jsonl
+from tracker.masters.generation import open_ready
+from tracker.masters.loaders import HTML_SUFFIXES
+from tracker.matching.index_audit import audit_sample
+from tracker.matching.match_pool import MatchPool, Timed
+from tracker.matching.matcher import Match, match_text
 
 PASSAGES_SHOWN = 3
 BATCH = 8  # suspects of --jsonl sent to a matching process at once
@@ -87,7 +88,7 @@ def _check_jsonl(pool: MatchPool, path: Path, processes: int) -> int:
     """One JSON line per (suspect, master) pair found, in the file's order; returns the
     number of bad lines.
 
-    Suspects are matched by ``processes`` processes (`tracker.match_pool`), a batch of
+    Suspects are matched by ``processes`` processes (`tracker.matching.match_pool`), a batch of
     ``BATCH`` at a time; at most two batches per process are in flight, so a file of any
     size streams.
     """
@@ -175,7 +176,7 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
         try:
             # The pool first: its workers are forked before this process runs threads.
             with MatchPool(settings, processes, preload=["copytrack.cli"]) as pool:
-                ctx = open_context(settings)
+                ctx = open_ready(settings)
                 audit_sample(ctx, every=0)
                 pool.match_here(ctx)
                 bad = _check_jsonl(pool, jsonl_path, processes)
@@ -189,7 +190,7 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
             sys.exit(2)
         sys.exit(1 if bad else 0)
     assert source is not None  # SOURCE or --jsonl, as checked above
-    ctx = open_context()
+    ctx = open_ready()
     audit_sample(ctx, every=0)  # "no match" must not come of an index that lost postings
     text = _read_source(source)
     _print_matches(ctx, text, match_text(ctx, text))

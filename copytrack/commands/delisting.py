@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from tracker.context import open_context
 from tracker.discovery.providers import SearchError
 from tracker.enforcement.delisting import (
     ENGINES,
@@ -15,6 +14,7 @@ from tracker.enforcement.delisting import (
     recheck_with_configured_provider,
 )
 from tracker.findings import WorkflowError
+from tracker.masters.generation import open_ready
 
 
 @click.group()
@@ -45,7 +45,7 @@ def export(
     """The removal requests as CSV, one request per work batched to the form's limit; each
     URL is recorded as requested (re-checked later through the search provider)."""
     try:
-        made = export_delisting(open_context(), engine, work=work, domain=domain, by="cli",
+        made = export_delisting(open_ready(), engine, work=work, domain=domain, by="cli",
                                 record=not no_record)  # fmt: skip
     except WorkflowError as err:
         click.echo(f"copytrack: {err}", err=True)
@@ -63,7 +63,7 @@ def recheck() -> None:
     """Ask the search provider whether each requested URL is still found (a week after the
     request, then weekly while it is); `copytrack scheduler` does this on its own."""
     try:
-        checks = recheck_with_configured_provider(open_context())
+        checks = recheck_with_configured_provider(open_ready())
     except SearchError as err:
         click.echo(f"copytrack: {err}", err=True)
         sys.exit(1)

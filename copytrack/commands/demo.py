@@ -26,13 +26,14 @@ from urllib.parse import unquote, urlsplit
 import click
 from tqdm import tqdm
 
+from tracker.accounts.users import add_user, get_user, set_password
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.campaigns.outcomes import expect_failures, run_health
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.library import Work, add_work
-from tracker.servers import stop_servers
-from tracker.users import add_user, get_user, set_password
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
+from tracker.runtime.servers import stop_servers
 
 from .ops import QUEUES, start_child, stop_child
 from .testbed import testbed_missing
@@ -194,7 +195,7 @@ def demo(port: int, masters: int, pages: int, serve: bool) -> None:
     if "COPYTRACK_LOG_LEVEL" not in os.environ:  # a bar and a summary, not a line per page
         logging.getLogger().setLevel(logging.WARNING)
     click.echo(f"starting the embedded servers in {settings.data_dir} …")
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     web = testweb.build_site(Path(settings.data_dir) / "testweb", n_masters=masters, n_pages=pages)
     running = testweb.serve(web)
     try:

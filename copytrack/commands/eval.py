@@ -15,10 +15,11 @@ import click
 from tqdm import tqdm
 
 from fingerprinter import DEFAULT_PARAMS, FingerprintParams
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.matcher import DEFAULT_MATCH_SETTINGS
-from tracker.servers import stop_servers
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS
+from tracker.runtime.servers import stop_servers
 
 from .testbed import testbed_missing
 
@@ -33,7 +34,7 @@ def scratch_context(params: FingerprintParams = DEFAULT_PARAMS) -> Iterator[Cont
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="copytrack-eval-") as data_dir:
         try:
-            ctx = open_context(Settings.from_env({"COPYTRACK_DATA_DIR": data_dir}), params)
+            ctx = open_ready(Settings.from_env({"COPYTRACK_DATA_DIR": data_dir}), params)
             try:
                 yield ctx
             finally:

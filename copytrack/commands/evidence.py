@@ -9,8 +9,8 @@ import click
 
 from admin.bundles import make_bundle
 from admin.i18n import LANGUAGES, language
-from tracker.context import open_context
 from tracker.evidence.bundle import BundleError
+from tracker.masters.generation import open_ready
 
 
 @click.group()
@@ -37,7 +37,7 @@ def bundle(
     if len(asked) != 1:
         raise click.UsageError("give one FINDING id, or --domain, or --work")
     kind, subject = asked[0]
-    ctx = open_context()
+    ctx = open_ready()
     partial = output.with_name(output.name + ".part")
     try:
         with language(lang):

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from tracker.context import open_context
+from tracker.core.times import iso
 from tracker.findings import DEFAULT_SIZE, SIZES, STATUSES, list_findings
-from tracker.times import iso
+from tracker.masters.generation import open_ready
 
 
 def finding_record(doc: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def findings(
     as_json: bool, campaign: str | None, status: str | None, size: str, limit: int
 ) -> None:
     """List findings: status, score, share of the work copied, work id, page URL."""
-    ctx = open_context()
+    ctx = open_ready()
     for doc in list_findings(ctx, campaign=campaign, status=status, limit=limit, size=size):
         record = finding_record(doc)
         if as_json:

@@ -12,12 +12,12 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from tracker.batches import worked_ahead
 from tracker.context import open_context
-from tracker.durability import wait_documents_durable
-from tracker.generation import rebuild
-from tracker.generation import require as require_index
-from tracker.library import (
+from tracker.core.batches import worked_ahead
+from tracker.masters.durability import wait_documents_durable
+from tracker.masters.generation import open_ready, rebuild
+from tracker.masters.generation import require as require_index
+from tracker.masters.library import (
     AddResult,
     PreparedWorks,
     add_batches,
@@ -25,9 +25,9 @@ from tracker.library import (
     list_masters,
     prepare_works,
 )
-from tracker.library import reindex as rebuild_index
-from tracker.library_edits import delete_works
-from tracker.loaders import Loaded, LoadError, count_works, load_works
+from tracker.masters.library import reindex as rebuild_index
+from tracker.masters.loaders import Loaded, LoadError, count_works, load_works
+from tracker.scanning.library_edits import delete_works
 
 
 @click.group()
@@ -80,7 +80,7 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int, chapte
     rest still goes in. Exit status 1 if anything failed; 2 if a server failed (one line
     says which, and what to do; what was printed is saved, the rest is not).
     """
-    ctx = open_context()
+    ctx = open_ready()
     counts: Counter[str] = Counter()
     unreadable: Counter[str] = Counter()  # counted by the thread reading the works
     show = sys.stderr.isatty() if progress is None else progress
@@ -164,7 +164,7 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int, chapte
 def list_(as_json: bool) -> None:
     """List the masters, one line each: id, external id, chars, fingerprints, title, and
     NOT INDEXED for a work whose add or update was interrupted (add it again)."""
-    ctx = open_context()
+    ctx = open_ready()
     for master in list_masters(ctx):
         if as_json:
             fields = (
@@ -198,7 +198,7 @@ def rm(work_id: str) -> None:
     kept as records, with the work's text archived. One line per work removed:
     `removed<TAB>ID<TAB>N findings deleted, M kept as records`.
     """
-    removed = delete_works(open_context(), work_id, by="cli")
+    removed = delete_works(open_ready(), work_id, by="cli")
     if not removed:
         click.echo(
             f"copytrack: no work {work_id!r} in the library (see `copytrack library list`)",

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from tracker.context import open_context
 from tracker.enforcement.sending import PreparedNotice, prepare_notice, send_notice
 from tracker.findings import FindingNotFound, WorkflowError, parse_object_id
+from tracker.masters.generation import open_ready
 
 _WHICH = [
     click.option("--finding", "finding_id", metavar="ID", help="The notice of this finding."),
@@ -26,7 +26,7 @@ def _which(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _prepare(finding_id: str | None, domain: str | None, lang: str) -> PreparedNotice:
-    ctx = open_context()
+    ctx = open_ready()
     try:
         oid = parse_object_id(finding_id) if finding_id else None
         return prepare_notice(ctx, lang=lang, finding_id=oid, domain=domain)
@@ -69,7 +69,7 @@ def send(
     addresses = list(to) + ([r.email for r in prepared.proposed] if proposed else [])
     try:
         sent = send_notice(
-            open_context(), prepared.finding_ids, lang=lang, subject=prepared.subject,
+            open_ready(), prepared.finding_ids, lang=lang, subject=prepared.subject,
             body=prepared.body, recipients=addresses, by="cli",
         )  # fmt: skip
     except (WorkflowError, FindingNotFound) as err:

@@ -1,8 +1,8 @@
 """`copytrack worker | up | down | status`: run, stop and inspect the stack of a data dir.
 
-The stack is the embedded servers (tracker.servers, recorded in DATA/servers.json) plus
+The stack is the embedded servers (tracker.runtime.servers, recorded in DATA/servers.json) plus
 the processes run on them: `up`, workers, schedulers and crawls, each recorded in
-DATA/run/<pid>.json while it lives (`tracker.processes.recorded`), so that `down` and
+DATA/run/<pid>.json while it lives (`tracker.runtime.processes.recorded`), so that `down` and
 `status` find them.
 """
 
@@ -28,12 +28,19 @@ from pymongo.errors import PyMongoError
 
 from fingerprinter import DEFAULT_PARAMS
 from tracker.celery_app import QUEUES, app, configure
-from tracker.config import Settings
 from tracker.context import Context, open_index
-from tracker.failures import first_line
-from tracker.health import health, unprobed
-from tracker.processes import StackProcess, record_held, recorded, stack_processes, terminate
-from tracker.servers import (
+from tracker.core.config import Settings
+from tracker.core.failures import first_line
+from tracker.core.times import mongo_client
+from tracker.monitoring.health import health, unprobed
+from tracker.runtime.processes import (
+    StackProcess,
+    record_held,
+    recorded,
+    stack_processes,
+    terminate,
+)
+from tracker.runtime.servers import (
     MONGO,
     VALKEY,
     Endpoints,
@@ -43,7 +50,6 @@ from tracker.servers import (
     stop_servers,
     stopping,
 )
-from tracker.times import mongo_client
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +117,8 @@ def worker(queues: list[str], concurrency: int | None) -> None:
     worker stops (`copytrack down` stops them). SIGTERM or Ctrl-C: the worker finishes
     its running tasks, then exits.
     """
+    from tracker import tasks  # here, not at the top: the other commands need no tasks
+
     settings = Settings.from_env()
     configure(app, ensure_servers(settings), settings)
     argv = [
@@ -126,8 +134,7 @@ def worker(queues: list[str], concurrency: int | None) -> None:
     if concurrency:
         argv += ["--concurrency", str(concurrency)]
     with recorded(settings.data_dir, "worker"):
-        # celery-types says start never returns; it returns the command's exit status.
-        code: int | None = app.start(argv)
+        code = tasks.app.start(argv)  # the app with the tasks registered
     sys.exit(code or 0)
 
 

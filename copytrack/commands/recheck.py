@@ -6,9 +6,10 @@ import sys
 
 import click
 
-from tracker.context import Context, open_context
+from tracker.context import Context
 from tracker.findings import parse_object_id
-from tracker.rechecks import RECHECK_BATCH, Recheck, recheck_due, recheck_page
+from tracker.masters.generation import open_ready
+from tracker.scanning.rechecks import RECHECK_BATCH, Recheck, recheck_due, recheck_page
 
 
 def describe_recheck(check: Recheck) -> str:
@@ -42,7 +43,7 @@ def recheck(page_ids: tuple[str, ...], limit: int) -> None:
     removed, still_there or unreachable (tried again after six hours). `copytrack
     scheduler` does this on its own.
     """
-    ctx = open_context()
+    ctx = open_ready()
     if page_ids:
         from crawler.fetch import fetch_page
 

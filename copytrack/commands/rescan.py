@@ -7,9 +7,9 @@ import sys
 import click
 from tqdm import tqdm
 
-from tracker.context import open_context
-from tracker.index_audit import audit_sample
-from tracker.pages import scan_page, unscanned_pages
+from tracker.masters.generation import open_ready
+from tracker.matching.index_audit import audit_sample
+from tracker.scanning.pages import scan_page, unscanned_pages
 from tracker.tasks import enqueue_scan
 
 
@@ -34,7 +34,7 @@ def rescan(campaign: str | None, every_page: bool, inline: bool) -> None:
     The scans are queued for the workers (`copytrack worker`), or done here with
     --inline. Findings are updated in place: one per page and work, never twice.
     """
-    ctx = open_context()
+    ctx = open_ready()
     audit_sample(ctx, every=0)  # a scan on an index that lost postings would close findings
     if every_page:
         query = {} if campaign is None else {"campaign": campaign}

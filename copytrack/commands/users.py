@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from tracker.context import open_context
-from tracker.users import (
+from tracker.accounts.users import (
     MAX_TOKEN_DAYS,
     ROLES,
     TOKEN_DAYS,
@@ -20,6 +19,7 @@ from tracker.users import (
     revoke_token,
     set_password,
 )
+from tracker.masters.generation import open_ready
 
 
 def _password(from_stdin: bool) -> str:
@@ -50,7 +50,7 @@ def user() -> None:
 @_PASSWORD_STDIN
 def add(name: str, role: str, password_stdin: bool) -> None:
     """Create user NAME; asks for the password (there is no default password)."""
-    ctx = open_context()
+    ctx = open_ready()
     try:
         add_user(ctx, name, _password(password_stdin), role)
     except UserError as err:
@@ -61,7 +61,7 @@ def add(name: str, role: str, password_stdin: bool) -> None:
 @user.command(name="list")
 def list_() -> None:
     """List users: name, role, creation time."""
-    for doc in list_users(open_context()):
+    for doc in list_users(open_ready()):
         click.echo(f"{doc['_id']}\t{doc['role']}\t{doc['created_at']:%Y-%m-%d %H:%M}")
 
 
@@ -70,7 +70,7 @@ def list_() -> None:
 def rm(name: str) -> None:
     """Remove user NAME and revoke its API tokens."""
     try:
-        remove_user(open_context(), name)
+        remove_user(open_ready(), name)
     except UserError as err:
         _fail(err)
     click.echo(f"removed\t{name}")
@@ -83,7 +83,7 @@ def rm(name: str) -> None:
 def passwd(name: str, password_stdin: bool, keep_tokens: bool) -> None:
     """Set a new password for NAME (ends its sessions and revokes its API tokens)."""
     try:
-        set_password(open_context(), name, _password(password_stdin), keep_tokens=keep_tokens)
+        set_password(open_ready(), name, _password(password_stdin), keep_tokens=keep_tokens)
     except UserError as err:
         _fail(err)
     click.echo(f"password changed\t{name}")
@@ -108,7 +108,7 @@ def token() -> None:
 def create(user_name: str, label: str, role: str | None, days: int) -> None:
     """Create a token acting as USER and print it (only once: it is stored hashed)."""
     try:
-        click.echo(create_token(open_context(), user_name, label, role, days=days))
+        click.echo(create_token(open_ready(), user_name, label, role, days=days))
     except UserError as err:
         _fail(err)
 
@@ -117,7 +117,7 @@ def create(user_name: str, label: str, role: str | None, days: int) -> None:
 @click.option("--user", "user_name", help="Only this user's tokens.")
 def list_tokens_(user_name: str | None) -> None:
     """List tokens: id, user, role, label, last use, expiry."""
-    for doc in list_tokens(open_context(), user_name):
+    for doc in list_tokens(open_ready(), user_name):
         used = f"{doc['last_used']:%Y-%m-%d %H:%M}" if doc.get("last_used") else "never"
         expires = f"{doc['expires_at']:%Y-%m-%d}"
         if doc.get("dated_at"):  # made before tokens expired: dated when first used or listed
@@ -131,6 +131,6 @@ def list_tokens_(user_name: str | None) -> None:
 @click.argument("token_id")
 def revoke(token_id: str) -> None:
     """Revoke the token with id TOKEN_ID (the part after `ct_`)."""
-    if not revoke_token(open_context(), token_id):
+    if not revoke_token(open_ready(), token_id):
         _fail(LookupError(f"no token {token_id!r} (see `copytrack token list`)"))
     click.echo(f"revoked\t{token_id}")

@@ -51,7 +51,7 @@ from twisted.internet.error import (
 from twisted.python.failure import Failure
 
 from extractor.decoding import sniff_binary
-from tracker.chains import MAX_CHAIN
+from tracker.scanning.chains import MAX_CHAIN
 
 from ..digest import BOOK_URL, BOOK_WORDS
 from ..heads import HeadRefused

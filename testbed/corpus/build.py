@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracker.jsonl import BadLine, read_jsonl
+from tracker.core.jsonl import BadLine, read_jsonl
 
 from . import BUNDLED_CORPUS, SHARED_CORPUS
 

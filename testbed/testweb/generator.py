@@ -31,7 +31,7 @@ from typing import Any
 
 from testbed.attacks import ATTACKS, copied_fraction, reflow, traditional
 from testbed.corpus import SHARED_CORPUS, default_corpus_dir
-from tracker.jsonl import BadLine, read_jsonl
+from tracker.core.jsonl import BadLine, read_jsonl
 
 from . import pages
 from .pages import Link, ListItem, SiteStyle

@@ -8,8 +8,9 @@ import pytest
 
 from tests.enforcement.helpers import set_sender
 from tests.enforcement.servers import MailBox, smtp_relay
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def sender_context(relay: MailBox) -> Iterator[Callable[[], Context]]:
     opened: list[Context] = []
 
     def open_one() -> Context:
-        context = open_context(Settings.from_env())
+        context = open_ready(Settings.from_env())
         set_sender(context)
         opened.append(context)
         return context

@@ -9,9 +9,9 @@ from typing import Any
 from bson import ObjectId
 
 from tracker.context import Context
+from tracker.core.times import now
 from tracker.findings.notices import set_notice_sender
 from tracker.findings.status import NEW, history_entry
-from tracker.times import now
 
 
 def store_finding(

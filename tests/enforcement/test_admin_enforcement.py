@@ -16,10 +16,10 @@ import pytest
 from tests.admin_seed import PASSWORD, client, login
 from tests.enforcement.helpers import store_finding
 from tests.enforcement.servers import MailBox, rdap_registry
+from tracker.accounts.users import add_user
 from tracker.context import Context
 from tracker.enforcement.alerts import send_due_alerts
 from tracker.findings import set_status
-from tracker.users import add_user
 
 REGISTRAR_ABUSE = "abuse@registrar.test"
 

@@ -16,10 +16,10 @@ from copytrack.cli import main
 from tests.enforcement.helpers import store_finding
 from tests.enforcement.servers import MailBox, webhook_receiver
 from tracker.context import Context
+from tracker.core.times import now
 from tracker.enforcement.alerts import send_due_alerts
 from tracker.enforcement.deliveries import deliver_due, list_deliveries
 from tracker.enforcement.subscriptions import SubscriptionError, add_subscription
-from tracker.times import now
 
 
 @pytest.fixture

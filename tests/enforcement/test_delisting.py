@@ -14,6 +14,7 @@ import pytest
 from tests.enforcement.helpers import set_sender, store_finding
 from tests.loopback import Handler, served
 from tracker.context import Context
+from tracker.core.times import now
 from tracker.discovery.providers import SearxngProvider
 from tracker.enforcement.delisting import (
     DELISTED,
@@ -23,7 +24,6 @@ from tracker.enforcement.delisting import (
 )
 from tracker.findings import set_status
 from tracker.findings.workflow import WorkflowError
-from tracker.times import now
 
 
 def confirmed(ctx: Context, url: str, work: str) -> object:

@@ -9,12 +9,13 @@ import pytest
 
 from tests.enforcement.helpers import store_finding
 from tests.enforcement.servers import MailBox, rdap_registry
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
 from tracker.enforcement.recipients import HOSTING, REGISTRAR, SITE, propose_recipients
 from tracker.enforcement.sending import NoticeNotSent, build_domain_notice, send_notice
 from tracker.findings import build_notice, set_status
 from tracker.findings.workflow import WorkflowError
+from tracker.masters.generation import open_ready
 
 SITE_PAGE = b'<html><body>copied text <a href="mailto:webmaster@pirate.test">contact</a></body>'
 
@@ -65,7 +66,7 @@ def test_a_registry_that_cannot_be_reached_is_named_not_raised(
     tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COPYTRACK_RDAP_BOOTSTRAP_URL", "http://127.0.0.1:9/bootstrap/")
-    ctx = open_context(Settings.from_env())
+    ctx = open_ready(Settings.from_env())
     finding_id = store_finding(ctx, "http://pirate.test/a.html", ip="127.0.0.5", raw=SITE_PAGE)
     proposed, answers = propose_recipients(ctx, [ctx.db.findings.find_one({"_id": finding_id})])
     assert [r.email for r in proposed] == ["webmaster@pirate.test"]

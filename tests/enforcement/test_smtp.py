@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.enforcement.servers import smtp_relay
-from tracker.config import Settings
+from tracker.core.config import Settings
 from tracker.enforcement.smtp import SmtpError, build_message, relay_from_settings, send_mail
 
 

@@ -28,6 +28,7 @@ from tests.loopback import Handler, served
 from tests.security.fakes import scripted_crawl
 from tracker.campaigns import Campaign, save_campaign
 from tracker.context import Context
+from tracker.core.times import now
 from tracker.discovery.providers import SearxngProvider
 from tracker.enforcement.alerts import send_due_alerts
 from tracker.enforcement.delisting import export_delisting, recheck_delistings
@@ -36,7 +37,6 @@ from tracker.enforcement.sending import prepare_notice, send_notice
 from tracker.enforcement.subscriptions import add_subscription
 from tracker.enforcement.timeline import finding_timeline, funnel
 from tracker.findings import bulk_set_status
-from tracker.times import now
 
 pytestmark = pytest.mark.slow  # a real crawl
 

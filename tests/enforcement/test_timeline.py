@@ -12,12 +12,12 @@ import pytest
 
 from tests.enforcement.helpers import set_sender, store_finding
 from tracker.context import Context
+from tracker.core.times import now
 from tracker.enforcement.timeline import finding_timeline, funnel, funnel_csv
 from tracker.findings import record_notice, set_status
 from tracker.findings.deadlines import STILL_THERE, record_check
 from tracker.findings.status import REMOVED, history_entry
 from tracker.findings.workflow import FindingNotFound
-from tracker.times import now
 
 
 def noticed(ctx: Context, url: str, work: str = "W-1") -> object:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.evidence.authority import Authority, running_authority
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 
 
 @pytest.fixture
@@ -27,6 +28,6 @@ def stamping_ctx(
     tokens are verified against its CA."""
     monkeypatch.setenv("COPYTRACK_TSA_URL", authority.url)
     monkeypatch.setenv("COPYTRACK_TSA_CA_FILE", str(authority.ca_file))
-    context = open_context(Settings.from_env())
+    context = open_ready(Settings.from_env())
     yield context
     context.close()

@@ -19,11 +19,11 @@ from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.evidence.authority import verify_with_openssl
 from tests.security.fakes import listening
+from tracker.accounts.users import add_user
 from tracker.evidence.timestamps import stamp_due_captures
 from tracker.findings import capture
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 pytestmark = pytest.mark.slow  # Chromium takes the screenshots
 

@@ -17,15 +17,15 @@ from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.evidence.authority import make_ca, verify_with_openssl
 from tests.processes import wait_until, worker_process
-from tracker.config import Settings
-from tracker.context import open_context
+from tracker.accounts.users import add_user
+from tracker.core.config import Settings
+from tracker.core.times import now
 from tracker.evidence.timestamps import stamp_due_captures
 from tracker.findings import capture as stored_capture
 from tracker.findings import evidence
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.times import now
-from tracker.users import add_user
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 TEXT = ZH[1]
 
@@ -126,7 +126,7 @@ def test_a_token_the_configured_chain_did_not_issue_is_shown_as_not_verified(
     stamp_due_captures(ctx)
     other_ca = make_ca(tmp_path / "other-ca", "someone else's CA")
     monkeypatch.setenv("COPYTRACK_TSA_CA_FILE", str(other_ca))
-    elsewhere = open_context(Settings.from_env())
+    elsewhere = open_ready(Settings.from_env())
     try:
         web = client(elsewhere)
         login(web, "vic")

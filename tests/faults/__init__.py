@@ -30,5 +30,5 @@ a racing add's give-back forced between the two counts' readings, `test_interrup
 Valkey killed during an update, `test_restarts` a worker stopped by SIGTERM mid-scan.
 
 Durable acknowledged writes (item 3) rest on SecantusDB's sync-on-commit and
-`tracker.durability.wait_durable`.
+`tracker.masters.durability.wait_durable`.
 """

@@ -22,10 +22,10 @@ from testbed.distractors import distractors
 from tests.corpus import texts
 from tests.processes import clean_env, wait_until
 from tracker.celery_app import sender_app
-from tracker.config import Settings
 from tracker.context import Context
-from tracker.pages import PageInput, store_page
-from tracker.servers import ServerStatus, server_status
+from tracker.core.config import Settings
+from tracker.runtime.servers import ServerStatus, server_status
+from tracker.scanning.pages import PageInput, store_page
 
 #: `copytrack worker` on the scan queue.
 SCAN_WORKER = [*COPYTRACK_COMMAND, "worker", "--queues", "scan", "--concurrency", "1"]

@@ -17,9 +17,9 @@ from tests.faults.helpers import kill_server, server
 from tests.pirate_site import reachable_articles, save_site_campaign
 from tests.processes import wait_until
 from tracker.campaigns import get_run, trigger_run, wait_for_run
-from tracker.config import Settings
-from tracker.context import open_context
-from tracker.servers import LOCK_FILE, MONGO, VALKEY, ensure_servers, stop_servers
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.runtime.servers import LOCK_FILE, MONGO, VALKEY, ensure_servers, stop_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -58,7 +58,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setting
 def test_a_running_crawl_follows_servers_to_their_new_ports(
     web: TestWeb, running: RunningWeb, settings: Settings
 ) -> None:
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     ports = {name: server(settings, name).port for name in (MONGO, VALKEY)}
     try:
         save_site_campaign(ctx, web, running, "moving", delay=0.5, concurrency=1)
@@ -70,7 +70,7 @@ def test_a_running_crawl_follows_servers_to_their_new_ports(
 
     _moved(settings)
     assert all(server(settings, name).port != ports[name] for name in ports)
-    ctx = open_context(settings)
+    ctx = open_ready(settings)
     try:
         stored = ctx.db.pages.count_documents({})
         assert stored < len(reachable_articles(web, running)), "the crawl ended before the move"

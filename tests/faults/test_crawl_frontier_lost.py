@@ -13,9 +13,9 @@ from testbed.testweb import RunningWeb, TestWeb
 from tests.pirate_site import reachable_articles, save_site_campaign
 from tests.processes import wait_until
 from tracker.campaigns import get_run, trigger_run, wait_for_run
-from tracker.config import Settings
 from tracker.context import open_context
-from tracker.servers import stop_servers
+from tracker.core.config import Settings
+from tracker.runtime.servers import stop_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

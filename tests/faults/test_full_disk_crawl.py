@@ -21,9 +21,10 @@ from tests.faults.helpers import copytrack, data_dir_env, fill_disk
 from tests.pirate_site import SITE, reachable_articles, save_site_campaign
 from tests.processes import wait_until
 from tracker.campaigns import get_run, trigger_run, wait_for_run
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.library import Work, add_work
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -46,7 +47,7 @@ def test_a_disk_full_during_a_crawl_loses_no_page(
     small_disk: Path, tmp_path: Path, web: TestWeb, running: RunningWeb
 ) -> None:
     env = {**data_dir_env(small_disk), "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "1"}
-    ctx = open_context(Settings.from_env(env))
+    ctx = open_ready(Settings.from_env(env))
     try:
         for master in web.masters:
             add_work(ctx, Work(text=master["text"], external_id=master["id"]))
@@ -64,7 +65,7 @@ def test_a_disk_full_during_a_crawl_loses_no_page(
             cwd=tmp_path,
         ) as run,
     ):
-        ctx = open_context(Settings.from_env(env))
+        ctx = open_ready(Settings.from_env(env))
         try:
             wait_until(lambda: ctx.db.pages.count_documents({}) >= 4, 60, "pages", log)
             filler = fill_disk(small_disk)
@@ -77,7 +78,7 @@ def test_a_disk_full_during_a_crawl_loses_no_page(
     said = log.read_text()
     assert code == 0 and "finished" in said, said[-3000:]
     assert "Traceback" not in said, said
-    ctx = open_context(Settings.from_env(env))
+    ctx = open_ready(Settings.from_env(env))
     try:
         pages = {p["url"] for p in ctx.db.pages.find({}, {"url": 1})}
         assert reachable_articles(web, running) <= pages
@@ -101,7 +102,7 @@ def test_a_disk_that_stays_full_fails_the_run_naming_it(
     there is room to record that."""
     env = {**data_dir_env(small_disk), "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "1"}
     monkeypatch.setenv("COPYTRACK_STORE_PATIENCE", "5")  # the crawl's environment
-    ctx = open_context(Settings.from_env(env))
+    ctx = open_ready(Settings.from_env(env))
     try:
         save_site_campaign(ctx, web, running, "stuck", delay=0.5, concurrency=1)
         run_id = trigger_run(ctx, "stuck")

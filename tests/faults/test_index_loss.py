@@ -25,14 +25,15 @@ from tests.faults.helpers import (
     store_pages,
 )
 from tests.processes import process_group, wait_until
-from tracker import generation
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
 from tracker.findings import set_status
-from tracker.health import index_health
 from tracker.index import MIN_LEVEL, SHARDS, RedisIndex
-from tracker.library import Work, add_work, fingerprint_values, reindex
-from tracker.pages import PageInput, scan_page, store_page
+from tracker.masters import generation
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work, fingerprint_values, reindex
+from tracker.monitoring.health import index_health
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -46,7 +47,7 @@ def test_a_wiped_index_closes_nothing_and_reindex_then_rescan_recover(
 ) -> None:
     works = texts("zh_news", 3)
     env = embedded_env(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         for n, text in enumerate(works):
@@ -104,7 +105,7 @@ def test_an_index_of_another_build_or_short_of_postings_is_refused(ctx: Context)
     with pytest.raises(generation.IndexNotReady, match="another copy of the index"):
         scan_page(ctx, page)
     with pytest.raises(generation.IndexNotReady, match="reindex"):
-        open_context(ctx.settings).close()
+        open_ready(ctx.settings).close()
     ctx.index.set_generation(built)
 
     # Postings the library put in are gone (a Redis crash lost its last writes).
@@ -185,7 +186,7 @@ def test_blocks_lost_with_their_counters_kept_close_nothing(own: Settings, tmp_p
     looked up from their texts show it: `status`, `check` and `rescan` refuse, nothing is
     closed, and `reindex` then `rescan` recover."""
     env = embedded_env(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         _, copies, before = _three_copied_works(ctx)
         assert len(before) == 3 and set(before.values()) == {"new"}
@@ -219,7 +220,7 @@ def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -
     for n, text in enumerate(works):
         add_work(ctx, Work(text=text, external_id=f"news-{n}"))
     pages = store_pages(ctx, pirate_copies(works, 1), "pirate")
-    scanner = open_context(replace(ctx.settings, index_cache_mb=0))
+    scanner = open_ready(replace(ctx.settings, index_cache_mb=0))
     try:
         for page_id in pages:
             scan_page(scanner, page_id)  # the first scan took this process's sample
@@ -230,7 +231,7 @@ def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -
         assert set(_statuses(ctx).values()) == {"new"}
         assert "lacks" in generation.inspect(ctx).problem  # recorded: every process refuses
         with pytest.raises(generation.IndexNotReady, match="lacks"):
-            open_context(ctx.settings).close()
+            open_ready(ctx.settings).close()
         generation.rebuild(ctx, reindex)
         assert generation.inspect(ctx).problem is None
         assert scan_page(scanner, pages[1], force=True).matches == 1
@@ -244,7 +245,7 @@ def test_one_block_lost_of_a_work_no_sample_meets_is_found(own: Settings, tmp_pa
     (the commands' message is the counts', not a work's). `status`, `check` and `rescan`
     refuse; nothing is closed; `reindex` recovers."""
     env = embedded_env(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         works, copies, before = _three_copied_works(ctx)
         suspect = tmp_path / "suspect.txt"

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from tests.corpus import texts
 from tests.faults.helpers import add_statuses, copytrack, data_dir_env, kill_server
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.generation import inspect
-from tracker.health import index_health
-from tracker.library import Work, add_work, fingerprint_values
-from tracker.matcher import match_text
-from tracker.servers import VALKEY, ensure_servers
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import inspect, open_ready
+from tracker.masters.library import Work, add_work, fingerprint_values
+from tracker.matching.matcher import match_text
+from tracker.monitoring.health import index_health
+from tracker.runtime.servers import VALKEY, ensure_servers
 
 OLD, NEW, OTHER = texts("zh_news", 3)
 
@@ -82,7 +82,7 @@ def test_valkey_killed_during_an_update_leaves_the_old_text_unmatched(
                  enumerate(stories)]  # fmt: skip
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert copytrack(["library", "add", str(old_file)], env).returncode == 0
-    ctx = open_context(own)
+    ctx = open_ready(own)
     remove = ctx.index.remove
 
     def killed_first(master_id: int, fingerprints: object) -> int:
@@ -115,7 +115,7 @@ def test_valkey_killed_during_an_update_leaves_the_old_text_unmatched(
     assert copytrack(["check", str(suspect)], env).stdout.startswith("no match")
     suspect.write_text(NEW, encoding="utf-8")
     assert copytrack(["check", str(suspect)], env).stdout.startswith("s0")
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         state = inspect(ctx)
         assert state.problem is None and state.index_postings == state.library_postings

@@ -20,7 +20,7 @@ from tests.faults.helpers import (
     servers_of,
 )
 from tests.processes import clean_env
-from tracker.servers import free_port
+from tracker.runtime.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,13 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 
 from tests.corpus import texts
-from tracker import generation, library
-from tracker.config import Settings
 from tracker.context import Context, open_context
-from tracker.library import Work, add_work, add_works
-from tracker.library_edits import delete_works
-from tracker.store import ensure_indexes
+from tracker.core.config import Settings
+from tracker.core.store import ensure_indexes
+from tracker.masters import generation, library
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work, add_works
+from tracker.scanning.library_edits import delete_works
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ TEXTS = texts("zh_news", 60)
 
 def _add_all(env: dict[str, str], prefix: str) -> list[str]:
     """One `library add` run: every text under this run's ids, in small batches."""
-    ctx = open_context(Settings.from_env(env))
+    ctx = open_ready(Settings.from_env(env))
     statuses = []
     try:
         for first in range(0, len(TEXTS), 5):
@@ -88,7 +89,7 @@ def test_a_removal_between_the_two_counts_is_no_loss(
     it read: not a loss, since the racer's removal is noted beside the postings."""
     for n, text in enumerate(TEXTS[:3]):
         add_work(ctx, Work(text=text, external_id=f"w{n}"))
-    racer = open_context(Settings.from_env(tracker_env))
+    racer = open_ready(Settings.from_env(tracker_env))
     read_library = generation._read_library
     raced: list[str] = []
 

@@ -11,12 +11,13 @@ import pytest
 
 from tests.corpus import texts
 from tests.faults.helpers import pirate_copies, store_pages
-from tracker import pages
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.library import ARCHIVE, Work, add_work
-from tracker.library_edits import delete_works
-from tracker.pages import scan_page
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import ARCHIVE, Work, add_work
+from tracker.scanning import pages
+from tracker.scanning.library_edits import delete_works
+from tracker.scanning.pages import scan_page
 
 WORKS = texts("zh_news", 2)
 
@@ -34,7 +35,7 @@ def test_a_work_removed_between_the_match_and_the_finding_leaves_none(
     for n, text in enumerate(WORKS):
         add_work(ctx, Work(text=text, external_id=f"w{n}"))
     [page] = store_pages(ctx, ["\n".join(pirate_copies(WORKS, 1))], "pirate")
-    remover = open_context(Settings.from_env(tracker_env))
+    remover = open_ready(Settings.from_env(tracker_env))
     record_findings = pages.record_findings
     removed: list[str] = []
 
@@ -65,7 +66,7 @@ def test_removals_and_re_adds_under_forced_scans_leave_no_orphan(
     errors: list[BaseException] = []
 
     def scan_again_and_again() -> None:
-        scanner = open_context(Settings.from_env(tracker_env))
+        scanner = open_ready(Settings.from_env(tracker_env))
         try:
             while not done.is_set():
                 for page_id in copies:

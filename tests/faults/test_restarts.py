@@ -33,12 +33,13 @@ from tests.faults.helpers import (
     store_pages,
 )
 from tests.processes import installation_env, process_group, wait_until
-from tracker.config import Settings
-from tracker.context import Context, open_context, reconnected
-from tracker.durability import wait_durable
-from tracker.library import Work, add_work
-from tracker.matcher import match_text
-from tracker.servers import MONGO, VALKEY, ensure_servers
+from tracker.context import Context, reconnected
+from tracker.core.config import Settings
+from tracker.masters.durability import wait_durable
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
+from tracker.matching.matcher import match_text
+from tracker.runtime.servers import MONGO, VALKEY, ensure_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 #: A task whose acknowledgement was lost with a killed server comes back within the test.
@@ -93,7 +94,7 @@ def test_killed_servers_come_back_on_their_ports(own: Settings) -> None:
 
 def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_path: Path) -> None:
     works = texts("zh_news", 4)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         _library(ctx, works[:3])
         copies = pirate_copies(works[:3], 1)
@@ -107,7 +108,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
     # SIGTERM: Valkey writes out its AOF and exits; the restarted one reads it back.
     kill_server(own, VALKEY, signal.SIGTERM)
     ensure_servers(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         assert _index_content(ctx) == index
         assert [match_text(ctx, text) for text in copies] == before
@@ -124,7 +125,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
 
     kill_server(own, VALKEY)
     endpoints = ensure_servers(own)
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         assert _index_content(ctx) == grown
@@ -148,7 +149,7 @@ def test_a_worker_carries_on_when_a_server_is_killed(
     """kill -9 of Valkey or SecantusDB under a busy worker, and no command run afterwards:
     the worker starts the server again (its broker connection, or a task's retry, finds it
     dead), on its port, and every queued scan is done once."""
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         copies, pages, expected = _copies_stored(ctx, 40)
@@ -180,7 +181,7 @@ def test_a_worker_stopped_by_sigterm_mid_scan_leaves_every_scan_done_once(
     """SIGTERM to a busy worker (as `docker compose stop` or systemd sends it), not kill -9:
     it ends within seconds, starts no server on the way out, and the scans it had taken
     but not done go back to the queue; the next worker does each once."""
-    ctx = open_context(own)
+    ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
         _, pages, expected = _copies_stored(ctx, 30)
@@ -215,7 +216,7 @@ def test_reindex_after_flushall_restores_identical_results(own: Settings) -> Non
         *(attacks.excerpt(text, rng, fraction=0.5, filler=unrelated[0]) for text in library[4:6]),
         *unrelated,
     ]
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         _library(ctx, library)
         index = _index_content(ctx)
@@ -243,7 +244,7 @@ def test_reindex_after_flushall_restores_identical_results(own: Settings) -> Non
 def test_a_server_moved_to_another_port_is_followed(own: Settings) -> None:
     """When its port was taken while it was down, a server comes back elsewhere, and a
     long-running process's context follows it (`tracker.context.reconnected`)."""
-    ctx = open_context(own)
+    ctx = open_ready(own)
     try:
         port = kill_server(own, VALKEY)
         with socket.socket() as squatter:

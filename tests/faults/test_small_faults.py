@@ -14,8 +14,9 @@ from pymongo.errors import OperationFailure
 from tests.faults.helpers import copytrack, data_dir_env, fill_disk
 from tests.loopback import Handler, served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
-from tracker.config import Settings
-from tracker.context import Context, open_context
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +77,7 @@ def test_a_url_redirecting_to_itself_is_counted(crawl_ctx: Context) -> None:
 
 def test_status_on_a_full_disk_says_each_problem_in_one_short_line(small_disk: Path) -> None:
     env = data_dir_env(small_disk)
-    ctx = open_context(Settings.from_env(env))
+    ctx = open_ready(Settings.from_env(env))
     try:
         fill_disk(small_disk)
         with pytest.raises(OperationFailure):  # its storage fails, as on a busy installation

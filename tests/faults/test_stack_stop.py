@@ -15,10 +15,10 @@ from tests.faults.helpers import copytrack, data_dir_env, servers_of
 from tests.pirate_site import save_site_campaign
 from tests.processes import process_group, process_state, wait_until
 from tracker.campaigns import get_run, trigger_run
-from tracker.config import Settings
-from tracker.context import open_context
-from tracker.library import Work, add_work
-from tracker.servers import free_port
+from tracker.core.config import Settings
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
+from tracker.runtime.servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -32,7 +32,7 @@ def test_down_under_up_stops_the_stack_crawls_included(
     up_command = [*COPYTRACK_COMMAND, "up", "--concurrency", "1", "--admin-port", str(free_port())]
     with process_group(up_command, env, log) as up:
         wait_until(lambda: "copytrack is up" in log.read_text(), 90, "the stack", log)
-        ctx = open_context(Settings.from_env(env))
+        ctx = open_ready(Settings.from_env(env))
         try:
             for master in web.masters:  # the worker has copies to find: it is busy
                 add_work(ctx, Work(text=master["text"], external_id=master["id"]))
@@ -54,7 +54,7 @@ def test_down_under_up_stops_the_stack_crawls_included(
         assert not (data / "servers.json").exists()
         assert process_state(crawl) in (None, "Z")
         assert f"stopped crawl (pid {crawl})" in down.stdout and "stopped up" in down.stdout
-    ctx = open_context(Settings.from_env(env))  # servers again, for a look at the run
+    ctx = open_ready(Settings.from_env(env))  # servers again, for a look at the run
     try:
         run = get_run(ctx, run_id)
         assert run["state"] == "failed" and run["error"].startswith("interrupted"), run

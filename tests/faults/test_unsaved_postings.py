@@ -15,12 +15,12 @@ import pytest
 
 from tests.admin_seed import client, login, seed
 from tests.corpus import texts
-from tracker import durability, library
-from tracker.config import Settings
-from tracker.context import Context, open_context
-from tracker.generation import inspect
-from tracker.library import Work, add_batches, prepare_works
-from tracker.matcher import match_text
+from tracker.context import Context
+from tracker.core.config import Settings
+from tracker.masters import durability, library
+from tracker.masters.generation import inspect, open_ready
+from tracker.masters.library import Work, add_batches, prepare_works
+from tracker.matching.matcher import match_text
 
 TEXTS = texts("zh_news", 6)
 FIRST, SECOND = TEXTS[:3], TEXTS[3:]
@@ -29,7 +29,7 @@ _SAY = "free space and run the command again"
 
 @pytest.fixture
 def own_ctx(own: Settings) -> Iterator[Context]:
-    context = open_context(own)
+    context = open_ready(own)
     yield context
     context.close()
 

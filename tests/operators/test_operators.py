@@ -14,10 +14,10 @@ from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.operators.web import BAIDU_SHARED, OperatorWeb, operator_web
 from tests.security.fakes import scripted_crawl
+from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, save_campaign
-from tracker.library import Work, add_work
+from tracker.masters.library import Work, add_work
 from tracker.operators.grouping import update_operators
-from tracker.users import add_user
 
 pytestmark = pytest.mark.slow  # two real crawls
 

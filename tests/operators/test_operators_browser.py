@@ -15,9 +15,9 @@ import pytest
 from admin.i18n import COOKIE as LANGUAGE_COOKIE
 from tests.admin_seed import PASSWORD, ZH, seed
 from tests.served_admin import served_admin
+from tracker.core.times import now
 from tracker.operators.grouping import update_operators
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.times import now
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 CHROMIUM = Path("/usr/bin/chromium")

@@ -20,8 +20,8 @@ from copytrack.commands.admin import server_options
 from tests.admin_seed import PASSWORD
 from tests.security.raw_http import measured, post_json, read_answer, send_head
 from tests.served_admin import served_admin
+from tracker.accounts.users import add_user, create_token
 from tracker.context import Context
-from tracker.users import add_user, create_token
 
 pytestmark = pytest.mark.security
 

@@ -18,8 +18,8 @@ from admin import limits
 from tests.admin_seed import PASSWORD
 from tests.security.raw_http import read_answer, send_head
 from tests.served_admin import served_admin
+from tracker.accounts.users import add_user, create_token
 from tracker.context import Context
-from tracker.users import add_user, create_token
 
 pytestmark = pytest.mark.security
 

@@ -21,9 +21,9 @@ from admin.connections import HEAD_TIMEOUT_S
 from copytrack.commands.admin import server_options
 from tests.admin_seed import PASSWORD
 from tests.served_admin import served_admin
-from tracker.config import Settings
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.users import add_user
+from tracker.core.config import Settings
 
 pytestmark = pytest.mark.security
 

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.admin_seed import PASSWORD, client, login
-from tracker.context import Context
-from tracker.users import (
+from tracker.accounts.users import (
     UserError,
     add_user,
     create_token,
@@ -18,6 +17,7 @@ from tracker.users import (
     set_password,
     verify_token,
 )
+from tracker.context import Context
 
 pytestmark = pytest.mark.security
 

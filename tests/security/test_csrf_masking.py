@@ -13,8 +13,8 @@ import pytest
 
 from admin.security import SESSION_COOKIE
 from tests.admin_seed import PASSWORD, client, csrf_of, login
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.users import add_user
 
 pytestmark = pytest.mark.security
 

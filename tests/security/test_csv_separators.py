@@ -14,9 +14,9 @@ import io
 import pytest
 
 from tests.admin_seed import PASSWORD, ZH, client, login, scanned_page
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.library import Work, add_work
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
 
 pytestmark = pytest.mark.security
 

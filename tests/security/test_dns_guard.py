@@ -24,7 +24,7 @@ from tracker.campaigns import (
     save_campaign,
 )
 from tracker.context import Context
-from tracker.netguard import (
+from tracker.core.netguard import (
     PrivateAddressError,
     UnresolvedHostError,
     check_url,

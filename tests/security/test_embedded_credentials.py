@@ -19,11 +19,11 @@ import pymongo.errors
 import pytest
 import redis
 
-from tracker import servers
-from tracker.config import Settings
-from tracker.embedded_credentials import SECRET_FILE, VALKEY_CONFIG
-from tracker.processes import kill, proc_info
-from tracker.servers import (
+from tracker.core.config import Settings
+from tracker.runtime import servers
+from tracker.runtime.embedded_credentials import SECRET_FILE, VALKEY_CONFIG
+from tracker.runtime.processes import kill, proc_info
+from tracker.runtime.servers import (
     MONGO,
     VALKEY,
     ServerStatus,

@@ -42,8 +42,8 @@ from tracker.campaigns import (
     wait_for_run,
 )
 from tracker.context import Context
-from tracker.library import Work, add_works
-from tracker.netguard import system_lookup
+from tracker.core.netguard import system_lookup
+from tracker.masters.library import Work, add_works
 
 pytestmark = pytest.mark.security
 

@@ -16,10 +16,10 @@ from admin.evidence import FIRST_MARK_ID, INLINE_CAPTURE_BYTES, PART_BYTES, part
 from tests.admin_seed import PASSWORD, ZH, client, login
 from tests.security.browser import chromium_tab, in_chromium, sign_in
 from tests.served_admin import served_admin
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.library import Work, add_work
-from tracker.pages import PageInput, scan_page, store_page
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 pytestmark = pytest.mark.security
 

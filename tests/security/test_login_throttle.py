@@ -15,9 +15,9 @@ import pytest
 from copytrack.commands.admin import server_options
 from tests.admin_seed import PASSWORD
 from tests.served_admin import served_admin
-from tracker.config import Settings
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.users import add_user
+from tracker.core.config import Settings
 
 pytestmark = pytest.mark.security
 

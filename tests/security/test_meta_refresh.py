@@ -18,7 +18,7 @@ from tests.corpus import texts
 from tests.loopback import served
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.context import Context
-from tracker.library import Work, add_work
+from tracker.masters.library import Work, add_work
 
 pytestmark = pytest.mark.security
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests.admin_seed import PASSWORD, client, csrf_of, login
+from tracker.accounts.users import add_user, list_tokens, verify_password
 from tracker.context import Context
-from tracker.users import add_user, list_tokens, verify_password
 
 pytestmark = pytest.mark.security
 

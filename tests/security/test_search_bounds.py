@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.admin_seed import PASSWORD, ZH, client, login, scanned_page
+from tracker.accounts.users import add_user
 from tracker.context import Context
 from tracker.findings.queries import MAX_DOMAIN_CHARS, MAX_SEARCH_CHARS
-from tracker.library import Work, add_work
-from tracker.users import add_user
+from tracker.masters.library import Work, add_work
 
 pytestmark = pytest.mark.security
 

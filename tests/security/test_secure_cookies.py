@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from admin.app import create_app
 from admin.security import LOGIN_CSRF_COOKIE, SESSION_COOKIE
 from tests.admin_seed import PASSWORD, csrf_of
-from tracker.config import ConfigError, Settings
+from tracker.accounts.users import add_user
 from tracker.context import Context
-from tracker.users import add_user
+from tracker.core.config import ConfigError, Settings
 
 pytestmark = pytest.mark.security
 

@@ -18,8 +18,8 @@ import pytest
 
 from crawler.fetch import FetchError, fetch_text
 from tests.security.fakes import ScriptedLookup
-from tracker import netguard
-from tracker.netguard import PrivateAddressError, checked_addresses
+from tracker.core import netguard
+from tracker.core.netguard import PrivateAddressError, checked_addresses
 
 pytestmark = pytest.mark.security
 
@@ -40,7 +40,7 @@ PUBLIC = ["93.184.215.14", "192.0.1.1", "2606:4700::1111", "2003::1", "2001:4860
 
 
 class _NoSockets:
-    """Stands in for the socket module in tracker.netguard: records every socket asked for
+    """Stands in for the socket module in tracker.core.netguard: records every socket asked for
     and connects nowhere."""
 
     AF_INET = socket.AF_INET

@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.admin_seed import PASSWORD, client, login
+from tracker.accounts.users import add_user, create_token, list_tokens
 from tracker.context import Context
-from tracker.users import add_user, create_token, list_tokens
 
 pytestmark = pytest.mark.security
 

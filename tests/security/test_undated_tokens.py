@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from tests.admin_seed import PASSWORD
-from tracker import users
+from tracker.accounts import users
+from tracker.accounts.users import TOKEN_DAYS, add_user, create_token, verify_token
 from tracker.context import Context
-from tracker.times import now
-from tracker.users import TOKEN_DAYS, add_user, create_token, verify_token
+from tracker.core.times import now
 
 pytestmark = pytest.mark.security
 

@@ -2,7 +2,7 @@
 
 A campaign says what to crawl: seeds (pages, sitemaps, RSS/Atom feeds), allowed domains,
 allow/deny URL patterns, depth and page limits, politeness overrides, a cron schedule
-(UTC). Seeds pass the same private-network rule as every crawled URL (tracker.netguard).
+(UTC). Seeds pass the same private-network rule as every crawled URL (tracker.core.netguard).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import yaml
 from croniter import croniter
 
-from ..jsonl import not_regular
-from ..netguard import check_url
+from ..core.jsonl import not_regular
+from ..core.netguard import check_url
 
 # Letters of any script (盗版小说站 is a name), digits, '_', '.', '-'; no spaces or slashes:
 # names go into addresses and keys.

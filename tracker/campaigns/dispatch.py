@@ -23,7 +23,7 @@ from kombu.exceptions import OperationalError
 
 from ..celery_app import CRAWL_TASK, app
 from ..context import Context
-from ..processes import descendants, process_running
+from ..runtime.processes import descendants, process_running
 from .runs import (
     ACTIVE_STATES,
     QUEUE_WAIT,

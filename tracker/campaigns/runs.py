@@ -31,10 +31,10 @@ from pymongo import DESCENDING, ReturnDocument
 from pymongo.errors import PyMongoError
 
 from ..context import Context, reconnected
-from ..failures import storage_failed
-from ..pages import needs_scan, scan_mark, scan_page
-from ..processes import pid_space, process_running
-from ..servers import ServerStartError
+from ..core.failures import storage_failed
+from ..runtime.processes import pid_space, process_running
+from ..runtime.servers import ServerStartError
+from ..scanning.pages import needs_scan, scan_mark, scan_page
 from .definition import CampaignError
 from .lock import LOCK_TTL, CampaignBusy, lock_holder, release_lock, renew_lock, take_lock
 from .store import get_campaign

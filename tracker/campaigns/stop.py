@@ -18,8 +18,8 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from ..context import Context
-from ..processes import pid_space, process_running
-from ..times import now
+from ..core.times import now
+from ..runtime.processes import pid_space, process_running
 from .definition import CampaignError
 from .lock import release_lock
 from .runs import ACTIVE_STATES, drop_frontier

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..config import Settings
+from ..core.config import Settings
 
 __all__ = [
     "BraveProvider",

@@ -24,9 +24,9 @@ from pymongo.errors import DuplicateKeyError
 
 from ..campaigns.store import list_campaigns
 from ..context import Context
+from ..core.times import now
 from ..findings.licensing import licensed_domain_of
-from ..library import masters_after
-from ..times import now
+from ..masters.library import masters_after
 from .providers import SearchError, SearchProvider, SearchResult
 from .sentences import distinctive_sentences
 

@@ -20,11 +20,11 @@ from typing import Any
 from bson import ObjectId
 
 from ..context import Context
+from ..core.store import changed
+from ..core.times import now as utc_now
 from ..findings.deadlines import stage_query
 from ..findings.status import CONFIRMED as CONFIRMED_STATUS
 from ..findings.status import NOT_COPIES
-from ..store import changed
-from ..times import now as utc_now
 from .deliveries import Attempted, deliver_due, queue_delivery
 from .smtp import Relay, SmtpError, relay_from_settings
 from .subscriptions import CONFIRMED, EVENT_LABELS, FREQUENCIES, NEW, RUN_FAILED

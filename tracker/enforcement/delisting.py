@@ -25,13 +25,13 @@ from bson import ObjectId
 from pymongo import UpdateOne
 
 from ..context import Context
+from ..core.times import now as utc_now
 from ..discovery.providers import SearchError, SearchProvider, provider_from_settings
 from ..discovery.searches import spend_query
 from ..findings.export import safe_cell
 from ..findings.notices import notice_sender
 from ..findings.status import CONFIRMED, NOTICE_SENT
 from ..findings.workflow import WorkflowError
-from ..times import now as utc_now
 
 __all__ = [
     "ENGINES",

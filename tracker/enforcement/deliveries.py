@@ -18,8 +18,8 @@ from typing import Any
 from bson import ObjectId
 
 from ..context import Context
+from ..core.times import now as utc_now
 from ..findings.notices import notice_sender
-from ..times import now as utc_now
 from .smtp import Relay, SmtpError, build_message, send_mail
 from .webhooks import WebhookError, post
 

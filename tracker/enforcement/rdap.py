@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..context import Context
-from ..times import now as utc_now
+from ..core.times import now as utc_now
 
 __all__ = ["RdapAnswer", "RdapError", "abuse_emails", "lookup_domain", "lookup_ip"]
 

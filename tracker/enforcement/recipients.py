@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..captures import page_capture
 from ..context import Context
+from ..core.store import changed
+from ..findings.captures import page_capture
 from ..findings.notices import EMAIL_ADDRESS
-from ..store import changed
 from .rdap import RdapAnswer, lookup_domain, lookup_ip
 
 __all__ = ["HOSTING", "REGISTRAR", "REVIEWER", "SITE", "Recipient", "propose_recipients"]

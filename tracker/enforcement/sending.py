@@ -19,6 +19,8 @@ from typing import Any
 from bson import ObjectId
 
 from ..context import Context
+from ..core.store import changed
+from ..core.times import now as utc_now
 from ..findings.notices import (
     EMAIL_ADDRESS,
     NOTICE_DEADLINE_DAYS,
@@ -29,8 +31,6 @@ from ..findings.notices import (
 )
 from ..findings.status import CONFIRMED, NOTICE_READY
 from ..findings.workflow import FindingNotFound, WorkflowError
-from ..store import changed
-from ..times import now as utc_now
 from .rdap import RdapAnswer
 from .recipients import Recipient, propose_recipients
 from .smtp import SmtpError, build_message, relay_from_settings, send_mail

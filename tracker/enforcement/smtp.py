@@ -23,8 +23,8 @@ from email.utils import formataddr, formatdate, make_msgid
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from ..config import Settings
-from ..times import now
+from ..core.config import Settings
+from ..core.times import now
 
 __all__ = ["Relay", "Sent", "SmtpError", "relay_from_settings", "send_mail"]
 

@@ -16,8 +16,8 @@ from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
 from ..context import Context
+from ..core.times import now
 from ..findings.notices import EMAIL_ADDRESS
-from ..times import now
 
 __all__ = [
     "EVENTS",

@@ -25,6 +25,7 @@ from typing import Any
 from bson import ObjectId
 
 from ..context import Context
+from ..core.times import now as utc_now
 from ..findings.deadlines import OUTCOME_LABELS, STILL_THERE, UNREACHABLE
 from ..findings.export import safe_cell
 from ..findings.status import (
@@ -37,7 +38,6 @@ from ..findings.status import (
     REMOVED,
 )
 from ..findings.workflow import FindingNotFound
-from ..times import now as utc_now
 from .delisting import DELISTED, ENGINES, delistings_of
 from .deliveries import DELIVERED, deliveries_of
 

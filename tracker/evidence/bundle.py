@@ -25,11 +25,11 @@ from typing import IO, Any
 from bson import ObjectId
 
 from ..context import Context
+from ..core.times import iso, now
 from ..findings import FindingNotFound, domain_query, evidence, parse_object_id
 from ..findings.evidence import Evidence, capture
-from ..library import find_masters
-from ..pages import header
-from ..times import iso, now
+from ..masters.library import find_masters
+from ..scanning.pages import header
 from .rfc3161 import TimestampError, stamp
 from .timestamps import REQUEST_TIMEOUT, stamp_capture
 

@@ -1,7 +1,7 @@
 """Trusted time-stamps of captures: a token from the RFC 3161 authority of
 ``COPYTRACK_TSA_URL`` over each stored capture's SHA-256, kept on its page.
 
-A stored capture is due (``timestamp_due``, set by `tracker.pages.store_page`); a worker
+A stored capture is due (``timestamp_due``, set by `tracker.scanning.pages.store_page`); a worker
 sweep (`tracker.tasks`) has the due ones stamped a few seconds later, off the crawl's
 path. A request that fails is asked again later, at growing intervals (30 s … 1 h), and
 the evidence says "not yet time-stamped" meanwhile. A page's ``timestamp``: the token (a
@@ -19,7 +19,7 @@ from typing import Any
 from bson import Binary, ObjectId
 
 from ..context import Context
-from ..times import now
+from ..core.times import now
 from .rfc3161 import TimestampError, Token, read_response, stamp
 
 log = logging.getLogger(__name__)

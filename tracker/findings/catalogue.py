@@ -7,8 +7,8 @@ seconds there whatever the indexes. The catalogue answers them in milliseconds a
 from MongoDB only the page of findings shown.
 
 MongoDB stays the truth; the catalogue is a cache of it, kept in step before every answer:
-every write of a finding sets its ``changed_at`` (`tracker.store.changed`), indexed, and
-every deletion leaves a tombstone in ``findings_gone`` (`tracker.store.delete_findings`);
+every write of a finding sets its ``changed_at`` (`tracker.core.store.changed`), indexed, and
+every deletion leaves a tombstone in ``findings_gone`` (`tracker.core.store.delete_findings`);
 the catalogue reads what changed since it last looked (a few milliseconds when nothing
 did). The same holds with a production MongoDB, where it is as correct and faster still.
 Storage is behind `FindingSource`, so a test (or another store) can feed it.
@@ -27,8 +27,8 @@ import numpy as np
 from bson import ObjectId
 from pymongo.database import Database
 
-from ..batches import batched
-from ..store import CHANGED_AT, GONE_KEPT, IN_VALUES, find_in
+from ..core.batches import batched
+from ..core.store import CHANGED_AT, GONE_KEPT, IN_VALUES, find_in
 from .deadlines import (
     AWAITING,
     GONE,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context
-from ..times import zone
+from ..core.times import zone
 from .deadlines import notice_stages
 from .queries import size_query
 from .status import NOT_COPIES, OPEN, STATUSES

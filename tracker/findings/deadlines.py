@@ -3,7 +3,7 @@ through, and the re-check each finding records (``notice_check``).
 
 Recording a notice sets the finding's ``notice_deadline`` (tracker.findings.notices). Until
 then the site is *awaiting*; after it, the finding is *overdue* until a re-check
-(tracker.rechecks) fetched the page again: then the copy is *still there* (the finding
+(tracker.scanning.rechecks) fetched the page again: then the copy is *still there* (the finding
 stays ``notice_sent``, for escalation) or *removed* (a scan closed it). A re-check that
 could not fetch the page counts again after RETRY_UNREACHABLE.
 """
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..context import Context
-from ..store import changed
+from ..core.store import changed
 from .status import NOTICE_SENT, REMOVED, history_entry
 
 #: What a re-check found: the page no longer copies the work, still does, or did not answer.

@@ -12,11 +12,11 @@ from typing import Any
 
 from bson import ObjectId
 
-from ..captures import page_capture, page_text
 from ..context import Context
+from ..core.times import now
 from ..evidence.timestamps import CaptureTimestamp, capture_timestamp
-from ..library import master_or_archived
-from ..times import now
+from ..masters.library import master_or_archived
+from .captures import page_capture, page_text
 from .differences import Piece, differences, tally
 from .notices import notices_of
 from .passages import Passage, passages

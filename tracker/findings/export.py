@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..batches import batched
 from ..context import Context
-from ..store import find_in
-from ..times import iso
+from ..core.batches import batched
+from ..core.store import find_in
+from ..core.times import iso
 from .queries import FindingFilter, finding_query, sort_spec
 from .status import LABELS
 

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 from bson import ObjectId
 
 from ..context import Context
-from ..store import all_of, changed
-from ..times import now
+from ..core.store import all_of, changed
+from ..core.times import now
 from .dashboard import invalidate_dashboard
 from .queries import domain_query
 from .status import LICENSED, MAX_NOTE_CHARS, NOTICE_READY, REVIEWER_STATUSES, history_entry

@@ -11,10 +11,10 @@ from typing import Any
 
 from bson import ObjectId
 
-from ..captures import page_text
 from ..context import Context
-from ..store import update_found
-from ..times import now
+from ..core.store import update_found
+from ..core.times import now
+from .captures import page_text
 from .dashboard import invalidate_dashboard
 from .passages import Passage, passages
 from .status import MAX_NOTE_CHARS, NOTICE_READY, NOTICE_SENT
@@ -30,7 +30,7 @@ NOTICE_PASSAGE_CHARS = 120
 
 
 #: Working days a notice gives the site to take the copy down (the notice says so); the
-#: page is re-checked once they are over (tracker.rechecks).
+#: page is re-checked once they are over (tracker.scanning.rechecks).
 NOTICE_DEADLINE_DAYS = 5
 
 

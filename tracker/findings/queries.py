@@ -17,9 +17,9 @@ from bson import ObjectId
 from bson.errors import InvalidId
 
 from ..context import Context
-from ..library import find_masters
-from ..store import all_of, find_in
-from ..times import now
+from ..core.store import all_of, find_in
+from ..core.times import now
+from ..masters.library import find_masters
 from .deadlines import NOTICE_STAGES, stage_query
 from .status import STATUSES
 
@@ -42,7 +42,7 @@ SORT_KEYS = (
 DEFAULT_SORT = "-last_seen"
 
 #: Which findings by how much they copy (``size``): copies only (the reviewer's queue),
-#: the quotation-sized ones kept out of it (fewer than `tracker.matcher.QUOTATION_CHARS`
+#: the quotation-sized ones kept out of it (fewer than `tracker.matching.matcher.QUOTATION_CHARS`
 #: characters), or both.
 SIZES = ("copies", "quotations", "any")
 DEFAULT_SIZE = "copies"

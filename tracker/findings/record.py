@@ -12,9 +12,9 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from ..context import Context
-from ..library import REMOVING
-from ..matcher import Match
-from ..store import CHANGED_AT, changed, delete_findings, find_in
+from ..core.store import CHANGED_AT, changed, delete_findings, find_in
+from ..masters.library import REMOVING
+from ..matching.matcher import Match
 from .queries import size_query
 from .status import CLOSED, NEW, REMOVED, SYSTEM, history_entry
 
@@ -165,8 +165,8 @@ def record_findings(
     Keyed by (page, master): a re-scan updates ``last_seen`` and the evidence and keeps
     ``first_seen`` and the reviewer's status, so a redelivered task changes nothing.
     ``keep_open``, given the works whose open findings of the page would be closed, names
-    those to stay open (it may refuse the scan: `tracker.index_audit.audit_works`).
-    A finding of a work removed meanwhile (`tracker.library_edits`) is not kept.
+    those to stay open (it may refuse the scan: `tracker.matching.index_audit.audit_works`).
+    A finding of a work removed meanwhile (`tracker.scanning.library_edits`) is not kept.
     """
     now = datetime.now(UTC)
     ops = _upserts(page, matches, now, run_id)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..context import Context
-from ..library import find_masters
+from ..masters.library import find_masters
 from .queries import domain_query
 from .status import CONFIRMED, NOTICE_SENT, REMOVED, STATUSES
 

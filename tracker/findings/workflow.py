@@ -8,10 +8,10 @@ from typing import Any
 
 from bson import ObjectId
 
-from ..batches import batched
 from ..context import Context
-from ..store import IN_VALUES, changed, update_found
-from ..times import now
+from ..core.batches import batched
+from ..core.store import IN_VALUES, changed, update_found
+from ..core.times import now
 from .dashboard import invalidate_dashboard
 from .record import REOPEN_AS
 from .status import DISMISSED, LICENSED, STATUSES, TRANSITIONS, history_entry

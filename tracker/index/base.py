@@ -120,7 +120,7 @@ class InvertedIndex(ABC):
 
     @abstractmethod
     def set_generation(self, generation: str) -> None:
-        """Record which build of the index this is (`tracker.generation`)."""
+        """Record which build of the index this is (`tracker.masters.generation`)."""
 
     @abstractmethod
     def begin_removal(self, token: str, until: float) -> None:

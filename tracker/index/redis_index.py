@@ -6,7 +6,7 @@ Two interchangeable backends behind one interface (datasketch-style storage):
 - `RedisIndex`: the production index in Redis/Valkey, compact, sizing itself as it grows,
   one round trip per query.
 
-RedisIndex layout (prefix ``copytrack:ix`` by default: tracker.keys). A fingerprint is first
+RedisIndex layout (prefix ``copytrack:ix`` by default: tracker.core.keys). A fingerprint is first
 mixed by a bijection of its ``fingerprint_bits`` (so skewed fingerprints still spread
 evenly); the low ``SHARD_BITS`` of the mixed value pick one of 16 shards, the rest (``h``)
 a block of the shard by linear hashing, and ``h`` without its low ``MIN_LEVEL`` bits (which
@@ -14,7 +14,7 @@ every block number holds) is the record's key:
 
 - ``{prefix}:meta``  HASH: ``version`` (fingerprint parameters), ``layout``,
   ``generation``, ``removals`` (removals of postings begun) and ``removing:TOKEN`` (the
-  time until which a removal is under way): see `tracker.generation`; and
+  time until which a removal is under way): see `tracker.masters.generation`; and
   ``blocks_checked_until``, when the next check of every block is due
   (`RedisIndex.block_check_due`).
 - ``{prefix}:{SS}``  HASH per shard (SS = shard number in hex, a Redis Cluster hash tag):
@@ -59,7 +59,7 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError, WatchError
 
-from ..batches import batched
+from ..core.batches import batched
 from .base import (
     IndexedMaster,
     IndexStats,

@@ -23,11 +23,11 @@ from typing import Any
 
 from bson import ObjectId
 
-from ..captures import page_capture
 from ..context import Context
+from ..core.store import changed, find_in, update_in
+from ..core.times import now
 from ..findings import invalidate_dashboard
-from ..store import changed, find_in, update_in
-from ..times import now
+from ..findings.captures import page_capture
 from .signals import Signal, page_signals, redirect_sources
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from typing import Any
 from bson import ObjectId
 
 from ..context import Context
-from ..store import find_in
-from ..times import now
+from ..core.store import find_in
+from ..core.times import now
 
 #: Findings shown on an operator's page (the findings list, filtered by domain, has all).
 FINDINGS_SHOWN = 100

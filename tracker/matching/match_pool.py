@@ -6,7 +6,7 @@ waits on Redis and MongoDB, so the threads of one process share one core (the GI
 They are forked from the command's process, which has imported everything they need, when
 it runs no other thread yet (a fork copies only the thread that forks: another's locks
 would stay locked in the child); else a forkserver that imported the matcher once
-(`tracker.match_preload`) forks them warm.
+(`tracker.matching.match_preload`) forks them warm.
 Texts go in batches, matched together (`match_texts`: one index round trip and one read of
 works per batch, and fewer messages between processes); each batch's results come back as
 one future.
@@ -24,8 +24,9 @@ from types import TracebackType
 
 from fingerprinter import DEFAULT_PARAMS, query_array
 
-from .config import Settings
-from .context import Context, open_context
+from ..context import Context
+from ..core.config import Settings
+from ..masters.generation import open_ready
 from .matcher import Match, match_texts
 
 #: The matches of one text, and the milliseconds of matching it took: its batch's time
@@ -56,9 +57,9 @@ def load_tables() -> None:
 def _open_worker_context(settings: Settings) -> None:
     global _worker_context, _worker_failure
     try:
-        _worker_context = open_context(settings)
+        _worker_context = open_ready(settings)
     except Exception as error:  # raised with the first batch: an initializer's would print
-        _worker_failure = error  # a traceback, and the command's own open_context says it
+        _worker_failure = error  # a traceback, and the command's own open_ready says it
 
 
 def _match_in_worker(texts: Sequence[str]) -> list[Timed]:
@@ -97,7 +98,9 @@ class MatchPool:
                 context = multiprocessing.get_context("fork")
             else:
                 server = multiprocessing.get_context("forkserver")
-                server.set_forkserver_preload(["__main__", "tracker.match_preload", *preload])
+                server.set_forkserver_preload(
+                    ["__main__", "tracker.matching.match_preload", *preload]
+                )
                 context = server
             pool = ProcessPoolExecutor(
                 processes,

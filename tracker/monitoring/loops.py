@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fingerprinter import compiled
 
-from .index.record_search import LOOP as RECORD_SEARCH
+from ..index.record_search import LOOP as RECORD_SEARCH
 
 #: Every compiled module of the package (pyproject.toml's ext-modules).
 COMPILED_LOOPS = (*compiled.LOOPS, RECORD_SEARCH)

@@ -18,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .context import Context
-from .findings import REMOVED, SYSTEM, invalidate_dashboard
-from .library import (
+from ..context import Context
+from ..core.store import changed, delete_findings
+from ..core.times import now
+from ..findings import REMOVED, SYSTEM, invalidate_dashboard
+from ..masters.library import (
     ARCHIVE,
     AddResult,
     delete_master,
@@ -28,10 +30,8 @@ from .library import (
     replace_text,
     withdraw_master,
 )
-from .master_cache import note_library_edit
+from ..masters.master_cache import note_library_edit
 from .pages import scan_page
-from .store import changed, delete_findings
-from .times import now
 
 
 @dataclass(frozen=True)

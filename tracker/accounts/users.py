@@ -23,8 +23,8 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from .context import Context
-from .times import now
+from ..context import Context
+from ..core.times import now
 
 ROLES = ("viewer", "reviewer", "admin")
 MIN_PASSWORD_CHARS = 10

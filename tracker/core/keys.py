@@ -38,17 +38,17 @@ class RedisKeys:
     @property
     def library_edit(self) -> str:
         """A random value set anew whenever a work's text or title changes
-        (tracker.master_cache)."""
+        (tracker.masters.master_cache)."""
         return f"{self.prefix}:library-edit"
 
     @property
     def library_size(self) -> str:
-        """The count of the library's works, shared for a while (tracker.library)."""
+        """The count of the library's works, shared for a while (tracker.masters.library)."""
         return f"{self.prefix}:library-size"
 
     @property
     def library_counting(self) -> str:
-        """Held by the process counting the library's works (tracker.library)."""
+        """Held by the process counting the library's works (tracker.masters.library)."""
         return f"{self.prefix}:library-counting"
 
     @property
@@ -86,7 +86,7 @@ class RedisKeys:
 
     def worker_heartbeat(self, queue: str) -> str:
         """Set, with a short expiry, while a worker consuming ``queue`` is alive
-        (tracker.heartbeats)."""
+        (tracker.monitoring.heartbeats)."""
         return f"{self.prefix}:workers:{queue}"
 
     def health_probe(self, host: str, pid: int) -> str:

@@ -11,13 +11,13 @@ from typing import Any
 
 from bson import ObjectId
 
-from .captures import FILE_FIELDS, drop_replaced, page_capture, page_text, stored_parts
-from .context import Context
-from .findings import RecordResult, record_findings, suppress_licensed
-from .generation import IndexNotReady, current, require
-from .index_audit import audit_sample, audit_works
-from .matcher import match_text
-from .store import update_found
+from ..context import Context
+from ..core.store import update_found
+from ..findings import RecordResult, record_findings, suppress_licensed
+from ..findings.captures import FILE_FIELDS, drop_replaced, page_capture, page_text, stored_parts
+from ..masters.generation import IndexNotReady, current, require
+from ..matching.index_audit import audit_sample, audit_works
+from ..matching.matcher import match_text
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,11 @@ class PageInput:
     run_id: Any = None
     skip_reason: str | None = None  # why a page has no text to scan (binary, gone, …)
     next_url: str | None = None  # the page continuing it ("下一页"), on the same site
-    parts: tuple[str, ...] = ()  # the pages a joined chapter was made of (tracker.chains)
+    parts: tuple[str, ...] = ()  # the pages a joined chapter was made of (tracker.scanning.chains)
     rendered: bool = False  # the capture is the page as a browser rendered it (its scripts run)
     # A page of a chapter cut into several: its copies are found in the chapter joined from
-    # them (tracker.chains), not on it alone (where each would be a quotation-sized excerpt).
+    # them (tracker.scanning.chains), not on it alone (where each would be a
+    # quotation-sized excerpt).
     chained: bool = False
     # A listing page (headlines, a tag or search page: extractor.Extracted.listing): its
     # quotation-sized matches are headlines and first lines, links to the works.
@@ -68,7 +69,7 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     it changed, or it was never scanned).
 
     The raw bytes are kept zlib-compressed with their SHA-256, so the evidence can be
-    shown and verified later (a whole book's parts in GridFS: tracker.captures). A
+    shown and verified later (a whole book's parts in GridFS: tracker.findings.captures). A
     ``skip_reason`` is stored with the page, or removed when it has none. A read and a
     write in MongoDB (and GridFS for a big page).
     """
@@ -226,9 +227,9 @@ def record_scan_failure(ctx: Context, page_id: ObjectId, reason: str) -> None:
 def scan_page(ctx: Context, page_id: ObjectId, force: bool = False) -> ScanResult:
     """Match a stored page against the library and record its findings (idempotent).
 
-    Raises `tracker.generation.IndexNotReady`, before reading anything, when the index is
+    Raises `tracker.masters.generation.IndexNotReady`, before reading anything, when the index is
     not the library's (its counts, and now and then a sample of works looked up:
-    `tracker.index_audit`), and before closing a finding whose work's postings are not all
+    `tracker.matching.index_audit`), and before closing a finding whose work's postings are not all
     in the index: a scan against it would close real findings.
     """
     mark = [ctx.params.version, require(ctx)]

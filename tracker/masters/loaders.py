@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jsonl import BadLine, count_lines, not_regular, read_jsonl
+from ..core.jsonl import BadLine, count_lines, not_regular, read_jsonl
 from .library import METADATA_FIELDS, Work
 
 TEXT_SUFFIXES = (".txt", ".md")
@@ -197,7 +197,7 @@ def load_works(paths: Iterable[Path], chapters: bool = False) -> Iterator[Loaded
 def count_works(paths: Iterable[Path]) -> int:
     """About how many works `load_works` reads from ``paths`` (a JSONL file's lines, one
     work per other file), counted quickly: a progress bar's total, and what the index
-    makes room for (`tracker.library.add_batches`)."""
+    makes room for (`tracker.masters.library.add_batches`)."""
     files = (file for path in paths for file in _files(Path(path)))
     return sum(
         count_lines(file) if _suffix(file) in JSONL_SUFFIXES else 1

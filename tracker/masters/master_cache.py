@@ -21,15 +21,13 @@ import secrets
 import sys
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .sized_lru import SizedLRU
-
-if TYPE_CHECKING:
-    from .context import Context
-
+from ..context import Context
+from ..core.sized_lru import SizedLRU
 
 _KEPT_FIELDS = ("_id", "external_id", "title", "text", "sha256")
+_KEPT_AS = "masters"  # its name in Context.kept
 _INDEXED = "indexed"  # the state of a work that is neither being updated nor removed
 
 
@@ -40,7 +38,15 @@ def note_library_edit(ctx: Context) -> None:
 
 def cached_masters(ctx: Context, master_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """The masters of ``master_ids`` stored as indexed, through the context's cache."""
-    return ctx.masters.load(ctx, master_ids)
+    return masters_kept(ctx).load(ctx, master_ids)
+
+
+def masters_kept(ctx: Context) -> MasterCache:
+    """The context's cache of masters, made on first use (COPYTRACK_MASTER_CACHE_MB)."""
+    cache = ctx.kept.get(_KEPT_AS)
+    if cache is None:  # setdefault: two threads meeting here keep one cache
+        cache = ctx.kept.setdefault(_KEPT_AS, MasterCache(ctx.settings.master_cache_mb * 2**20))
+    return cache
 
 
 class MasterCache:

@@ -28,7 +28,7 @@ beside the postings while it runs (`InvertedIndex.begin_removal`), and a reading
 removal overlapped is taken again (`inspect`).
 
 The counts say nothing of the postings themselves: blocks deleted or evicted with the
-shards' counters left, or a bad restore, keep them equal. `tracker.index_audit` looks
+shards' counters left, or a bad restore, keep them equal. `tracker.matching.index_audit` looks
 sampled works' postings up; a loss it finds is recorded with the generation (``lost``),
 and the index is refused as any other until it is rebuilt.
 """
@@ -41,12 +41,14 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-if TYPE_CHECKING:  # context.py checks the generation when it opens one
-    from .context import Context
+from fingerprinter import DEFAULT_PARAMS, FingerprintParams
+
+from ..context import Context, closed_on_error, open_context
+from ..core.config import Settings
 
 COLLECTION = "index_state"
 _DOC_ID = "index"
@@ -210,6 +212,18 @@ def ensure(ctx: Context) -> str:
     return generation
 
 
+def open_ready(
+    settings: Settings | None = None, params: FingerprintParams = DEFAULT_PARAMS
+) -> Context:
+    """A context whose index is the library's (`ensure`), for a command about to use it:
+    raises ``IndexVersionMismatch`` when the index was built with other parameters and
+    `IndexNotReady` when it is not the library's (lost, rebuilding, another build)."""
+    ctx = open_context(settings, params)
+    with closed_on_error(ctx):
+        ensure(ctx)
+    return ctx
+
+
 def require(ctx: Context) -> str:
     """The generation of the index, for a scan about to use it; raises `IndexNotReady`
     when the index is not the library's. One round trip to Redis while all is well; else
@@ -264,7 +278,7 @@ def record_loss(ctx: Context, generation: str, detail: str) -> None:
 
 def rebuild(ctx: Context, build: Callable[[Context], int]) -> int:
     """Rebuild the index under a new generation; ``build`` refills it from the library
-    (`tracker.library.reindex`) and returns the number of masters.
+    (`tracker.masters.library.reindex`) and returns the number of masters.
 
     The library takes the new generation first: until the index is complete and carries
     it, every scan is refused; a rebuild that dies leaves it so until it is run again.

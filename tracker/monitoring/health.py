@@ -5,8 +5,8 @@ dict.
 `server_health(ctx)` and `index_health(ctx)`, its server and index probes alone, answer the
 load balancers' ``/healthz``. A server probe writes and reads back a small record: a
 server that answers pings but cannot store anything (a full disk) is down for copytrack.
-The index probe is the generation check scans make (`tracker.generation`), with a sample
-of works' postings looked up (`tracker.index_audit`). Every probe is
+The index probe is the generation check scans make (`tracker.masters.generation`), with a sample
+of works' postings looked up (`tracker.matching.index_audit`). Every probe is
 bounded by ``timeout`` seconds, so a server that is down or hung makes the report say so
 instead of making the caller hang; `health` takes about ``timeout`` (the worker ping waits
 that long for replies) plus the servers' round trips.
@@ -27,18 +27,18 @@ import redis
 from kombu.exceptions import OperationalError
 from pymongo.errors import PyMongoError
 
-from .campaigns import ACTIVE_STATES, HEARTBEAT_STALE
-from .celery_app import QUEUES, sender_app
-from .context import Context
-from .failures import first_line, free_space, out_of_room
-from .generation import IndexNotReady
-from .generation import inspect as inspect_index
-from .index import IndexVersionMismatch
-from .index_audit import audit_sample
-from .library import INDEXING
+from ..campaigns import ACTIVE_STATES, HEARTBEAT_STALE
+from ..celery_app import QUEUES, sender_app
+from ..context import Context
+from ..core.failures import first_line, free_space, out_of_room
+from ..core.times import iso
+from ..index import IndexVersionMismatch
+from ..masters.generation import IndexNotReady
+from ..masters.generation import inspect as inspect_index
+from ..masters.library import INDEXING
+from ..matching.index_audit import audit_sample
+from ..scanning.pages import count_overdue_scans
 from .loops import compiled_loops, fallback_problem
-from .pages import count_overdue_scans
-from .times import iso
 
 DEFAULT_TIMEOUT = 1.0
 # Seconds a process's index probe trusts its last sample of works looked up: load

@@ -5,7 +5,7 @@ SecantusDB on loopback: read a user's session epoch from MongoDB, write a sessio
 Valkey, and sign in to the admin with that cookie. So:
 
 - ``DATA/server-secret`` (mode 0600, random, made on the first start) is the password of
-  both servers. Every URL the embedded runtime hands out (`tracker.servers.ensure_servers`,
+  both servers. Every URL the embedded runtime hands out (`tracker.runtime.servers.ensure_servers`,
   the state file ``DATA/servers.json``, also 0600) carries it.
 - Valkey reads it as ``requirepass`` from ``DATA/valkey/valkey.conf`` (0600, written at
   each start): on its command line every local user could read it.

@@ -23,14 +23,14 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from fingerprinter import index_array, to_letters
 
-from .batches import batched, worked_ahead
-from .context import Context
+from ..context import Context
+from ..core.batches import batched, worked_ahead
+from ..core.store import find_in, last_id, next_id, update_in
+from ..core.times import now
+from ..index import MAX_MASTER_ID, places_of
 from .durability import wait_index_durable
 from .generation import postings_added, removing_postings
-from .index import MAX_MASTER_ID, places_of
 from .master_cache import note_library_edit
-from .store import find_in, last_id, next_id, update_in
-from .times import now
 
 #: The state of a work whose update is under way, or died midway (adding it again finishes
 #: it); every other work is "indexed", or REMOVING.
@@ -39,7 +39,8 @@ INDEXING = "indexing"
 #: (removing it again finishes it; adding its text again restores it).
 REMOVING = "removing"
 
-#: Where a deleted work's document is kept for the findings it leaves (tracker.library_edits).
+#: Where a deleted work's document is kept for the findings it leaves
+#: (tracker.scanning.library_edits).
 ARCHIVE = "deleted_masters"
 MAX_MASTER_CHARS = 400_000  # keeps a master document far below MongoDB's 16 MB limit
 CHAPTER_CHARS = 200_000
@@ -796,7 +797,7 @@ def find_masters(ctx: Context, key: str) -> list[dict[str, Any]]:
 def withdraw_master(ctx: Context, master: dict[str, Any]) -> None:
     """Mark a master (its document, with its text) REMOVING and take it out of the index:
     from then on no scan records a finding of it (`tracker.findings.record`); what becomes
-    of its findings is tracker.library_edits', which then deletes it (`delete_master`)."""
+    of its findings is tracker.scanning.library_edits', which then deletes it (`delete_master`)."""
     values = fingerprint_values(ctx, master["text"])
     _withdraw(ctx, master["_id"], master.get("state"), REMOVING, values)
 

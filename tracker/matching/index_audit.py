@@ -1,7 +1,7 @@
 """Whether the index holds the postings the library put in it: its blocks counted, works'
 postings looked up.
 
-The generation check (`tracker.generation`) compares counters, and counters survive what
+The generation check (`tracker.masters.generation`) compares counters, and counters survive what
 loses postings while leaving them: index blocks deleted or evicted, a bad restore. So the
 index is also checked against its data, two ways:
 
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from .context import Context
-from .generation import IndexNotReady, current, record_loss
-from .library import fingerprint_values
-from .master_cache import cached_masters
-from .store import last_id
+from ..context import Context
+from ..core.store import last_id
+from ..masters.generation import IndexNotReady, current, record_loss
+from ..masters.library import fingerprint_values
+from ..masters.master_cache import cached_masters
 
 #: Works looked up by one sample, and the characters of text fingerprinted for it at most
 #: (one work at least, however long): a few milliseconds.

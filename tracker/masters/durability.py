@@ -27,9 +27,9 @@ import redis
 from pymongo import WriteConcern
 from redis.cluster import ClusterNode, RedisCluster
 
-from .context import Context
-from .failures import free_space
-from .index import RedisIndex
+from ..context import Context
+from ..core.failures import free_space
+from ..index import RedisIndex
 
 _MARK_COLLECTION = "durability_marks"
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from bson import ObjectId
 
-from .captures import page_text
-from .context import Context
+from ..context import Context
+from ..findings.captures import page_text
 from .pages import PageInput, store_page
 
 #: Pages one chapter may be cut into at most (a longer chain is cut here).

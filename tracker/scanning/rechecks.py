@@ -18,12 +18,12 @@ from datetime import datetime
 
 from bson import ObjectId
 
+from ..context import Context
+from ..core.times import now as utc_now
+from ..findings import NOTICE_SENT, SYSTEM, invalidate_dashboard
+from ..findings.deadlines import GONE, OVERDUE, STILL_THERE, UNREACHABLE, record_check, stage_query
 from .chains import join_chain
-from .context import Context
-from .findings import NOTICE_SENT, SYSTEM, invalidate_dashboard
-from .findings.deadlines import GONE, OVERDUE, STILL_THERE, UNREACHABLE, record_check, stage_query
 from .pages import PageInput, scan_page, store_page
-from .times import now as utc_now
 
 #: Fetches a URL as the crawler would: its bytes, text and status (a 404/410 as an empty
 #: page with its ``skip_reason``). Raises ValueError naming the URL when it cannot.

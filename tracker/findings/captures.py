@@ -18,7 +18,7 @@ from bson import Binary, ObjectId
 from gridfs import GridFSBucket
 from gridfs.errors import NoFile
 
-from .context import Context
+from ..context import Context
 
 BUCKET = "captures"
 #: Past these sizes a part goes to GridFS (a capture's size once compressed).

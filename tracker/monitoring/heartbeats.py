@@ -1,6 +1,6 @@
 """Whether a worker consumes a queue: a key each live worker renews every few seconds.
 
-A broadcast ping (`tracker.health`) waits a second for the answers; the admin asks at
+A broadcast ping (`tracker.monitoring.health`) waits a second for the answers; the admin asks at
 every poll of a waiting run or scan, so it reads these keys instead (one EXISTS). A worker
 renews the key of every queue it consumes each ``HEARTBEAT_SECONDS``; the key expires
 ``HEARTBEAT_TTL`` seconds later, so a worker gone is noticed within that long.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .context import Context
+from ..context import Context
 
 #: Seconds between two renewals of a worker's heartbeat.
 HEARTBEAT_SECONDS = 5.0

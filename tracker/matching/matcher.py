@@ -58,11 +58,11 @@ from fingerprinter import (
     to_letters,
 )
 
-from .context import Context
-from .index import PLACE_LETTERS, PLACES, Postings
-from .library import library_size
-from .master_cache import cached_masters
-from .sized_lru import SizedLRU
+from ..context import Context
+from ..core.sized_lru import SizedLRU
+from ..index import PLACE_LETTERS, PLACES, Postings
+from ..masters.library import library_size
+from ..masters.master_cache import cached_masters
 
 # Letters of the suspect aligned beyond the first and last hit of a candidate: a copied
 # stretch with no hit is shorter than the guaranteed span, so this is ample.

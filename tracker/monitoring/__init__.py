@@ -1,0 +1,1 @@
+"""How an installation is doing: the health report, workers' heartbeats, compiled loops."""
