@@ -134,7 +134,9 @@ def worker(queues: list[str], concurrency: int | None) -> None:
     if concurrency:
         argv += ["--concurrency", str(concurrency)]
     with recorded(settings.data_dir, "worker"):
-        code = tasks.app.start(argv)  # the app with the tasks registered
+        # The app with the tasks registered. celery-types says start never returns; it
+        # returns the command's exit status.
+        code: int | None = tasks.app.start(argv)
     sys.exit(code or 0)
 
 
