@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from tracker.enforcement.timeline import BY, STEP_LABELS, finding_timeline, funnel
 
 from ..i18n import N_
-from ..security import Viewer, app_context
+from ..security import Viewer, app_catalogue, app_context
 from .api_base import PREFIX, api_router, errors, example, named_enum, stored_finding
 
 router = api_router(PREFIX)
@@ -115,5 +115,5 @@ def get_finding_timeline(request: Request, user: Viewer, finding_id: str) -> lis
     responses=errors(),
 )
 def get_funnel(request: Request, user: Viewer, by: FunnelBy = DEFAULT_BY) -> list[FunnelRowOut]:
-    rows = funnel(app_context(request), by.value)
+    rows = funnel(app_context(request), by.value, catalogue=app_catalogue(request))
     return [FunnelRowOut(**row.as_dict()) for row in rows]

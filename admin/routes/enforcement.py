@@ -7,16 +7,12 @@ records the URLs as requested) need a reviewer. A webhook's secret is never show
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from typing import Annotated
 
 from bson import ObjectId
 from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from tracker.context import Context
 from tracker.enforcement.delisting import ENGINES, export_delisting
 from tracker.enforcement.deliveries import STATE_LABELS, list_deliveries
 from tracker.enforcement.recipients import SOURCE_LABELS
@@ -36,7 +32,6 @@ from tracker.enforcement.subscriptions import (
 from tracker.enforcement.timeline import (
     BY,
     FunnelRow,
-    cached_funnel,
     funnel,
     funnel_csv,
     funnel_totals,
@@ -44,7 +39,7 @@ from tracker.enforcement.timeline import (
 from tracker.findings import NOTICE_LANGUAGES, FindingNotFound, WorkflowError, parse_object_id
 
 from ..i18n import _
-from ..security import Reviewer, Viewer, app_context, flash
+from ..security import Reviewer, Viewer, app_catalogue, app_context, flash
 from ..web import redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -52,57 +47,9 @@ router = APIRouter(include_in_schema=False)
 PANEL_ROWS = 5
 
 
-log = logging.getLogger(__name__)
-#: How long a dashboard waits for the funnel's count before it shows the last one.
-PANEL_WAIT_S = 0.5
-
-
-class FunnelPanel:
-    """The dashboard panel's funnel, counted in a thread: when its minute-long cache has
-    expired, the aggregation over every finding takes seconds at 100,000 findings, and a
-    dashboard shows the last rows counted instead of waiting for it."""
-
-    def __init__(self) -> None:
-        self._rows: list[FunnelRow] = []
-        self._counting: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._took_s: float | None = None  # the longest count yet (most are cached reads)
-
-    def rows(self, ctx: Context) -> list[FunnelRow]:
-        with self._lock:
-            if self._counting is None or not self._counting.is_alive():
-                self._counting = threading.Thread(
-                    target=self._count, args=(ctx,), daemon=True, name="funnel-panel"
-                )
-                self._counting.start()
-            counting = self._counting
-        # Where a count takes longer than a dashboard may wait (a large installation), the
-        # last rows are shown at once while the next count runs: a dashboard a minute would
-        # otherwise wait the whole wait.
-        slow = self._took_s is not None and self._took_s >= PANEL_WAIT_S
-        counting.join(0 if slow else PANEL_WAIT_S)
-        return self._rows
-
-    def _count(self, ctx: Context) -> None:
-        start = time.monotonic()
-        try:
-            # Counted again after a minute, or after 60 times the longest count: at
-            # 100,000 findings a count keeps SecantusDB busy for seconds, which every other
-            # request waits out, so it runs every few minutes rather than each minute.
-            age = max(60, round(60 * (self._took_s or 0.0)))
-            self._rows = cached_funnel(ctx, "domain", max_age_s=age)[:PANEL_ROWS]
-        except Exception:  # the panel shows the last rows; the log says why
-            log.exception("counting the dashboard's funnel failed")
-        finally:
-            self._took_s = max(self._took_s or 0.0, time.monotonic() - start)
-
-
 def funnel_panel(request: Request) -> list[FunnelRow]:
     """The dashboard's panel: the domains with the most copies, their funnel."""
-    state = request.app.state
-    if not hasattr(state, "funnel_panel"):
-        state.funnel_panel = FunnelPanel()
-    return state.funnel_panel.rows(app_context(request))
+    return funnel(app_context(request), "domain", PANEL_ROWS, app_catalogue(request))
 
 
 def _by(value: str) -> str:
@@ -114,7 +61,11 @@ def _by(value: str) -> str:
 @router.get("/enforcement")
 def enforcement(request: Request, user: Viewer) -> HTMLResponse:
     ctx = app_context(request)
-    domains, works = funnel(ctx, "domain"), funnel(ctx, "work")
+    catalogue = app_catalogue(request)
+    domains, works = (
+        funnel(ctx, "domain", catalogue=catalogue),
+        funnel(ctx, "work", catalogue=catalogue),
+    )
     return render(
         request, "enforcement.html", domains=domains, works=works,
         totals=funnel_totals(domains), engines=ENGINES,
@@ -123,7 +74,7 @@ def enforcement(request: Request, user: Viewer) -> HTMLResponse:
 
 @router.get("/enforcement/funnel.csv")
 def funnel_export(request: Request, user: Viewer, by: str = "domain") -> Response:
-    rows = funnel(app_context(request), _by(by))
+    rows = funnel(app_context(request), _by(by), catalogue=app_catalogue(request))
     return _csv(funnel_csv(rows, by), f"copytrack-funnel-{by}.csv")
 
 

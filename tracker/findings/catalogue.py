@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
+from statistics import median
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,8 +39,9 @@ from .deadlines import (
     STILL_THERE,
     UNREACHABLE,
 )
+from .funnel import BY, FunnelRow
 from .queries import _WITH_PORT, FindingFilter, Neighbours, day_start
-from .status import NOT_COPIES, NOTICE_SENT, REMOVED, STATUSES
+from .status import CONFIRMED, NOT_COPIES, NOTICE_SENT, REMOVED, STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +66,17 @@ FIELDS = {
     "quotation": 1,
     "notice_deadline": 1,
     "notice_check": 1,
+    # What the enforcement funnel needs of a finding's history (not its notes).
+    "history.status": 1,
+    "history.at": 1,
     CHANGED_AT: 1,
 }
 #: Writers' clocks may be this far behind the admin's: what changed that long before the
 #: last look is looked at again (and read again only if its ``changed_at`` moved).
 CLOCK_MARGIN = timedelta(seconds=5)
 _NUMBERS = ("score", "hits", "master_coverage", "copied_chars", "first_seen", "last_seen")
-_DATES = ("first_seen", "last_seen", "notice_deadline", "check_at", CHANGED_AT)
+_DATES = ("first_seen", "last_seen", "notice_deadline", "check_at", "noticed_at", "removed_at",
+          CHANGED_AT)  # fmt: skip
 # Keyed by what a finding holds, which may be missing (None).
 _OUTCOME_CODE: dict[str | None, int] = {GONE: 0, STILL_THERE: 1, UNREACHABLE: 2}
 _STATUS_CODE: dict[str | None, int] = {status: code for code, status in enumerate(STATUSES)}
@@ -199,6 +205,7 @@ class _Columns:
             **{name: (np.float64, np.nan) for name in (*_NUMBERS, *_DATES)},
             "alive": (np.bool_, False),
             "settled": (np.bool_, False),
+            "ever_confirmed": (np.bool_, False),
             "outcome": (np.int16, -1),
             "quotation": (np.bool_, False),
             "status": (np.int16, -1),
@@ -370,6 +377,13 @@ class Catalogue:
         a["settled"][row] = check.get("settled") is True
         a["outcome"][row] = _OUTCOME_CODE.get(check.get("outcome"), -1)
         a["quotation"][row] = bool(doc.get("quotation"))
+        history = doc.get("history") or []
+        a["noticed_at"][row] = _ms(next(
+            (h.get("at") for h in history if h.get("status") == NOTICE_SENT), None
+        ))  # fmt: skip
+        last = history[-1] if history else {}
+        a["removed_at"][row] = _ms(last.get("at")) if last.get("status") == REMOVED else np.nan
+        a["ever_confirmed"][row] = any(h.get("status") == CONFIRMED for h in history)
         master = doc.get("master_id")
         a["master"][row] = master if isinstance(master, int) else -1
         if isinstance(master, int):
@@ -586,6 +600,52 @@ class Catalogue:
                 for stage in NOTICE_STAGES
             }
             return Figures(by_status, per_day, week, top_domains, top_works, notices, quotations)
+
+    def funnel(self, by: str = "domain") -> list[FunnelRow]:
+        """The enforcement funnel per domain or per work (``by``), most copies found first;
+        findings dismissed or licensed are left out. A copy removed counts as confirmed
+        when a reviewer had confirmed or notified it before it went."""
+        if by not in BY:
+            raise ValueError(f"a funnel is by {' or '.join(BY)}, not {by!r}")
+        self.refresh()
+        with self._lock:
+            c = self._cols
+            code = _STATUS_CODE
+            status = c["status"]
+            live = c["alive"] & ~np.isin(status, [code[s] for s in NOT_COPIES])
+            noticed = ~np.isnan(c["noticed_at"])
+            removed = status == code[REMOVED]
+            sent = status == code[NOTICE_SENT]
+            confirmed = live & (
+                (status == code[CONFIRMED]) | sent | (removed & (noticed | c["ever_confirmed"]))
+            )
+            notified = confirmed & noticed
+            gone = notified & removed
+            still = notified & sent & c["settled"] & (c["outcome"] == _OUTCOME_CODE[STILL_THERE])
+            field = "domain" if by == "domain" else "external_id"
+            rows = np.flatnonzero(live)
+            keys, first, group = np.unique(c[field][rows], return_index=True, return_inverse=True)
+
+            def per_key(stage: np.ndarray) -> np.ndarray:
+                return np.bincount(group, weights=stage[rows], minlength=len(keys))
+
+            days: dict[int, list[float]] = {}
+            timed = gone[rows] & ~np.isnan(c["removed_at"][rows])
+            took = np.maximum(c["removed_at"][rows] - c["noticed_at"][rows], 0) / (86400 * _MS)
+            for g, d in zip(group[timed], took[timed], strict=True):
+                days.setdefault(int(g), []).append(float(d))
+            found = np.bincount(group, minlength=len(keys))
+            stages = [per_key(stage) for stage in (confirmed, notified, gone, still)]
+            texts, titles = self._texts[field].values, self._texts["title"].values
+            funnel = []
+            for g, (key, at) in enumerate(zip(keys, first, strict=True)):
+                title = "" if by == "domain" else titles[c["title"][rows[at]]]
+                n_confirmed, n_notified, n_removed, n_still = (int(s[g]) for s in stages)
+                took_days = round(median(days[g]), 1) if g in days else None
+                funnel.append(FunnelRow(texts[key], title, int(found[g]), n_confirmed,
+                                        n_notified, n_removed, took_days, n_still))  # fmt: skip
+        funnel.sort(key=lambda r: (-r.found, r.key))
+        return funnel
 
 
 #: Pairs of keys marked in a table of booleans up to this many cells, else sorted.

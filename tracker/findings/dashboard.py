@@ -28,10 +28,8 @@ _SITE = {"$ifNull": ["$site", "$domain"]}
 
 
 def invalidate_dashboard(ctx: Context) -> None:
-    """Drop the cached dashboard figures (after a reviewer changed statuses), the
-    enforcement funnel's too (tracker.enforcement.timeline.cached_funnel)."""
-    dashboard = ctx.keys.dashboard
-    ctx.redis.delete(dashboard, f"{dashboard}:funnel:domain", f"{dashboard}:funnel:work")
+    """Drop the cached dashboard figures (after a reviewer changed statuses)."""
+    ctx.redis.delete(ctx.keys.dashboard)
 
 
 def _compute_dashboard(ctx: Context, now: datetime) -> dict[str, Any]:
