@@ -60,12 +60,13 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
 # of a test's time is spent waiting on servers, crawls and browsers, not on a core.
 TEST_WORKERS ?= 3
-# mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml).
+# mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml). The
+# slowest tests are listed at the end, so that one growing slower shows in every run.
 test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 # A quick loop while working: everything but the tests marked slow (make test runs all).
 test-fast: $(STAMP) $(TEST_STAMP)

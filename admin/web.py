@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from babel import Locale, UnknownLocaleError
 from fastapi import Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import select_autoescape
 
@@ -195,6 +195,16 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
             },
             status_code=status_code,
         )
+
+
+def download_headers(filename: str) -> dict[str, str]:
+    """Headers that make a browser save the answer as ``filename``."""
+    return {"Content-Disposition": f'attachment; filename="{filename}"'}
+
+
+def download(content: bytes | str, media_type: str, filename: str) -> Response:
+    """An answer a browser saves as ``filename`` (a PDF, a CSV, a time-stamp token)."""
+    return Response(content, media_type=media_type, headers=download_headers(filename))
 
 
 def redirect(url: str) -> RedirectResponse:

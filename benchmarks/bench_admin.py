@@ -401,8 +401,11 @@ def _first_answer(status: int) -> str:
     return f"{status}: the list itself"
 
 
-def report(findings: int, works: int, took: dict[str, float], m: Measured) -> str:
-    """The results page (benchmarks/results/admin.md)."""
+def report(
+    findings: int, works: int, took: dict[str, float], m: Measured, load: tuple[float, float]
+) -> str:
+    """The results page (benchmarks/results/admin.md); ``load``: the machine's one-minute
+    load average before and after the timed pages (other work shares its cores)."""
     commit = subprocess.run(
         ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
         capture_output=True,
@@ -430,6 +433,8 @@ def report(findings: int, works: int, took: dict[str, float], m: Measured) -> st
 Measured on `{commit}` ({time.strftime("%Y-%m-%d")}). Reproduce with `.venv/bin/python -m
 benchmarks.bench_admin --findings {findings}` (writes this file; `--data-dir DIR` keeps the
 installation, and a later run with the same `DIR` reuses it instead of building again).
+The machine's load average was {load[0]:.1f} before the timed pages and {load[1]:.1f} after,
+on {os.cpu_count()} cores.
 
 ## Current figures
 
@@ -501,7 +506,9 @@ def main(argv: list[str] | None = None) -> None:
             ctx = open_context(settings)
             took = _built(ctx, settings, args.findings, args.works)
             print(f"built {args.findings:,} findings in {sum(took.values()):.0f} s: {took}")
+            load_before = os.getloadavg()[0]
             measured = measure(ctx, settings.data_dir, args.repeat)
+            load = (load_before, os.getloadavg()[0])
             ctx.close()
         finally:
             stop_servers(settings.data_dir)
@@ -509,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
         p50, p95 = _pct(ms, 0.5), _pct(ms, 0.95)
         print(f"{name}: p50 {p50:.0f} ms, p95 {p95:.0f} ms (target ≤ {TARGETS[name]} ms, "
               f"{TARGETS[name] / p95:.2f}× the target)")  # fmt: skip
-    args.out.write_text(report(args.findings, args.works, took, measured))
+    args.out.write_text(report(args.findings, args.works, took, measured, load))
     print(f"wrote {args.out}")
 
 

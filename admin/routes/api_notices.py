@@ -26,6 +26,7 @@ from tracker.findings import (
 from ..evidence_report import evidence_pdf
 from ..i18n import N_
 from ..security import Reviewer, Viewer, app_context
+from ..web import download
 from .api_base import (
     PREFIX,
     Strict,
@@ -218,10 +219,5 @@ def get_evidence_report(request: Request, user: Viewer, finding_id: str) -> Resp
         found = evidence(ctx, finding_id_of(finding_id))
     except FindingNotFound as err:
         raise HTTPException(404, str(err)) from None
-    return Response(
-        evidence_pdf(ctx, found),
-        media_type="application/pdf",
-        headers={
-            "Content-Disposition": f'attachment; filename="copytrack-evidence-{finding_id}.pdf"'
-        },
-    )
+    return download(evidence_pdf(ctx, found), "application/pdf",
+                    f"copytrack-evidence-{finding_id}.pdf")  # fmt: skip

@@ -40,7 +40,7 @@ from tracker.findings import NOTICE_LANGUAGES, FindingNotFound, WorkflowError, p
 
 from ..i18n import _
 from ..security import Reviewer, Viewer, app_catalogue, app_context, flash
-from ..web import redirect, render
+from ..web import download, redirect, render
 
 router = APIRouter(include_in_schema=False)
 #: Rows of the funnel the dashboard's panel shows (the page shows them all).
@@ -80,11 +80,7 @@ def funnel_export(request: Request, user: Viewer, by: str = "domain") -> Respons
 
 def _csv(text: str, name: str) -> Response:
     """A CSV download, with a BOM so that Excel reads it as UTF-8."""
-    return Response(
-        "\ufeff" + text,
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
-    )
+    return download("\ufeff" + text, "text/csv; charset=utf-8", name)
 
 
 @router.get("/enforcement/delisting.csv")

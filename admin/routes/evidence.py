@@ -18,6 +18,7 @@ from tracker.findings import parse_object_id
 from ..bundles import KINDS, make_bundle
 from ..i18n import _
 from ..security import Viewer, app_context
+from ..web import download
 
 router = APIRouter(include_in_schema=False)
 
@@ -33,10 +34,8 @@ def timestamp_token(request: Request, user: Viewer, page_id: str) -> Response:
     stamp = None if page is None else page.get("timestamp")
     if page is None or not stamp or stamp.get("sha256") != page.get("raw_sha256"):
         raise HTTPException(404, _("this capture has no time-stamp token yet"))
-    return Response(
-        bytes(stamp["token"]),
-        media_type="application/timestamp-reply",
-        headers={"Content-Disposition": f'attachment; filename="{page["raw_sha256"][:16]}.tsr"'},
+    return download(
+        bytes(stamp["token"]), "application/timestamp-reply", f"{page['raw_sha256'][:16]}.tsr"
     )
 
 

@@ -31,7 +31,7 @@ from ..i18n import _
 from ..pdf import pdf
 from ..report_pdfs import Build
 from ..security import Viewer, app_context
-from ..web import reading_zone, render, templates
+from ..web import download, download_headers, reading_zone, render, templates
 
 router = APIRouter(include_in_schema=False)
 Format = Literal["html", "pdf"]
@@ -44,7 +44,7 @@ def export_csv(request: Request, user: Viewer) -> StreamingResponse:
     return StreamingResponse(
         findings_csv(app_context(request), flt),
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="copytrack-findings-{stamp}.csv"'},
+        headers=download_headers(f"copytrack-findings-{stamp}.csv"),
     )
 
 
@@ -53,11 +53,7 @@ def _report_response(request: Request, report: Report, fmt: Format, filename: st
         return render(request, "report.html", report=report, pdf=False)
     with reading_zone(request):
         html = templates.get_template("report.html").render(report=report, pdf=True)
-    return Response(
-        pdf(html),
-        media_type="application/pdf",
-        headers={"Content-Disposition": f'attachment; filename="{filename}.pdf"'},
-    )
+    return download(pdf(html), "application/pdf", f"{filename}.pdf")
 
 
 @router.get("/reports/work")
@@ -200,10 +196,4 @@ def evidence_report(
         return render(request, "evidence.html", pdf=False, **report_context(ctx, found, raw))
     with reading_zone(request):
         made = evidence_pdf(ctx, found)
-    return Response(
-        made,
-        media_type="application/pdf",
-        headers={
-            "Content-Disposition": f'attachment; filename="copytrack-evidence-{finding_id}.pdf"'
-        },
-    )
+    return download(made, "application/pdf", f"copytrack-evidence-{finding_id}.pdf")
