@@ -178,5 +178,4 @@ def funnel(
     every finding is read once."""
     if catalogue is None:
         catalogue = Catalogue(MongoFindings(lambda: ctx.db))
-    rows = catalogue.funnel(by)
-    return rows[:limit] if limit else rows
+    return catalogue.funnel(by, limit or None)

@@ -601,10 +601,10 @@ class Catalogue:
             }
             return Figures(by_status, per_day, week, top_domains, top_works, notices, quotations)
 
-    def funnel(self, by: str = "domain") -> list[FunnelRow]:
-        """The enforcement funnel per domain or per work (``by``), most copies found first;
-        findings dismissed or licensed are left out. A copy removed counts as confirmed
-        when a reviewer had confirmed or notified it before it went."""
+    def funnel(self, by: str = "domain", limit: int | None = None) -> list[FunnelRow]:
+        """The enforcement funnel per domain or per work (``by``), most copies found first
+        (the first ``limit``); findings dismissed or licensed are left out. A copy removed
+        counts as confirmed when a reviewer had confirmed or notified it before it went."""
         if by not in BY:
             raise ValueError(f"a funnel is by {' or '.join(BY)}, not {by!r}")
         self.refresh()
@@ -637,14 +637,15 @@ class Catalogue:
             found = np.bincount(group, minlength=len(keys))
             stages = [per_key(stage) for stage in (confirmed, notified, gone, still)]
             texts, titles = self._texts[field].values, self._texts["title"].values
+            # Most copies first, ties by name: only the rows asked for are made.
+            order = np.lexsort((self._texts[field].ranks()[keys], -found))[:limit]
             funnel = []
-            for g, (key, at) in enumerate(zip(keys, first, strict=True)):
-                title = "" if by == "domain" else titles[c["title"][rows[at]]]
+            for g in order.tolist():
+                title = "" if by == "domain" else titles[c["title"][rows[first[g]]]]
                 n_confirmed, n_notified, n_removed, n_still = (int(s[g]) for s in stages)
                 took_days = round(median(days[g]), 1) if g in days else None
-                funnel.append(FunnelRow(texts[key], title, int(found[g]), n_confirmed,
+                funnel.append(FunnelRow(texts[keys[g]], title, int(found[g]), n_confirmed,
                                         n_notified, n_removed, took_days, n_still))  # fmt: skip
-        funnel.sort(key=lambda r: (-r.found, r.key))
         return funnel
 
 
