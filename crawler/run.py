@@ -111,6 +111,8 @@ def scrapy_settings(
         overrides["AUTOTHROTTLE_TARGET_CONCURRENCY"] = float(campaign.concurrency)
     if campaign.render:
         overrides.update(render_settings(settings))
+    if campaign.ocr:
+        overrides["COPYTRACK_OCR"] = True
     if frontier == "redis":
         overrides.update(
             frontier_keys(ctx.keys, run_id),
