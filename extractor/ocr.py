@@ -109,10 +109,14 @@ def _grey_png(data: bytes, limits: OcrLimits) -> tuple[bytes, int, int]:
                 grey = image.convert("L")
     except ImageRefused:
         raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as bomb:
+        # Pillow's guard, at open: its message gives the pixels its header claims.
+        claimed = re.search(r"\((\d+) pixels\)", str(bomb))
+        size = f"{claimed[1]} pixels" if claimed else "its pixels"
         raise ImageRefused(
             "image_too_many_pixels",
-            f"over COPYTRACK_OCR_MAX_PIXELS ({limits.max_pixels}) pixels once decoded",
+            f"{size}, over COPYTRACK_OCR_MAX_PIXELS ({limits.max_pixels}): a decompression "
+            "bomb or a picture too big to read",
         ) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
         raise ImageRefused("image_unreadable", f"not an image Pillow can read ({err})") from None
@@ -127,7 +131,7 @@ def _check_size(width: int, height: int, limits: OcrLimits) -> None:
         raise ImageRefused(
             "image_too_many_pixels",
             f"{width}×{height} = {pixels} pixels, over COPYTRACK_OCR_MAX_PIXELS "
-            f"({limits.max_pixels})",
+            f"({limits.max_pixels}): a decompression bomb or a picture too big to read",
         )
     if pixels < limits.min_pixels:
         raise ImageRefused(
