@@ -15,6 +15,7 @@ An image that gives nothing is a problem of the run, naming it; its page is stor
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,8 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import TextResponse
 from twisted.python.failure import Failure
+
+from extractor.ocr import OcrLimits
 
 from .items import FetchedImage, FetchedPage, PageProblem
 from .middlewares import IMAGE
@@ -40,6 +43,16 @@ _ARTICLE_TAGS = "ancestor::*[self::article or self::main]"
 _ARTICLE_NAMES = re.compile(r"content|chapter|article|txt|text|read|post|entry|main", re.I)
 #: Where lazy-loading pages put an image's address until a script moves it to ``src``.
 _SOURCES = ("data-original", "data-src", "data-lazy-src", "src")
+
+
+def ocr_limits(limits: Mapping[str, Any]) -> OcrLimits:
+    """What one image may cost, from the crawl limits (tracker.core.config CRAWL_LIMITS)."""
+    return OcrLimits(
+        max_bytes=int(limits["COPYTRACK_OCR_MAX_BYTES"]),
+        max_pixels=int(limits["COPYTRACK_OCR_MAX_PIXELS"]),
+        min_pixels=int(limits["COPYTRACK_OCR_MIN_PIXELS"]),
+        cpu_seconds=float(limits["COPYTRACK_OCR_CPU_SECONDS"]),
+    )
 
 
 def article_images(response: TextResponse, limit: int) -> tuple[list[str], int]:

@@ -61,7 +61,7 @@ from tracker.tasks import enqueue_scan
 
 from .digest import GONE_STATUSES, digest, with_images
 from .extraction_server import start_extraction_server
-from .images import fetch_images
+from .images import fetch_images, ocr_limits
 from .items import (
     NETWORK,
     NOT_MODIFIED,
@@ -281,16 +281,7 @@ class EvidencePipeline:
         self.cpu_seconds = settings.getfloat("COPYTRACK_EXTRACT_CPU_SECONDS")
         self.store_patience = settings.getfloat("COPYTRACK_STORE_PATIENCE")
         # Campaigns with ``ocr``: the images of each page's article are read (crawler.images).
-        self.ocr = (
-            OcrLimits(
-                max_bytes=settings.getint("COPYTRACK_OCR_MAX_BYTES"),
-                max_pixels=settings.getint("COPYTRACK_OCR_MAX_PIXELS"),
-                min_pixels=settings.getint("COPYTRACK_OCR_MIN_PIXELS"),
-                cpu_seconds=settings.getfloat("COPYTRACK_OCR_CPU_SECONDS"),
-            )
-            if settings.getbool("COPYTRACK_OCR")
-            else None
-        )
+        self.ocr = ocr_limits(settings) if settings.getbool("COPYTRACK_OCR") else None
         self.not_stored = ""  # why the last page not stored was not (`_stored`)
         self._closing: asyncio.Future[None] | None = None  # the crawl stopping, if it is
         self.crawler = crawler

@@ -9,6 +9,8 @@ on the run, and the page they sit on is found all the same.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +18,7 @@ import pytest
 from scrapy.http import HtmlResponse
 
 from admin.campaigns import parse_form
+from crawler.fetch import fetch_page
 from crawler.images import article_images
 from extractor.ocr import ImageRefused, OcrLimits, read_image, tidy
 from tests.admin_seed import PASSWORD, client, login
@@ -25,6 +28,7 @@ from tests.ocr_pictures import FONT, big_png, bomb_png, chapter_png
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, CampaignError, save_campaign, trigger_run, wait_for_run
 from tracker.masters.library import Work, add_works
+from tracker.scanning.rechecks import recheck_page
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tesseract") is None or not FONT.exists(),
@@ -80,13 +84,24 @@ class _PictureSite(Handler):
             self.send_error(404)
 
 
-def _crawl(ctx: Any, name: str, ocr: bool) -> tuple[dict[str, Any], str, list[str]]:
+def _crawl(
+    ctx: Any, name: str, ocr: bool, then: Callable[[str], None] | None = None
+) -> tuple[dict[str, Any], str, list[str]]:
+    """A run of a campaign crawling the site; ``then(base)`` while the site is still up."""
     with served(_PictureSite, paths=[], pictures=_pictures()) as server:
         base = f"http://127.0.0.1:{server.server_port}"
         campaign = {"name": name, "seeds": [f"{base}/"], "delay": 0, "ocr": ocr}
         save_campaign(ctx, Campaign.from_dict(campaign))
         run = wait_for_run(ctx, trigger_run(ctx, name), timeout=400)
+        if then is not None:
+            then(base)
         return run, base, list(server.paths)
+
+
+def _recheck(ctx: Any, base: str) -> None:
+    """Chapter 2's page re-checked as after a notice, the site unchanged."""
+    page = ctx.db.pages.find_one({"url": f"{base}/ch/2.html"})
+    recheck_page(ctx, page["_id"], partial(fetch_page, allow_private=True))
 
 
 @pytest.mark.slow
@@ -102,13 +117,17 @@ def test_chapters_posted_as_images_are_found_only_with_ocr(crawl_ctx, monkeypatc
     assert not ctx.db.pages.count_documents({"ocr_images": {"$exists": True}})
     assert ctx.db.pages.count_documents({"url": {"$regex": "/ch/"}}) == 3  # stored, unread
 
-    run, base, paths = _crawl(ctx, "pictures", ocr=True)
+    run, base, paths = _crawl(ctx, "pictures", ocr=True, then=lambda base: _recheck(ctx, base))
     assert run["state"] == "finished", run
     for n in (1, 2, 3):
         page = ctx.db.pages.find_one({"url": f"{base}/ch/{n}.html"})
         assert "skip_reason" not in page, page.get("skip_reason")
         found = ctx.db.findings.distinct("master_external_id", {"page_id": page["_id"]})
         assert found == [f"ch{n}"], (n, found, page["text"][:200])
+    # The re-check read the images again: the copy is still there, not taken for removed.
+    rechecked = ctx.db.findings.find_one({"master_external_id": "ch2"})
+    assert rechecked["status"] != "removed", rechecked["status"]
+    assert ctx.db.pages.find_one({"url": f"{base}/ch/2.html"})["ocr_images"]
     # The header's logo is not the article's: never fetched.
     assert "/logo.png" not in paths
     chapter3 = ctx.db.pages.find_one({"url": f"{base}/ch/3.html"})
