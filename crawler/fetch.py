@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from http.client import HTTPResponse
 from typing import IO, Any
 
-from extractor import html_to_text
+from extractor import UnusableContent, decode_html, html_to_text
 from extractor.books import book_format
 from tracker.core.config import CRAWL_DEFAULTS, Settings, crawl_limits
 from tracker.core.netguard import Lookup, PrivateAddressError, system_lookup
@@ -34,6 +34,7 @@ from . import settings as crawl_settings
 from .connections import guarded_opener
 from .digest import GONE_STATUSES, Digest, digest, names_a_book, with_images
 from .heads import HEAD_LIMITS, HeadLimits, HeadRefused
+from .images import article_images, ocr_limits, parse_page
 from .items import FetchedImage
 
 __all__ = ["Download", "FetchError", "download", "fetch_page", "fetch_text"]
@@ -255,16 +256,12 @@ def _with_images(
     text the page would look as if its copy were gone."""
     if not (got.content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
         return found
-    # Imported here: Scrapy's parser, which only pages read by OCR need.
-    from scrapy.http import HtmlResponse
-
-    from .images import article_images, ocr_limits
-
+    try:
+        page = parse_page(decode_html(got.body, got.content_type).text)
+    except UnusableContent:
+        return found
     limits = crawl_limits(os.environ)
-    page = HtmlResponse(
-        url=got.final_url, body=got.body, headers={"Content-Type": got.content_type or ""}
-    )
-    urls, _ = article_images(page, int(limits["COPYTRACK_OCR_IMAGES"]))
+    urls, _ = article_images(page, got.final_url, int(limits["COPYTRACK_OCR_IMAGES"]))
     ocr = ocr_limits(limits)
     images = []
     for image_url in urls:

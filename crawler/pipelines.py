@@ -61,7 +61,8 @@ from tracker.tasks import enqueue_scan
 
 from .digest import GONE_STATUSES, digest, with_images
 from .extraction_server import start_extraction_server
-from .images import fetch_images, ocr_limits
+from .image_downloads import fetch_images
+from .images import ocr_limits
 from .items import (
     NETWORK,
     NOT_MODIFIED,

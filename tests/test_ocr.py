@@ -15,11 +15,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from scrapy.http import HtmlResponse
 
 from admin.campaigns import parse_form
 from crawler.fetch import fetch_page
-from crawler.images import article_images
+from crawler.images import article_images, parse_page
 from extractor.ocr import ImageRefused, OcrLimits, read_image, tidy
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
@@ -213,12 +212,12 @@ def test_ocr_is_a_campaign_option_off_by_default():
     assert parse_form({**form, "ocr": ""}).ocr is False
 
 
-def _page(body: str) -> HtmlResponse:
-    return HtmlResponse(url="http://pirate.example/ch/1.html", body=body.encode(), encoding="utf-8")
+def _images(body: str, limit: int) -> tuple[list[str], int]:
+    return article_images(parse_page(body), "http://pirate.example/ch/1.html", limit)
 
 
 def test_the_images_read_are_the_articles_not_the_sites_chrome():
-    page = _page(
+    page = (
         "<html><body><div class='header'><img src='/logo.png'></div>"
         "<nav><img src='/nav.png'></nav>"
         "<div id='chapter-content'><img src='/p/1.png'>"
@@ -227,11 +226,11 @@ def test_the_images_read_are_the_articles_not_the_sites_chrome():
         "<a href='/book/2'><img src='/cover.jpg'></a>"
         "<div class='ads'><img src='/ad.gif'></div><img src='/stray.png'></body></html>"
     )
-    assert article_images(page, 10) == (
+    assert _images(page, 10) == (
         ["http://pirate.example/p/1.png", "http://pirate.example/p/2.png"],
         0,
     )
-    assert article_images(page, 1) == (["http://pirate.example/p/1.png"], 1)
+    assert _images(page, 1) == (["http://pirate.example/p/1.png"], 1)
     # A page that names no article block: its images outside the chrome.
-    bare = _page("<html><body><img src='a.png'><footer><img src='f.png'></footer></body></html>")
-    assert article_images(bare, 10) == (["http://pirate.example/ch/a.png"], 0)
+    bare = "<html><body><img src='a.png'><footer><img src='f.png'></footer></body></html>"
+    assert _images(bare, 10) == (["http://pirate.example/ch/a.png"], 0)

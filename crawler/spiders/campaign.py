@@ -242,7 +242,7 @@ class CampaignSpider(SitemapSpider):
         images: list[str] = []
         over = 0
         if self.ocr_images and text_page is not None:
-            images, over = article_images(text_page, self.ocr_images)
+            images, over = article_images(text_page.selector.root, text_page.url, self.ocr_images)
         yield FetchedPage(
             url=canonicalize(response.url),
             final_url=response.url,

@@ -1,0 +1,61 @@
+"""Fetching the images of a page's article in a crawl (crawler.images says which), for
+campaigns that read them (``ocr``).
+
+Fetched with ``engine.download_async``: every downloader middleware applies (the
+private-network rule, robots.txt, redirects), under ``COPYTRACK_OCR_MAX_BYTES`` each; an
+image is part of its page, so it may come from another host than the campaign's (a CDN).
+An image that gives nothing is a problem of the run, naming it; its page is stored anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+from twisted.python.failure import Failure
+
+from .items import FetchedImage, FetchedPage, PageProblem
+from .middlewares import IMAGE
+from .urls import canonicalize
+
+
+async def fetch_images(crawler: Crawler, item: FetchedPage, max_bytes: int) -> list[Any]:
+    """The page's images (`FetchedImage`) fetched, and a `PageProblem` (naming the image
+    and its page) for each that gave nothing."""
+    assert crawler.engine is not None
+    out: list[Any] = []
+    for url in item.images:
+        meta = {IMAGE: True, "download_slot": urlsplit(url).netloc,
+                "download_maxsize": max_bytes, "download_warnsize": max_bytes}  # fmt: skip
+        try:
+            response = await crawler.engine.download_async(Request(url, meta=meta))
+        except Exception as err:  # every failure the downloader has is one image's problem
+            from .spiders.campaign import problem_of  # the spider's classification
+
+            problem = problem_of(_failure(err, url), canonicalize(url))
+            out.append(_image_problem(url, item, problem.reason, problem.detail, problem.skipped))
+            continue
+        if response.status != 200:
+            out.append(_image_problem(url, item, f"http_{response.status}",
+                                      f"HTTP {response.status}", skipped=False))  # fmt: skip
+            continue
+        content_type = (response.headers.get("Content-Type") or b"").decode("latin-1") or None
+        out.append(FetchedImage(url, content_type, response.body))
+    return out
+
+
+def _failure(err: Exception, url: str) -> Failure:
+    failure = Failure(err)
+    failure.request = Request(url)  # type: ignore[attr-defined]  # as Scrapy's errbacks have
+    return failure
+
+
+def _image_problem(
+    url: str, item: FetchedPage, reason: str, detail: str, skipped: bool
+) -> PageProblem:
+    """An image's problem on the run: its address, its reason key (``image_…``) and its
+    page in the detail."""
+    return PageProblem(url, f"image_{reason.removeprefix('image_')}",
+                       f"image of {item.url}: {detail}", skipped=skipped)  # fmt: skip
