@@ -47,6 +47,23 @@ def chapter_png(text: str, noisy: bool = False, seed: int = 0) -> bytes:
     return out.getvalue()
 
 
+def english_png(text: str) -> bytes:
+    """English ``text`` drawn 60 characters a line (in the same font: it has Latin letters)."""
+    font = ImageFont.truetype(str(FONT), 22)
+    lines: list[str] = [""]
+    for word in text.split():
+        if len(lines[-1]) + len(word) >= 60:
+            lines.append("")
+        lines[-1] = f"{lines[-1]} {word}".strip()
+    image = Image.new("L", (800, 40 + 34 * len(lines)), 255)
+    draw = ImageDraw.Draw(image)
+    for n, line in enumerate(lines):
+        draw.text((20, 20 + 34 * n), line, font=font, fill=0)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
 def bomb_png(width: int = 60_000, height: int = 60_000) -> bytes:
     """A PNG of a few hundred bytes whose header says ``width`` × ``height`` pixels (its
     data all zeros, which inflate a thousandfold): decoded, it would take gigabytes."""

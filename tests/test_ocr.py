@@ -21,9 +21,9 @@ from crawler.fetch import fetch_page
 from crawler.images import article_images, parse_page
 from extractor.ocr import ImageRefused, OcrLimits, read_image, tidy
 from tests.admin_seed import PASSWORD, client, login
-from tests.corpus import novel_chapters
+from tests.corpus import novel_chapters, texts
 from tests.loopback import Handler, served
-from tests.ocr_pictures import FONT, big_png, bomb_png, chapter_png
+from tests.ocr_pictures import FONT, big_png, bomb_png, chapter_png, english_png
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, CampaignError, save_campaign, trigger_run, wait_for_run
 from tracker.masters.library import Work, add_works
@@ -169,6 +169,16 @@ def test_an_image_is_read_and_tesseract_spacing_undone():
     shared = set(read.text) & set(CHAPTERS[0][:120])
     assert len(shared) > 0.6 * len(set(CHAPTERS[0][:120])), read.text
     assert tidy("第 一 回\n甄 士 隐\n\nEnglish  words") == "第一回甄士隐\n\nEnglish  words"
+
+
+def test_an_english_picture_is_read_as_english_words():
+    """Read as Chinese first, it gives Latin letters run together; read again as English,
+    its words come back apart (the fingerprint takes a letter per word)."""
+    text = " ".join(texts("en_novel", 1)[0].split()[:80])
+    read = " ".join(read_image(english_png(text)).text.split())
+    opening = " ".join(text.split()[:8])
+    assert opening in read, read[:200]
+    assert len(read.split()) > 0.9 * len(text.split())
 
 
 @pytest.mark.parametrize(

@@ -503,8 +503,9 @@ CRAWL_LIMITS: tuple[Setting, ...] = (
                     "fetched, not read.")),
     _limit("COPYTRACK_OCR_CPU_SECONDS", _seconds(0, 3600), "60", "60",
             "CPU seconds Tesseract may spend on one image",
-            detail=("CPU seconds Tesseract may spend on one image (a chapter takes 3–10 s); "
-                    "past it the image is counted `image_too_slow`. `0`: no limit.")),
+            detail=("CPU seconds Tesseract may spend on one image, all its readings together "
+                    "(a 1,000-character chapter took 2 s); past it the image is counted "
+                    "`image_too_slow`. `0`: no limit.")),
     _limit("COPYTRACK_PROGRESS_EVERY", _seconds(0.1, 3600), "2", "2",
             "seconds between a crawl's progress counts reaching its run",
             detail="Seconds between a crawl's counts reaching its run (the admin's live page)."),
