@@ -5,6 +5,7 @@ Fetched with ``engine.download_async``: every downloader middleware applies (the
 private-network rule, robots.txt, redirects), under ``COPYTRACK_OCR_MAX_BYTES`` each; an
 image is part of its page, so it may come from another host than the campaign's (a CDN).
 An image that gives nothing is a problem of the run, naming it; its page is stored anyway.
+Images are not pages: the campaign's ``max_pages`` does not count them (`PageCloseSpider`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.extensions.closespider import CloseSpider
+from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from .items import FetchedImage, FetchedPage, PageProblem
@@ -59,3 +62,13 @@ def _image_problem(
     page in the detail."""
     return PageProblem(url, f"image_{reason.removeprefix('image_')}",
                        f"image of {item.url}: {detail}", skipped=skipped)  # fmt: skip
+
+
+class PageCloseSpider(CloseSpider):
+    """Scrapy's CloseSpider (``CLOSESPIDER_PAGECOUNT``: the campaign's ``max_pages``), with
+    an article's images left out of the count: they are part of their page, and a campaign
+    of 10 pages would otherwise stop after its first two chapters of five pictures."""
+
+    def page_count(self, response: Response, request: Request, spider: Spider) -> None:
+        if not request.meta.get(IMAGE):
+            super().page_count(response, request, spider)

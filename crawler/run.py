@@ -113,6 +113,11 @@ def scrapy_settings(
         overrides.update(render_settings(settings))
     if campaign.ocr:
         overrides["COPYTRACK_OCR"] = True
+        overrides["EXTENSIONS"] = {
+            **settings.getdict("EXTENSIONS"),
+            "scrapy.extensions.closespider.CloseSpider": None,
+            "crawler.image_downloads.PageCloseSpider": 0,
+        }
     if frontier == "redis":
         overrides.update(
             frontier_keys(ctx.keys, run_id),

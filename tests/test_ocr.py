@@ -15,10 +15,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse, Response
+from scrapy.utils.test import get_crawler
 
 from admin.campaigns import parse_form
 from crawler.fetch import fetch_page
+from crawler.image_downloads import PageCloseSpider
 from crawler.images import article_images, parse_page
+from crawler.middlewares import IMAGE
 from extractor.ocr import ImageRefused, OcrLimits, read_image, tidy
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters, texts
@@ -89,7 +94,8 @@ def _crawl(
     """A run of a campaign crawling the site; ``then(base)`` while the site is still up."""
     with served(_PictureSite, paths=[], pictures=_pictures()) as server:
         base = f"http://127.0.0.1:{server.server_port}"
-        campaign = {"name": name, "seeds": [f"{base}/"], "delay": 0, "ocr": ocr}
+        # Room for robots.txt, the index and three chapters: the pictures are not pages.
+        campaign = {"name": name, "seeds": [f"{base}/"], "delay": 0, "ocr": ocr, "max_pages": 5}
         save_campaign(ctx, Campaign.from_dict(campaign))
         run = wait_for_run(ctx, trigger_run(ctx, name), timeout=400)
         if then is not None:
@@ -244,3 +250,16 @@ def test_the_images_read_are_the_articles_not_the_sites_chrome():
     # A page that names no article block: its images outside the chrome.
     bare = "<html><body><img src='a.png'><footer><img src='f.png'></footer></body></html>"
     assert _images(bare, 10) == (["http://pirate.example/ch/a.png"], 0)
+
+
+def test_an_articles_images_do_not_count_against_the_campaigns_max_pages():
+    """``max_pages`` 3 with five pictures a page: the pictures leave the count alone."""
+    crawler = get_crawler(settings_dict={"CLOSESPIDER_PAGECOUNT": 3})
+    closer = PageCloseSpider(crawler)
+    for n in range(2):
+        page = Request(f"http://pirate.example/ch/{n}.html")
+        closer.page_count(HtmlResponse(page.url, request=page), page, None)  # type: ignore[arg-type]
+        for k in range(5):
+            image = Request(f"http://pirate.example/img/{n}-{k}.png", meta={IMAGE: True})
+            closer.page_count(Response(image.url, request=image), image, None)  # type: ignore[arg-type]
+    assert closer.counter["pagecount"] == 2
