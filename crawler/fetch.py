@@ -14,6 +14,7 @@ look-up, like a browser's, so it does not consult robots.txt.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import time
@@ -34,7 +35,7 @@ from . import settings as crawl_settings
 from .connections import guarded_opener
 from .digest import GONE_STATUSES, Digest, digest, names_a_book, with_images
 from .heads import HEAD_LIMITS, HeadLimits, HeadRefused
-from .images import article_images, ocr_limits, parse_page
+from .images import article_images, inline_image, ocr_limits, parse_page
 from .items import FetchedImage
 
 __all__ = ["Download", "FetchError", "download", "fetch_page", "fetch_text"]
@@ -265,6 +266,10 @@ def _with_images(
     ocr = ocr_limits(limits)
     images = []
     for image_url in urls:
+        if image_url.startswith("data:"):
+            with contextlib.suppress(ValueError):  # the crawl could not read it either
+                images.append(inline_image(image_url))
+            continue
         try:
             image = download(image_url, allow_private, timeout, ocr.max_bytes, lookup)
         except TooLarge:

@@ -19,6 +19,7 @@ from scrapy.extensions.closespider import CloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from .images import inline_image
 from .items import FetchedImage, FetchedPage, PageProblem
 from .middlewares import IMAGE
 from .urls import canonicalize
@@ -30,6 +31,12 @@ async def fetch_images(crawler: Crawler, item: FetchedPage, max_bytes: int) -> l
     assert crawler.engine is not None
     out: list[Any] = []
     for url in item.images:
+        if url.startswith("data:"):
+            try:
+                out.append(inline_image(url))
+            except ValueError as err:
+                out.append(_image_problem(url[:40] + "…", item, "unreadable", str(err), False))
+            continue
         meta = {IMAGE: True, "download_slot": urlsplit(url).netloc,
                 "download_maxsize": max_bytes, "download_warnsize": max_bytes}  # fmt: skip
         try:

@@ -6,19 +6,24 @@ named content, chapter, article…), or, on a page that names no such block, eve
 outside its header, navigation, footer, sidebars and links; icons, logos and banners are
 left out by their names, tiny images by their size once read (extractor.ocr).
 
-No Scrapy here: the shell's one-page fetch (crawler.fetch) uses it too.
+A picture inlined in the page (``data:image/png;base64,…``) is read too, without a fetch
+(`inline_image`). No Scrapy here: the shell's one-page fetch (crawler.fetch) uses it too.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote_to_bytes, urljoin, urlsplit
 
 from lxml import html
 
 from extractor.ocr import OcrLimits
+
+from .items import FetchedImage
 
 #: Where an article's images are not: the page's chrome.
 _CHROME_TAGS = (
@@ -57,16 +62,39 @@ def article_images(root: Any, base_url: str, limit: int) -> tuple[list[str], int
     outside: list[str] = []
     for image in root.xpath("//img"):
         url = next((image.get(a).strip() for a in _SOURCES if image.get(a)), "")
-        if not url or url.startswith("data:") or image.xpath(_CHROME_TAGS):
+        if not url or image.xpath(_CHROME_TAGS):
             continue
         names = [" ".join((e.get("id") or "", e.get("class") or ""))
                  for e in image.xpath("ancestor-or-self::*")]  # fmt: skip
         if any(_CHROME_NAMES.search(name) for name in names):
             continue
-        url = urljoin(base_url, url)
-        if urlsplit(url).scheme not in ("http", "https"):
-            continue
+        if url.startswith("data:"):  # a picture inlined in the page (base64)
+            if not url[5:].lower().startswith("image/"):
+                continue
+        else:
+            url = urljoin(base_url, url)
+            if urlsplit(url).scheme not in ("http", "https"):
+                continue
         in_article = image.xpath(_ARTICLE_TAGS) or any(_ARTICLE_NAMES.search(n) for n in names)
         (inside if in_article else outside).append(url)
     found = list(dict.fromkeys(inside or outside))
     return found[:limit], max(0, len(found) - limit)
+
+
+def inline_image(url: str) -> FetchedImage:
+    """A ``data:image/…`` address's picture, named in the evidence by its type and size
+    (the address is the picture itself); ValueError when it does not decode."""
+    head, comma, data = url[5:].partition(",")
+    if not comma:
+        raise ValueError("a data: address without a comma")
+    media, *params = head.split(";")
+    try:
+        body = (
+            base64.b64decode(data, validate=False)
+            if "base64" in (p.strip().lower() for p in params)
+            else unquote_to_bytes(data)
+        )
+    except (binascii.Error, ValueError) as err:
+        raise ValueError(f"an inline image that does not decode ({err})") from None
+    name = f"data:{media.strip().lower()} ({len(body)} bytes inline in the page)"
+    return FetchedImage(name, media.strip().lower() or None, body)

@@ -8,7 +8,11 @@ on the run, and the page they sit on is found all the same.
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import shutil
+import zipfile
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -31,6 +35,7 @@ from tests.loopback import Handler, served
 from tests.ocr_pictures import FONT, big_png, bomb_png, chapter_png, english_png
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, CampaignError, save_campaign, trigger_run, wait_for_run
+from tracker.evidence.bundle import write_bundle
 from tracker.masters.library import Work, add_works
 from tracker.scanning.rechecks import recheck_page
 
@@ -79,9 +84,10 @@ class _PictureSite(Handler):
             self.send_body(_chapter(1, ["/img/bomb.png", "/img/1.png", "/img/huge.png"]))
         elif path == "/ch/2.html":
             self.send_body(_chapter(2, ["/img/2.png"]))
-        elif path == "/ch/3.html":  # only images
-            body = "<html><body><img src='/img/3a.png'><img src='/img/3b.png'></body></html>"
-            self.send_body(body.encode())
+        elif path == "/ch/3.html":  # only images, the second inlined in the page
+            inline = base64.b64encode(pictures["/img/3b.png"]).decode()
+            body = f"<html><body><img src='/img/3a.png'><img src='data:image/png;base64,{inline}'>"
+            self.send_body(f"{body}</body></html>".encode())
         elif path in pictures:
             self.send_body(pictures[path], "image/png")
         else:
@@ -136,10 +142,12 @@ def test_chapters_posted_as_images_are_found_only_with_ocr(crawl_ctx, monkeypatc
     # The header's logo is not the article's: never fetched.
     assert "/logo.png" not in paths
     chapter3 = ctx.db.pages.find_one({"url": f"{base}/ch/3.html"})
+    inline = len(_pictures()["/img/3b.png"])
     assert [image["url"] for image in chapter3["ocr_images"]] == [
         f"{base}/img/3a.png",
-        f"{base}/img/3b.png",
+        f"data:image/png ({inline} bytes inline in the page)",
     ]
+    assert "/img/3b.png" not in paths  # read from the page itself
     # The bounds: both refused, each named on the run with why, chapter 1 found anyway.
     assert run["skipped"].get("image_too_many_pixels") == 1, run
     assert run["skipped"].get("image_too_large") == 1, run
@@ -166,6 +174,16 @@ def test_chapters_posted_as_images_are_found_only_with_ocr(crawl_ctx, monkeypatc
     image = http.get(f"/pages/{page['_id']}/images/0")
     assert image.status_code == 200 and image.content == _pictures()["/img/2.png"]
     assert image.headers["content-type"] == "image/png"
+    # The evidence bundle carries the image too, hashed in its manifest.
+    out = io.BytesIO()
+    write_bundle(ctx, [finding["_id"]], out, lambda found: b"%PDF", lambda *a: None, {})
+    with zipfile.ZipFile(out) as bundle:
+        assert bundle.read("ocr-image-1.png") == _pictures()["/img/2.png"]
+        facts = json.loads(bundle.read("finding.json"))
+        manifest = json.loads(bundle.read("manifest.json"))
+    [read] = facts["page"]["ocr_images"]
+    assert read["url"] == f"{base}/img/2.png" and read["file"] == "ocr-image-1.png"
+    assert manifest["files"]["ocr-image-1.png"] == read["sha256"]
 
 
 def test_an_image_is_read_and_tesseract_spacing_undone():
@@ -242,11 +260,12 @@ def test_the_images_read_are_the_articles_not_the_sites_chrome():
         "<a href='/book/2'><img src='/cover.jpg'></a>"
         "<div class='ads'><img src='/ad.gif'></div><img src='/stray.png'></body></html>"
     )
+    inline = "data:image/png;base64,AAAA"
     assert _images(page, 10) == (
-        ["http://pirate.example/p/1.png", "http://pirate.example/p/2.png"],
+        ["http://pirate.example/p/1.png", "http://pirate.example/p/2.png", inline],
         0,
     )
-    assert _images(page, 1) == (["http://pirate.example/p/1.png"], 1)
+    assert _images(page, 1) == (["http://pirate.example/p/1.png"], 2)
     # A page that names no article block: its images outside the chrome.
     bare = "<html><body><img src='a.png'><footer><img src='f.png'></footer></body></html>"
     assert _images(bare, 10) == (["http://pirate.example/ch/a.png"], 0)
