@@ -24,6 +24,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.test import get_crawler
 
 from admin.campaigns import parse_form
+from copytrack.commands.campaign import describe_run
 from crawler.fetch import fetch_page
 from crawler.image_downloads import PageCloseSpider
 from crawler.images import article_images, parse_page
@@ -126,10 +127,13 @@ def test_chapters_posted_as_images_are_found_only_with_ocr(crawl_ctx, monkeypatc
     assert ctx.db.findings.count_documents({}) == 0
     assert not any(path.endswith(".png") for path in paths), paths  # no image fetched
     assert not ctx.db.pages.count_documents({"ocr_images": {"$exists": True}})
+    assert "read_by_ocr" not in run["pages"]
     assert ctx.db.pages.count_documents({"url": {"$regex": "/ch/"}}) == 3  # stored, unread
 
     run, base, paths = _crawl(ctx, "pictures", ocr=True, then=lambda base: _recheck(ctx, base))
     assert run["state"] == "finished", run
+    assert run["pages"]["read_by_ocr"] == 3, run["pages"]
+    assert "read by OCR 3" in describe_run(run)
     for n in (1, 2, 3):
         page = ctx.db.pages.find_one({"url": f"{base}/ch/{n}.html"})
         assert "skip_reason" not in page, page.get("skip_reason")

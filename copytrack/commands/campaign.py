@@ -329,7 +329,8 @@ def describe_run(run: dict[str, Any]) -> str:
     line = (
         f"{run['_id']}  {run['state']:<8}  {_when(run['started_at'])} → "
         f"{_when(run.get('finished_at'))}  fetched {pages.get('fetched', 0)} "
-        f"(changed {pages.get('changed', 0)}, unchanged {pages.get('unchanged', 0)})  "
+        f"(changed {pages.get('changed', 0)}, unchanged {pages.get('unchanged', 0)}"
+        f"{', read by OCR ' + str(pages['read_by_ocr']) if pages.get('read_by_ocr') else ''})  "
         f"skipped: {_counts(run.get('skipped', {}))}  failed: {_counts(run.get('failed', {}))}  "
         f"{found}"
     )
