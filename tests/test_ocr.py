@@ -37,6 +37,7 @@ from tests.ocr_pictures import FONT, big_png, bomb_png, chapter_png, english_png
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, CampaignError, save_campaign, trigger_run, wait_for_run
 from tracker.evidence.bundle import write_bundle
+from tracker.findings.captures import CapturedImage, stored_images
 from tracker.masters.library import Work, add_works
 from tracker.scanning.rechecks import recheck_page
 
@@ -286,3 +287,26 @@ def test_an_articles_images_do_not_count_against_the_campaigns_max_pages():
             image = Request(f"http://pirate.example/img/{n}-{k}.png", meta={IMAGE: True})
             closer.page_count(Response(image.url, request=image), image, None)  # type: ignore[arg-type]
     assert closer.counter["pagecount"] == 2
+
+
+def test_a_stored_image_is_served_as_a_picture_never_as_markup(ctx):
+    """A pirate's "image" sent as SVG (markup that runs scripts) comes back to a reviewer
+    as bytes to download; a PNG as a PNG."""
+    svg = b"<svg xmlns='http://www.w3.org/2000/svg' onload='alert(1)'/>"
+    png = chapter_png("一二三四五六七八九十")
+    images = (
+        CapturedImage("http://pirate.example/a.svg", "image/svg+xml", svg),
+        CapturedImage("http://pirate.example/b.png", "image/png", png),
+    )
+    page_id = ctx.db.pages.insert_one(
+        {"url": "http://pirate.example/", "ocr_images": stored_images(ctx, images)}
+    ).inserted_id
+    add_user(ctx, "vera", PASSWORD, "viewer")
+    http = client(ctx)
+    login(http, "vera")
+    first = http.get(f"/pages/{page_id}/images/0")
+    assert first.content == svg
+    assert first.headers["content-type"] == "application/octet-stream"
+    assert first.headers["x-content-type-options"] == "nosniff"
+    assert http.get(f"/pages/{page_id}/images/1").headers["content-type"] == "image/png"
+    assert http.get(f"/pages/{page_id}/images/2").status_code == 404
