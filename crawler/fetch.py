@@ -262,8 +262,10 @@ def _with_images(
     except UnusableContent:
         return found
     limits = crawl_limits(os.environ)
-    urls, _ = article_images(page, got.final_url, int(limits["COPYTRACK_OCR_IMAGES"]))
     ocr = ocr_limits(limits)
+    urls, _ = article_images(
+        page, got.final_url, int(limits["COPYTRACK_OCR_IMAGES"]), ocr.min_pixels
+    )
     images = []
     for image_url in urls:
         if image_url.startswith("data:"):

@@ -55,14 +55,18 @@ def parse_page(text: str) -> Any:
     return html.document_fromstring(text or "<html></html>")
 
 
-def article_images(root: Any, base_url: str, limit: int) -> tuple[list[str], int]:
+def article_images(
+    root: Any, base_url: str, limit: int, min_pixels: int = 0
+) -> tuple[list[str], int]:
     """The addresses of the article images of the page whose lxml tree is ``root`` (at
-    most ``limit``, in document order), and how many more there were."""
+    most ``limit``, in document order), and how many more there were; an image whose
+    ``width`` and ``height`` say it has fewer than ``min_pixels`` (an emoticon, a button)
+    is not one."""
     inside: list[str] = []
     outside: list[str] = []
     for image in root.xpath("//img"):
         url = next((image.get(a).strip() for a in _SOURCES if image.get(a)), "")
-        if not url or image.xpath(_CHROME_TAGS):
+        if not url or image.xpath(_CHROME_TAGS) or _pixels(image) < min_pixels:
             continue
         names = [" ".join((e.get("id") or "", e.get("class") or ""))
                  for e in image.xpath("ancestor-or-self::*")]  # fmt: skip
@@ -79,6 +83,14 @@ def article_images(root: Any, base_url: str, limit: int) -> tuple[list[str], int
         (inside if in_article else outside).append(url)
     found = list(dict.fromkeys(inside or outside))
     return found[:limit], max(0, len(found) - limit)
+
+
+def _pixels(image: Any) -> float:
+    """The pixels an ``<img>``'s ``width`` and ``height`` give it; unknown: infinitely many."""
+    sides = [(image.get(side) or "").strip().removesuffix("px") for side in ("width", "height")]
+    if all(side.isascii() and side.isdigit() for side in sides):
+        return int(sides[0]) * int(sides[1])
+    return float("inf")
 
 
 def inline_image(url: str) -> FetchedImage:

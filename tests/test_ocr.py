@@ -252,7 +252,7 @@ def test_ocr_is_a_campaign_option_off_by_default():
 
 
 def _images(body: str, limit: int) -> tuple[list[str], int]:
-    return article_images(parse_page(body), "http://pirate.example/ch/1.html", limit)
+    return article_images(parse_page(body), "http://pirate.example/ch/1.html", limit, 20_000)
 
 
 def test_the_images_read_are_the_articles_not_the_sites_chrome():
@@ -261,7 +261,8 @@ def test_the_images_read_are_the_articles_not_the_sites_chrome():
         "<nav><img src='/nav.png'></nav>"
         "<div id='chapter-content'><img src='/p/1.png'>"
         "<img data-original='/p/2.png' src='/blank.gif'>"
-        "<img src='data:image/png;base64,AAAA'><img src='/p/1.png'></div>"
+        "<img src='data:image/png;base64,AAAA'><img src='/p/1.png'>"
+        "<img src='/smiley.gif' width='16' height='16'></div>"
         "<a href='/book/2'><img src='/cover.jpg'></a>"
         "<div class='ads'><img src='/ad.gif'></div><img src='/stray.png'></body></html>"
     )

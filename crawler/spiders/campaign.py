@@ -113,6 +113,7 @@ class CampaignSpider(SitemapSpider):
     name = "campaign"
     #: Images of a page's article read by OCR (the campaign's ``ocr``); 0: none.
     ocr_images = 0
+    ocr_min_pixels = 0  # smaller ones (by their width and height) are not fetched
 
     def __init__(
         self,
@@ -154,6 +155,7 @@ class CampaignSpider(SitemapSpider):
         )
         if crawler.settings.getbool("COPYTRACK_OCR"):
             spider.ocr_images = crawler.settings.getint("COPYTRACK_OCR_IMAGES")
+            spider.ocr_min_pixels = crawler.settings.getint("COPYTRACK_OCR_MIN_PIXELS")
         return spider
 
     async def start(self) -> AsyncIterator[Request]:
@@ -242,7 +244,9 @@ class CampaignSpider(SitemapSpider):
         images: list[str] = []
         over = 0
         if self.ocr_images and text_page is not None:
-            images, over = article_images(text_page.selector.root, text_page.url, self.ocr_images)
+            images, over = article_images(
+                text_page.selector.root, text_page.url, self.ocr_images, self.ocr_min_pixels
+            )
         yield FetchedPage(
             url=canonicalize(response.url),
             final_url=response.url,

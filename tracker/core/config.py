@@ -500,7 +500,7 @@ CRAWL_LIMITS: tuple[Setting, ...] = (
     _limit("COPYTRACK_OCR_MIN_PIXELS", _whole_number(0, 2**31, "pixels"), "20000", "20000",
             "images with fewer pixels are icons or buttons, not read",
             detail=("Images with fewer pixels (width × height) are icons, buttons and logos: "
-                    "fetched, not read.")),
+                    "not fetched when the page's `width` and `height` say so, else not read.")),
     _limit("COPYTRACK_OCR_CPU_SECONDS", _seconds(0, 3600), "60", "60",
             "CPU seconds Tesseract may spend on one image",
             detail=("CPU seconds Tesseract may spend on one image, all its readings together "
