@@ -7,7 +7,8 @@
 #            browser) + docker-compose to validate docker-compose.yml
 set -euo pipefail
 
-runtime=(libpango-1.0-0 libpangoft2-1.0-0 fonts-noto-cjk tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-chi-tra tesseract-ocr-eng)
+runtime=(libpango-1.0-0 libpangoft2-1.0-0 fonts-noto-cjk
+         tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-chi-tra tesseract-ocr-eng)
 case "${1:-test}" in
   runtime) wanted=("${runtime[@]}") ;;
   test) wanted=("${runtime[@]}" chromium docker-compose) ;;
