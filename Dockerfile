@@ -40,9 +40,12 @@ FROM python:3.11-slim-bookworm
 # glyphs in those PDFs. Campaigns that render pages run Debian's Chromium
 # (crawler/rendering.py), never a browser Playwright downloads; it also takes the evidence
 # bundles' screenshots. OpenSSL verifies time-stamp tokens (tracker/evidence/verification.py).
+# Tesseract with its Chinese (simplified, traditional) and English data reads the images of
+# campaigns with `ocr` (extractor/ocr.py).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-noto-cjk chromium openssl \
+        tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-chi-tra tesseract-ocr-eng \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONUNBUFFERED=1 \

@@ -48,6 +48,7 @@ FORM_FIELDS = (
     "schedule",
     "enabled",
     "render",
+    "ocr",
     "notes",
 )
 
@@ -85,6 +86,7 @@ def parse_form(form: Mapping[str, str]) -> Campaign:
     data["schedule"] = (form.get("schedule") or "").strip() or None
     data["enabled"] = form.get("enabled") in ("on", "true", "1")
     data["render"] = form.get("render") in ("on", "true", "1")
+    data["ocr"] = form.get("ocr") in ("on", "true", "1")
     data["notes"] = (form.get("notes") or "").strip()
     # tracker.campaigns stops at the first bad field: each one found is set aside (a valid
     # stand-in, never stored) and the rest checked again, so the form lists them all.

@@ -92,6 +92,15 @@ WORDS: tuple[str, ...] = (
     N_("extracting its text took too long"),
     N_("dropped by the crawler"),
     N_("a book download that cannot be read (damaged, or over the size cap)"),
+    N_("an image over COPYTRACK_OCR_MAX_BYTES, not read"),
+    N_(
+        "an image with more pixels than COPYTRACK_OCR_MAX_PIXELS (a decompression bomb?), "
+        "not read"
+    ),
+    N_("an image OCR gave up on after COPYTRACK_OCR_CPU_SECONDS"),
+    N_("an image that cannot be decoded"),
+    N_("an image Tesseract failed on (is it installed?)"),
+    N_("images over the per-page limit (COPYTRACK_OCR_IMAGES), not read"),
     N_(
         "fetched, but could not be stored (a server down or its disk full): the run failed; "
         "run it again once the servers are back"

@@ -4,7 +4,8 @@ crawl's pipeline and the one-page fetch (crawler.fetch) read pages alike."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -12,7 +13,11 @@ from extractor.books import book_format, book_text
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.decoding import UnusableContent, decode_html
 from extractor.extraction import extract
+from extractor.ocr import ImageRefused, OcrLimits, read_image
+from tracker.findings.captures import CapturedImage
 from tracker.scanning.pages import PageInput
+
+from .items import FetchedImage
 
 #: Media types decoded as pages; anything else is stored as skipped ("not_html").
 PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
@@ -43,6 +48,7 @@ class Digest:
     skip: str | None = None  # reason key when the page has no usable text
     detail: str = ""
     listing: bool = False  # a list of headlines (extractor.Extracted.listing)
+    images: tuple[CapturedImage, ...] = ()  # images whose text (OCR) is in ``text``
 
     def page(
         self, url: str, raw: bytes, final_url: str, status: int, headers: dict[str, str],
@@ -67,6 +73,7 @@ class Digest:
             # A listing's next page is more headlines, not the rest of a chapter.
             next_url=None if self.listing else next_url,
             listing=self.listing,
+            images=self.images,
         )
 
 
@@ -128,3 +135,37 @@ def _book(body: bytes, content_type: str | None, url: str) -> Digest:
         return Digest(skip="unreadable_book", detail=str(err))
     name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or None
     return Digest(book.text, title=name, extractor=f"book:{book.format}")
+
+
+#: The skip reasons of an HTML page whose text may be all in its images.
+_NO_TEXT = frozenset({"no_main_text", "needs_rendering"})
+
+
+def with_images(
+    found: Digest, images: Sequence[FetchedImage], limits: OcrLimits
+) -> tuple[Digest, list[tuple[str, str, str]]]:
+    """The page's digest with the text Tesseract reads in its article's images after its
+    own (a page that is only images gets theirs), and the images not read: (address,
+    reason key, why). Images too small to hold text (icons) are passed over silently."""
+    if not images or (found.skip and found.skip not in _NO_TEXT):
+        return found, []
+    texts: list[str] = []
+    kept: list[CapturedImage] = []
+    refused: list[tuple[str, str, str]] = []
+    for image in images:
+        try:
+            read = read_image(image.body, limits)
+        except ImageRefused as err:
+            if err.reason != "image_too_small":
+                refused.append((image.url, err.reason, f"{image.url}: {err}"))
+            continue
+        if read.text:
+            texts.append(read.text)
+            kept.append(CapturedImage(image.url, image.content_type, image.body,
+                                      read.width, read.height, len(read.text)))  # fmt: skip
+    if not texts:
+        return found, refused
+    text = "\n\n".join([found.text, *texts] if found.text else texts)
+    extractor = f"{found.extractor}+ocr" if found.text else "ocr"
+    return replace(found, text=text, extractor=extractor, skip=None, detail="",
+                   images=tuple(kept)), refused  # fmt: skip

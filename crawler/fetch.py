@@ -14,7 +14,9 @@ look-up, like a browser's, so it does not consult robots.txt.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import os
 import time
 import urllib.error
 import urllib.request
@@ -23,16 +25,18 @@ from dataclasses import dataclass
 from http.client import HTTPResponse
 from typing import IO, Any
 
-from extractor import html_to_text
+from extractor import UnusableContent, decode_html, html_to_text
 from extractor.books import book_format
-from tracker.core.config import CRAWL_DEFAULTS, Settings
+from tracker.core.config import CRAWL_DEFAULTS, Settings, crawl_limits
 from tracker.core.netguard import Lookup, PrivateAddressError, system_lookup
 from tracker.scanning.pages import PageInput
 
 from . import settings as crawl_settings
 from .connections import guarded_opener
-from .digest import GONE_STATUSES, digest, names_a_book
+from .digest import GONE_STATUSES, Digest, digest, names_a_book, with_images
 from .heads import HEAD_LIMITS, HeadLimits, HeadRefused
+from .images import article_images, inline_image, ocr_limits, parse_page
+from .items import FetchedImage
 
 __all__ = ["Download", "FetchError", "download", "fetch_page", "fetch_text"]
 
@@ -46,6 +50,10 @@ _WBITS = (zlib.MAX_WBITS | 32, -zlib.MAX_WBITS)
 
 class FetchError(ValueError):
     """The URL could not be fetched, or holds no article text."""
+
+
+class TooLarge(FetchError):
+    """The URL's body is over the size cap."""
 
 
 class _CountedRedirects(urllib.request.HTTPRedirectHandler):
@@ -82,7 +90,7 @@ def _check_scheme(url: str) -> None:
 
 
 def _too_large(url: str, max_bytes: int, what: str = "") -> FetchError:
-    return FetchError(
+    return TooLarge(
         f"{url}: larger than {max_bytes / 2**20:g} MB{what} (the crawler's DOWNLOAD_MAXSIZE): "
         "not an article page; save the article's text and check the file instead"
     )
@@ -218,8 +226,11 @@ def fetch_page(
     timeout: float = crawl_settings.DOWNLOAD_TIMEOUT,
     max_bytes: int = crawl_settings.DOWNLOAD_MAXSIZE,
     lookup: Lookup = system_lookup,
+    *,
+    ocr: bool = False,
 ) -> PageInput:
-    """Fetch one URL as evidence, as a crawl stores it: its bytes, text and metadata.
+    """Fetch one URL as evidence, as a crawl stores it: its bytes, text and metadata;
+    ``ocr``: with the text of its article's images (a page a campaign with ``ocr`` stored).
 
     A page without usable text comes back with its ``skip_reason``; one that answers
     404/410 comes back empty as gone (its copies were taken down). Raises FetchError
@@ -233,4 +244,41 @@ def fetch_page(
         return PageInput(url=url, text="", status=err.code,
                          skip_reason=f"gone: HTTP {err.code} {err.reason}")  # fmt: skip
     found = digest(got.body, got.content_type, got.final_url)
+    if ocr:
+        found = _with_images(found, got, allow_private, timeout, lookup)
     return found.page(url, got.body, got.final_url, got.status, got.headers)
+
+
+def _with_images(
+    found: Digest, got: Download, allow_private: bool | None, timeout: float, lookup: Lookup
+) -> Digest:
+    """The page's digest with the text OCR reads in its article's images, as a campaign
+    with ``ocr`` stored it. An image that cannot be fetched fails the fetch: without its
+    text the page would look as if its copy were gone."""
+    if not (got.content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
+        return found
+    try:
+        page = parse_page(decode_html(got.body, got.content_type).text)
+    except UnusableContent:
+        return found
+    limits = crawl_limits(os.environ)
+    ocr = ocr_limits(limits)
+    urls, _ = article_images(
+        page, got.final_url, int(limits["COPYTRACK_OCR_IMAGES"]), ocr.min_pixels
+    )
+    images = []
+    for image_url in urls:
+        if image_url.startswith("data:"):
+            with contextlib.suppress(ValueError):  # the crawl could not read it either
+                images.append(inline_image(image_url))
+            continue
+        try:
+            image = download(image_url, allow_private, timeout, ocr.max_bytes, lookup)
+        except TooLarge:
+            continue  # over COPYTRACK_OCR_MAX_BYTES: the crawl did not read it either
+        except urllib.error.HTTPError as err:
+            raise FetchError(
+                f"{image_url}: an image of the page: HTTP {err.code} {err.reason}"
+            ) from None
+        images.append(FetchedImage(image_url, image.content_type, image.body))
+    return with_images(found, images, ocr)[0]

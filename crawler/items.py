@@ -26,6 +26,17 @@ class FetchedPage:
     next_url: str | None = None  # the page continuing this one ("下一页"), same site
     previous_url: str | None = None  # the page this one continues (it was its next_url)
     ip_address: str | None = None  # the address the response came from (its hosting network)
+    images: list[str] = field(default_factory=list)  # its article's images, to read (ocr)
+    images_over_limit: int = 0  # more article images than COPYTRACK_OCR_IMAGES, not read
+
+
+@dataclass
+class FetchedImage:
+    """An image of a page's article, fetched to be read by OCR (crawler.images)."""
+
+    url: str
+    content_type: str | None
+    body: bytes = field(repr=False)
 
 
 @dataclass

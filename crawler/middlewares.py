@@ -42,6 +42,7 @@ from .urls import UrlScope, canonicalize
 SEED = "copytrack_seed"  # a campaign seed: domain check only, never served from the store
 SOURCE = "copytrack_source"  # items.STORED / items.NOT_MODIFIED when not a plain download
 RENDER = "copytrack_render"  # an HTML answer is rendered in a browser (crawler.rendering)
+IMAGE = "copytrack_image"  # an article's image fetched for OCR (crawler.images): any host
 _CONDITIONAL = "copytrack_conditional"  # the stored page a conditional GET revalidates
 _ROBOTS_PATH = "/robots.txt"
 
@@ -93,6 +94,8 @@ class CampaignScopeMiddleware:
         return middleware
 
     def _allowed(self, request: Request) -> bool:
+        if request.meta.get(IMAGE):  # part of its page, wherever it is hosted (a CDN)
+            return True
         # Seeds and robots.txt files only need the right host: patterns are for links.
         if request.meta.get(SEED) or urlparse_cached(request).path == _ROBOTS_PATH:
             return self.scope.in_domains(request.url)
@@ -193,7 +196,9 @@ class RefetchPolicyMiddleware:
         return cls(timedelta(days=days), datetime.fromisoformat(since) if since else None)
 
     async def process_request(self, request: Request) -> Response | None:
-        if request.meta.get(SEED) or urlparse_cached(request).path == _ROBOTS_PATH:
+        if request.meta.get(SEED) or request.meta.get(IMAGE):  # images are not pages
+            return None
+        if urlparse_cached(request).path == _ROBOTS_PATH:
             return None
         url = canonicalize(request.url)
         page = await self.known.get(url)

@@ -33,7 +33,7 @@ import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -47,6 +47,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 
+from extractor.ocr import OcrLimits
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
@@ -58,9 +59,19 @@ from tracker.scanning.chains import join_chain, join_run_chains
 from tracker.scanning.pages import PageInput, header, store_page
 from tracker.tasks import enqueue_scan
 
-from .digest import GONE_STATUSES, digest
+from .digest import GONE_STATUSES, digest, with_images
 from .extraction_server import start_extraction_server
-from .items import NETWORK, NOT_MODIFIED, STORED, DroppedLinks, FetchedPage, PageProblem
+from .image_downloads import fetch_images
+from .images import ocr_limits
+from .items import (
+    NETWORK,
+    NOT_MODIFIED,
+    STORED,
+    DroppedLinks,
+    FetchedImage,
+    FetchedPage,
+    PageProblem,
+)
 from .lookup import PageLookup, stored_pages
 from .urls import canonicalize
 
@@ -83,9 +94,16 @@ log = logging.getLogger(__name__)
 
 
 def store_fetched(
-    item: FetchedPage, campaign: str, run_id: ObjectId, cpu_seconds: float
-) -> list[str]:
-    """Digest a downloaded page and store it (queueing its scan); returns the run's counts.
+    item: FetchedPage,
+    campaign: str,
+    run_id: ObjectId,
+    cpu_seconds: float,
+    images: Sequence[FetchedImage] = (),
+    ocr: OcrLimits | None = None,
+) -> list[str | Problem]:
+    """Digest a downloaded page, with the text of its article's ``images`` read by OCR, and
+    store it (queueing its scan); returns the run's counts, and a `Problem` for each image
+    not read.
 
     Runs in a worker process (with connections of its own), so that all of a page's CPU
     work, storing included (hashes, compression, BSON, the task message), stays off the
@@ -94,13 +112,21 @@ def store_fetched(
     content_type = header(item.headers, "content-type")
     found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book,
                    rendered=item.rendered)  # fmt: skip
+    refused: list[str | Problem] = []
+    if images and ocr is not None:
+        found, not_read = with_images(found, images, ocr)
+        refused = [Problem(url, "skipped", reason, why) for url, reason, why in not_read]
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
                       campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip
     # A page of a chapter cut into several; the pages of a listing ("第1页…第N页") are not.
     chained = bool(item.next_url or item.previous_url) and not found.listing
     page = replace(page, rendered=item.rendered, chained=chained, ip=item.ip_address)
     page = replace(page, redirected_from=tuple(item.redirected_from))
-    counts = ["pages.fetched"] + ([f"skipped.{found.skip}"] if found.skip else [])
+    counts: list[str | Problem] = ["pages.fetched", *refused]
+    if found.skip:
+        counts.append(f"skipped.{found.skip}")
+    if found.images:
+        counts.append("pages.read_by_ocr")
     try:
         ctx = process_context()
         counts += save_page(ctx, page)
@@ -255,6 +281,8 @@ class EvidencePipeline:
         self.niceness = settings.getint("COPYTRACK_EXTRACT_NICENESS")
         self.cpu_seconds = settings.getfloat("COPYTRACK_EXTRACT_CPU_SECONDS")
         self.store_patience = settings.getfloat("COPYTRACK_STORE_PATIENCE")
+        # Campaigns with ``ocr``: the images of each page's article are read (crawler.images).
+        self.ocr = ocr_limits(settings) if settings.getbool("COPYTRACK_OCR") else None
         self.not_stored = ""  # why the last page not stored was not (`_stored`)
         self._closing: asyncio.Future[None] | None = None  # the crawl stopping, if it is
         self.crawler = crawler
@@ -339,7 +367,7 @@ class EvidencePipeline:
             self._keep(Problem(item.url, "skipped", item.reason, f"{item.count} links"))
             return item
         counts: list[str] = []
-        save: Callable[[], Awaitable[list[str]]] | None = None
+        save: Callable[[], Awaitable[list[Any]]] | None = None
         if isinstance(item, PageProblem):
             counts.append(f"{'skipped' if item.skipped else 'failed'}.{item.reason}")
             if item.status in GONE_STATUSES:
@@ -351,6 +379,7 @@ class EvidencePipeline:
             save = partial(asyncio.to_thread, self._reuse, item)
         else:
             assert item.source == NETWORK and self._pool_started is not None
+            images = await self._images(item)
             await asyncio.shield(self._pool_started)  # an item cancelled leaves it be
             loop = asyncio.get_running_loop()
             save = partial(
@@ -361,6 +390,8 @@ class EvidencePipeline:
                 self.campaign,
                 self.run_id,
                 self.cpu_seconds,
+                images,
+                self.ocr,
             )
         if save is not None:
             # A page's own scan, and its chapter's: any page may join a chain, even one that
@@ -369,7 +400,11 @@ class EvidencePipeline:
             await self.backoff.reserve(scans)
             queued = scans  # unless it says otherwise: a save that failed midway may have queued
             try:
-                counts += await self._stored(save, item)
+                for count in await self._stored(save, item):
+                    if isinstance(count, Problem):  # an image not read: its own URL
+                        self._count_problem(count)
+                    else:
+                        counts.append(count)
                 queued = counts.count("scans_enqueued")
             finally:
                 self.backoff.release(queued, scans)
@@ -387,7 +422,26 @@ class EvidencePipeline:
             await self._flush()
         return item
 
-    async def _stored(self, save: Callable[[], Awaitable[list[str]]], item: Any) -> list[str]:
+    async def _images(self, item: FetchedPage) -> list[FetchedImage]:
+        """The page's article images, fetched; those that gave nothing, and those over
+        COPYTRACK_OCR_IMAGES, counted as the run's problems."""
+        if self.ocr is None:
+            return []
+        if item.images_over_limit:
+            detail = f"{item.images_over_limit} images over COPYTRACK_OCR_IMAGES, not read"
+            self._count_problem(Problem(item.url, "skipped", "ocr_images_over_limit", detail))
+        fetched = await fetch_images(self.crawler, item, self.ocr.max_bytes) if item.images else []
+        for problem in fetched:
+            if isinstance(problem, PageProblem):
+                outcome = "skipped" if problem.skipped else "failed"
+                self._count_problem(Problem(problem.url, outcome, problem.reason, problem.detail))
+        return [image for image in fetched if isinstance(image, FetchedImage)]
+
+    def _count_problem(self, problem: Problem) -> None:
+        self.counts[f"{problem.outcome}.{reason_key(problem.reason)}"] += 1
+        self._keep(problem)
+
+    async def _stored(self, save: Callable[[], Awaitable[list[Any]]], item: Any) -> list[Any]:
         """The counts of ``save()``, tried again while it fails to store (for
         ``store_patience`` seconds, the servers looked for between tries); past that, the
         item counted as not stored and the crawl stopped, its run to fail naming the

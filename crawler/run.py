@@ -111,6 +111,13 @@ def scrapy_settings(
         overrides["AUTOTHROTTLE_TARGET_CONCURRENCY"] = float(campaign.concurrency)
     if campaign.render:
         overrides.update(render_settings(settings))
+    if campaign.ocr:
+        overrides["COPYTRACK_OCR"] = True
+        overrides["EXTENSIONS"] = {
+            **settings.getdict("EXTENSIONS"),
+            "scrapy.extensions.closespider.CloseSpider": None,
+            "crawler.image_downloads.PageCloseSpider": 0,
+        }
     if frontier == "redis":
         overrides.update(
             frontier_keys(ctx.keys, run_id),

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Debian packages that PyPI cannot provide. Installs only what is missing; needs root or
 # sudo. Groups:
-#   runtime  Pango for WeasyPrint (the admin's PDF reports), CJK fonts for PDFs
+#   runtime  Pango for WeasyPrint (the admin's PDF reports), CJK fonts for PDFs, Tesseract
+#            with its Chinese and English data (campaigns that read images: extractor/ocr.py)
 #   test     runtime + Chromium for the admin's browser tests (never a downloaded
 #            browser) + docker-compose to validate docker-compose.yml
 set -euo pipefail
 
-runtime=(libpango-1.0-0 libpangoft2-1.0-0 fonts-noto-cjk)
+runtime=(libpango-1.0-0 libpangoft2-1.0-0 fonts-noto-cjk
+         tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-chi-tra tesseract-ocr-eng)
 case "${1:-test}" in
   runtime) wanted=("${runtime[@]}") ;;
   test) wanted=("${runtime[@]}" chromium docker-compose) ;;

@@ -186,7 +186,7 @@ ALLOWED = {"copytrack", "JSON", "OpenAPI", "HTTP", "Bearer", "Authorization", "c
            "scheduler", "check", "FILE", "detail", "library", "text", "title", "author",
            "lang", "kind", "abuse", "Atom", "admin", "English", "html", "jsonl",
            "Chromium", "Google", "Bing", "Webhook", "http", "https", "Word", "EPUB", "epub",
-           "docx", "DOCX", "worker"}  # fmt: skip
+           "docx", "DOCX", "worker", "Tesseract", "OCR"}  # fmt: skip
 
 
 def _system_note(note: str) -> bool:

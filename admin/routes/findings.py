@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode
 
 from bson import ObjectId
-from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi import APIRouter, Form, HTTPException, Path, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -41,7 +41,7 @@ from tracker.findings import (
     set_status,
     working_days_after,
 )
-from tracker.findings.captures import page_capture
+from tracker.findings.captures import page_capture, page_image
 from tracker.findings.captures import page_text as stored_text
 from tracker.masters.library import master_or_archived
 from tracker.scanning.rechecks import PageFetcher, recheck_page
@@ -436,14 +436,22 @@ def page_raw(
         raw = _marked_copy(ctx, finding, page, raw, charset, part)
         media_type, name = "text/html; charset=utf-8", f"{name}-marked"
     disposition = "attachment" if download else "inline"
+    return _evidence_file(raw, media_type, f'{disposition}; filename="{name}.html"',
+                          {"X-Frame-Options": "SAMEORIGIN"})  # fmt: skip
+
+
+def _evidence_file(
+    body: bytes, media_type: str, disposition: str, headers: dict[str, str]
+) -> Response:
+    """Captured bytes as a response that runs nothing and tells the pirate nothing."""
     return Response(
-        raw,
+        body,
         media_type=media_type,
         headers={
             "Content-Security-Policy": EVIDENCE_CSP,
-            "X-Frame-Options": "SAMEORIGIN",
             "Referrer-Policy": "no-referrer",
-            "Content-Disposition": f'{disposition}; filename="{name}.html"',
+            "Content-Disposition": disposition,
+            **headers,
         },
     )
 
@@ -470,3 +478,26 @@ def _marked_copy(
         html = ""  # not text: nothing to show
     marked, _ = marked_copy(html, found)
     return marked.encode("utf-8")
+
+
+#: The media types an image read by OCR is served as; any other is a download of bytes.
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"})
+
+
+@router.get("/pages/{page_id}/images/{n}")
+def page_image_file(
+    request: Request, user: Viewer, page_id: str, n: Annotated[int, Path(ge=0, le=10_000)]
+) -> Response:
+    """The ``n``-th image (from 0) whose text OCR read, exactly as fetched."""
+    ctx = app_context(request)
+    page = ctx.db.pages.find_one({"_id": _oid(page_id)}, {"ocr_images": 1})
+    found = None if page is None else page_image(ctx, page, n)
+    if page is None or found is None:
+        raise HTTPException(404, _("no such image of this page"))
+    body, media_type = found
+    media_type = media_type.split(";")[0].strip().lower()
+    if media_type not in _IMAGE_TYPES:  # never served as markup or script (an SVG, HTML)
+        media_type = "application/octet-stream"
+    name = page["ocr_images"][n]["sha256"]
+    return _evidence_file(body, media_type, f'inline; filename="{name}"',
+                          {"X-Content-Type-Options": "nosniff"})  # fmt: skip

@@ -131,6 +131,12 @@ def campaign() -> None:
     help="Run each page's scripts in Chromium before reading it (sites that write their "
     "text by script; slower).",
 )
+@click.option(
+    "--ocr",
+    is_flag=True,
+    help="Read the text of each page's article images with Tesseract (sites that post "
+    "chapters as pictures of text; slower).",
+)
 @click.option("--disabled", is_flag=True, help="Store it without scheduling it.")
 @click.option("--notes", default="", help="Free text.")
 def add(name: str, disabled: bool, **fields: Any) -> None:  # fmt: skip
@@ -147,7 +153,7 @@ def import_(file: Path) -> None:
     """Add or replace the campaigns of a YAML or JSON FILE (one, a list, or {campaigns: [...]}).
 
     Fields: name, seeds, allowed_domains, allow, deny, max_depth, max_pages, schedule,
-    enabled, delay, concurrency, refetch_days, render, kind, sample, notes. The file is
+    enabled, delay, concurrency, refetch_days, render, ocr, kind, sample, notes. The file is
     checked as a whole before anything is stored.
     """
     campaigns = load_campaign_file(file)
@@ -323,7 +329,8 @@ def describe_run(run: dict[str, Any]) -> str:
     line = (
         f"{run['_id']}  {run['state']:<8}  {_when(run['started_at'])} → "
         f"{_when(run.get('finished_at'))}  fetched {pages.get('fetched', 0)} "
-        f"(changed {pages.get('changed', 0)}, unchanged {pages.get('unchanged', 0)})  "
+        f"(changed {pages.get('changed', 0)}, unchanged {pages.get('unchanged', 0)}"
+        f"{', read by OCR ' + str(pages['read_by_ocr']) if pages.get('read_by_ocr') else ''})  "
         f"skipped: {_counts(run.get('skipped', {}))}  failed: {_counts(run.get('failed', {}))}  "
         f"{found}"
     )

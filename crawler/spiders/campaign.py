@@ -55,6 +55,7 @@ from tracker.scanning.chains import MAX_CHAIN
 
 from ..digest import BOOK_URL, BOOK_WORDS
 from ..heads import HeadRefused
+from ..images import article_images
 from ..items import NETWORK, DroppedLinks, FetchedPage, PageProblem
 from ..middlewares import RENDER, SEED, SOURCE, CrawlRefused, RenderFailed
 from ..urls import canonicalize
@@ -110,6 +111,9 @@ class CampaignSpider(SitemapSpider):
     """
 
     name = "campaign"
+    #: Images of a page's article read by OCR (the campaign's ``ocr``); 0: none.
+    ocr_images = 0
+    ocr_min_pixels = 0  # smaller ones (by their width and height) are not fetched
 
     def __init__(
         self,
@@ -146,9 +150,13 @@ class CampaignSpider(SitemapSpider):
         max_sitemap_urls = crawler.settings.getint("COPYTRACK_MAX_SITEMAP_URLS")
         book_maxsize = crawler.settings.getint("COPYTRACK_BOOK_MAXSIZE")
         render = crawler.settings.getbool("COPYTRACK_RENDER")
-        return super().from_crawler(
+        spider = super().from_crawler(
             crawler, campaign, max_links, max_sitemap_urls, book_maxsize, render, *args, **kwargs
         )
+        if crawler.settings.getbool("COPYTRACK_OCR"):
+            spider.ocr_images = crawler.settings.getint("COPYTRACK_OCR_IMAGES")
+            spider.ocr_min_pixels = crawler.settings.getint("COPYTRACK_OCR_MIN_PIXELS")
+        return spider
 
     async def start(self) -> AsyncIterator[Request]:
         for seed in self.seeds:
@@ -233,6 +241,12 @@ class CampaignSpider(SitemapSpider):
         here = canonicalize(response.url)
         if next_url is not None:
             self.continued[next_url] = here
+        images: list[str] = []
+        over = 0
+        if self.ocr_images and text_page is not None:
+            images, over = article_images(
+                text_page.selector.root, text_page.url, self.ocr_images, self.ocr_min_pixels
+            )
         yield FetchedPage(
             url=canonicalize(response.url),
             final_url=response.url,
@@ -247,6 +261,8 @@ class CampaignSpider(SitemapSpider):
             # Reached by its "下一页" link, or by another after that link was seen.
             previous_url=response.meta.get(PREVIOUS) or self.continued.get(here),
             ip_address=str(response.ip_address) if response.ip_address else None,
+            images=images,
+            images_over_limit=over,
         )
         # Past its depth, a chapter's pages are followed as far as a chain is joined.
         if next_url is not None and response.meta.get(CHAIN_HOPS, 0) < MAX_CHAIN - 1:

@@ -54,6 +54,7 @@ class Campaign:
     concurrency: int | None = None  # parallel requests to one site (None: crawler default)
     refetch_days: float = 0.0  # a page fetched more recently is not fetched again
     render: bool = False  # run each page's scripts in a browser before reading its text
+    ocr: bool = False  # read the text of the images of each page's article (extractor.ocr)
     kind: str = "sites"  # "discover": its seeds are search results (tracker.discovery)
     sample: int = 20  # discover: works whose sentences one run looks up
     notes: str = ""
@@ -113,7 +114,7 @@ class Campaign:
                     "(five fields, e.g. '0 3 * * *' for 03:00 UTC daily)"
                 )
             values["schedule"] = schedule.strip()
-        for key, default in (("enabled", True), ("render", False)):
+        for key, default in (("enabled", True), ("render", False), ("ocr", False)):
             flag = data.get(key, default)
             if not isinstance(flag, bool):
                 raise CampaignError(f"{key}: expected true or false, got {flag!r}")

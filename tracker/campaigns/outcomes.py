@@ -62,6 +62,14 @@ REASONS: dict[str, str] = {
     "too_slow": "extracting its text took too long",
     "ignored": "dropped by the crawler",
     "unreadable_book": "a book download that cannot be read (damaged, or over the size cap)",
+    "image_too_large": "an image over COPYTRACK_OCR_MAX_BYTES, not read",
+    "image_too_many_pixels": (
+        "an image with more pixels than COPYTRACK_OCR_MAX_PIXELS (a decompression bomb?), not read"
+    ),
+    "image_too_slow": "an image OCR gave up on after COPYTRACK_OCR_CPU_SECONDS",
+    "image_unreadable": "an image that cannot be decoded",
+    "ocr_failed": "an image Tesseract failed on (is it installed?)",
+    "ocr_images_over_limit": "images over the per-page limit (COPYTRACK_OCR_IMAGES), not read",
     "not_stored": (
         "fetched, but could not be stored (a server down or its disk full): the run failed; "
         "run it again once the servers are back"

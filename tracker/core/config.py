@@ -483,6 +483,29 @@ CRAWL_LIMITS: tuple[Setting, ...] = (
             "1", "1", "`0`: a rendered page's scripts fetch from the campaign's domains only",
             detail=("`1`: a rendered page's scripts may fetch from other sites too (the CDN "
                     "its reader script loads from); `0`: only from the campaign's domains.")),
+    _limit("COPYTRACK_OCR_IMAGES", _whole_number(1, 1000, "images"), "20", "20",
+            "images of one page an `ocr` campaign fetches and reads",
+            detail=("Images of one page's article a campaign with `ocr` fetches and reads, in "
+                    "document order (see [OCR](#ocr)); the rest are counted "
+                    "`ocr_images_over_limit`.")),
+    _limit("COPYTRACK_OCR_MAX_BYTES", _whole_number(1, 2**31, "bytes"),
+            "8388608", "8388608 (8 MB)", "bytes one image read by OCR may take",
+            detail=("Bytes one image read by OCR may take: a bigger one is not downloaded "
+                    "past it, counted `image_too_large`; the page keeps its other text.")),
+    _limit("COPYTRACK_OCR_MAX_PIXELS", _whole_number(1, 2**40, "pixels"),
+            "40000000", "40000000", "pixels one image read by OCR may have (decompression bombs)",
+            detail=("Pixels (width × height, from its header, before anything is decoded) one "
+                    "image read by OCR may have: a decompression bomb is refused, counted "
+                    "`image_too_many_pixels`. A 1000-pixel-wide chapter 40 000 pixels long fits.")),
+    _limit("COPYTRACK_OCR_MIN_PIXELS", _whole_number(0, 2**31, "pixels"), "20000", "20000",
+            "images with fewer pixels are icons or buttons, not read",
+            detail=("Images with fewer pixels (width × height) are icons, buttons and logos: "
+                    "not fetched when the page's `width` and `height` say so, else not read.")),
+    _limit("COPYTRACK_OCR_CPU_SECONDS", _seconds(0, 3600), "60", "60",
+            "CPU seconds Tesseract may spend on one image",
+            detail=("CPU seconds Tesseract may spend on one image, all its readings together "
+                    "(a 1,000-character chapter took 2 s); past it the image is counted "
+                    "`image_too_slow`. `0`: no limit.")),
     _limit("COPYTRACK_PROGRESS_EVERY", _seconds(0.1, 3600), "2", "2",
             "seconds between a crawl's progress counts reaching its run",
             detail="Seconds between a crawl's counts reaching its run (the admin's live page)."),

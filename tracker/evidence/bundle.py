@@ -1,7 +1,8 @@
 """Evidence bundles: one ZIP per finding, per domain or per work, for a legal team.
 
 Each finding brings its capture exactly as received (``capture.html``, or the extension
-its type gives), the capture's time-stamp token beside it (``capture.html.tsr``), the page
+its type gives), the images OCR read part of its text from (``ocr-image-N.png``), the
+capture's time-stamp token beside it (``capture.html.tsr``), the page
 as a browser showed it (``screenshot.png``, taken offline from the capture), the evidence
 report (``evidence-report.pdf``) and its facts (``finding.json``). ``manifest.json`` lists
 every other file with its SHA-256 (``{"files": {name: sha256}}``) and is itself
@@ -27,6 +28,7 @@ from bson import ObjectId
 from ..context import Context
 from ..core.times import iso, now
 from ..findings import FindingNotFound, domain_query, evidence, parse_object_id
+from ..findings.captures import page_image
 from ..findings.evidence import Evidence, capture
 from ..masters.library import find_masters
 from ..scanning.pages import header
@@ -39,7 +41,8 @@ MAX_FINDINGS = 500
 #: The capture's file name by its media type (anything else: ``capture.bin``).
 _EXTENSIONS = {"text/html": "html", "application/xhtml+xml": "html", "text/plain": "txt",
                "application/pdf": "pdf", "application/epub+zip": "epub",
-               "application/zip": "zip"}  # fmt: skip
+               "application/zip": "zip", "image/png": "png", "image/jpeg": "jpg",
+               "image/gif": "gif", "image/webp": "webp", "image/bmp": "bmp"}  # fmt: skip
 
 ReportRenderer = Callable[[Evidence], bytes]
 #: (capture bytes, its URL, its content type) -> a PNG, or None when it is no page.
@@ -90,8 +93,19 @@ def findings_of(ctx: Context, kind: str, subject: str) -> list[ObjectId]:
 
 def capture_name(page: dict[str, Any]) -> str:
     content_type = header(page.get("headers") or {}, "content-type") or "text/html"
-    media = content_type.split(";")[0].strip().lower()
-    return f"capture.{_EXTENSIONS.get(media, 'bin')}"
+    return f"capture.{_extension(content_type)}"
+
+
+def _extension(content_type: str | None) -> str:
+    media = (content_type or "").split(";")[0].strip().lower()
+    return _EXTENSIONS.get(media, "bin")
+
+
+def _image_names(page: dict[str, Any]) -> list[str]:
+    """The bundle's names of the images the page's text was read from by OCR."""
+    images = page.get("ocr_images") or []
+    return [f"ocr-image-{n}.{_extension(image.get('content_type'))}"
+            for n, image in enumerate(images, 1)]  # fmt: skip
 
 
 def write_bundle(
@@ -171,6 +185,12 @@ def _finding_files(
         shot = screenshot(raw, page.get("final_url") or page["url"], content_type)
         if shot is not None:
             yield "screenshot.png", shot
+    for n, image_name in enumerate(_image_names(page)):
+        image = page_image(ctx, page, n)
+        if image is None:
+            problems.append(f"finding {found.finding['_id']}: {image_name} not stored")
+        else:
+            yield image_name, image[0]
     yield "evidence-report.pdf", report(found)
     yield "finding.json", json.dumps(_facts(found, name), ensure_ascii=False, indent=2).encode()
 
@@ -194,6 +214,18 @@ def _facts(found: Evidence, name: str) -> dict[str, Any]:
             "capture_sha256": page.get("raw_sha256"),
             "text_sha256": page.get("content_sha256"),
             "ip": page.get("ip"),
+            # Part of its text was read by OCR from these images of its article.
+            "ocr_images": [
+                {
+                    "file": file,
+                    "url": image.get("url"),
+                    "sha256": image.get("sha256"),
+                    "chars_read": image.get("chars"),
+                }
+                for file, image in zip(
+                    _image_names(page), page.get("ocr_images") or [], strict=True
+                )
+            ],
         },
         "score": finding.get("score"),
         "work_coverage": finding.get("master_coverage"),

@@ -1,7 +1,8 @@
 """Where a page's big parts live. Its captured bytes (compressed) and its text sit in the
 page's document while they are small; a whole-book download's go to GridFS (bucket
 ``captures``), since MongoDB refuses documents over 16 MB. `page_text` and
-`page_capture` read them from wherever they are.
+`page_capture` read them from wherever they are. The images a page's text was read from
+by OCR are GridFS files of the same bucket, named by their hash (`stored_images`).
 
 A part replaced by a new fetch is deleted once the page points at the new one; a process
 killed in between leaves an unreferenced file behind, never a page without its parts.
@@ -10,8 +11,11 @@ killed in between leaves an unreferenced file behind, never a page without its p
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bson import Binary, ObjectId
@@ -76,3 +80,44 @@ def page_capture(ctx: Context, page: Mapping[str, Any]) -> bytes | None:
     if page.get("raw_zlib") is not None:
         return zlib.decompress(page["raw_zlib"])
     return None
+
+
+@dataclass(frozen=True)
+class CapturedImage:
+    """An image of a page whose text was read by OCR, kept with the page's capture."""
+
+    url: str
+    content_type: str | None
+    body: bytes = dataclasses.field(repr=False)
+    width: int = 0
+    height: int = 0
+    chars: int = 0  # characters of the page's text read from it
+
+
+def stored_images(ctx: Context, images: Sequence[CapturedImage]) -> list[dict[str, Any]]:
+    """The page's ``ocr_images`` field: each image in GridFS (once per content: a page
+    fetched again, or another page showing the same image, names the same file), with its
+    address, hash, size and what was read from it."""
+    bucket = _bucket(ctx)
+    out = []
+    for image in images:
+        sha = hashlib.sha256(image.body).hexdigest()
+        name = f"image-{sha}"
+        known = next(iter(bucket.find({"filename": name}).limit(1)), None)
+        file_id = known._id if known is not None else bucket.upload_from_stream(name, image.body)
+        out.append({"url": image.url, "sha256": sha, "bytes": len(image.body),
+                    "content_type": image.content_type, "width": image.width,
+                    "height": image.height, "chars": image.chars, "file": file_id})  # fmt: skip
+    return out
+
+
+def page_image(ctx: Context, page: Mapping[str, Any], n: int) -> tuple[bytes, str] | None:
+    """The ``n``-th image read by OCR of a stored page and its media type; None if none."""
+    images = page.get("ocr_images") or []
+    if not 0 <= n < len(images):
+        return None
+    try:
+        body = _bucket(ctx).open_download_stream(images[n]["file"]).read()
+    except NoFile:
+        return None
+    return body, images[n].get("content_type") or "application/octet-stream"

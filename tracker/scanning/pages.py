@@ -14,7 +14,15 @@ from bson import ObjectId
 from ..context import Context
 from ..core.store import update_found
 from ..findings import RecordResult, record_findings, suppress_licensed
-from ..findings.captures import FILE_FIELDS, drop_replaced, page_capture, page_text, stored_parts
+from ..findings.captures import (
+    FILE_FIELDS,
+    CapturedImage,
+    drop_replaced,
+    page_capture,
+    page_text,
+    stored_images,
+    stored_parts,
+)
 from ..masters.generation import IndexNotReady, current, require
 from ..matching.index_audit import audit_sample, audit_works
 from ..matching.matcher import match_text
@@ -54,6 +62,9 @@ class PageInput:
     ip: str | None = None
     # The URLs that redirected to it, in order (the domains an operator sends on).
     redirected_from: tuple[str, ...] = ()
+    # The images of its article whose text was read by OCR (the campaign's ``ocr``): the
+    # text holds theirs, and they are kept with the capture.
+    images: tuple[CapturedImage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,8 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
               ("skip_reason", page.skip_reason), ("rendered", page.rendered),
               ("chained", page.chained), ("listing", page.listing),
-              ("redirected_from", list(page.redirected_from)))  # fmt: skip
+              ("redirected_from", list(page.redirected_from)),
+              ("ocr_images", stored_images(ctx, page.images)))  # fmt: skip
     for name, value in sparse:
         if value:
             fields[name] = value

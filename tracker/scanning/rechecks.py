@@ -12,9 +12,9 @@ The fetching is the crawler's: the shell passes its fetcher in (tracker does no 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Protocol
 
 from bson import ObjectId
 
@@ -25,9 +25,14 @@ from ..findings.deadlines import GONE, OVERDUE, STILL_THERE, UNREACHABLE, record
 from .chains import join_chain
 from .pages import PageInput, scan_page, store_page
 
-#: Fetches a URL as the crawler would: its bytes, text and status (a 404/410 as an empty
-#: page with its ``skip_reason``). Raises ValueError naming the URL when it cannot.
-PageFetcher = Callable[[str], PageInput]
+
+class PageFetcher(Protocol):
+    """Fetches a URL as the crawler would: its bytes, text and status (a 404/410 as an empty
+    page with its ``skip_reason``); ``ocr``: with the text of its article's images, as a
+    campaign with ``ocr`` stored it. Raises ValueError naming the URL when it cannot."""
+
+    def __call__(self, url: str, *, ocr: bool = False) -> PageInput: ...
+
 
 #: Pages re-checked in one go (one scheduler tick, one command): each is a fetch and a scan.
 RECHECK_BATCH = 50
@@ -61,7 +66,7 @@ def due_pages(
 def recheck_page(ctx: Context, page_id: ObjectId, fetch: PageFetcher, by: str = SYSTEM) -> Recheck:
     """Fetch a page again, store it, scan it, and record on each of its findings awaiting
     a notice's effect what was found. Raises LookupError when the page is not stored."""
-    fields = {"url": 1, "campaign": 1, "run_id": 1, "next_url": 1, "parts": 1}
+    fields = {"url": 1, "campaign": 1, "run_id": 1, "next_url": 1, "parts": 1, "ocr_images": 1}
     page = ctx.db.pages.find_one({"_id": page_id}, fields)
     if page is None:
         raise LookupError(f"no page {page_id}")
@@ -71,7 +76,9 @@ def recheck_page(ctx: Context, page_id: ObjectId, fetch: PageFetcher, by: str = 
     # A chapter joined from pages is re-checked as its pages, joined again.
     urls = page.get("parts") or [page["url"]]
     try:
-        fetched = [fetch(url) for url in urls]
+        # Read as it was stored: a page whose text OCR read is read so again, or its copy
+        # would look gone.
+        fetched = [fetch(url, ocr=True) if page.get("ocr_images") else fetch(url) for url in urls]
     except ValueError as err:
         outcome, detail = UNREACHABLE, str(err)
     else:
