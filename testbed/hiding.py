@@ -25,10 +25,21 @@ _CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 
 
+@lru_cache(maxsize=1)
+def _free_points() -> tuple[int, ...]:
+    """Private-use code points with no reading: pypinyin reads the few that GB18030 once
+    gave to real characters (legacy-encoded text has them, a font would not need them)."""
+    from fingerprinter.initials import UNKNOWN, initial_table
+
+    low, high = PRIVATE_USE
+    table = initial_table()
+    return tuple(p for p in range(low, high + 1) if table[p] == UNKNOWN)
+
+
 def private_use(text: str, rng: random.Random, rate: float = 0.2) -> str:
     """Replace a ``rate`` of the Chinese characters by private-use code points, one code
     point per distinct character (the font's glyph for it), drawn without repeats."""
-    low, high = PRIVATE_USE
+    points = _free_points()
     glyph_of: dict[str, str] = {}
     taken: set[int] = set()
 
@@ -37,9 +48,9 @@ def private_use(text: str, rng: random.Random, rate: float = 0.2) -> str:
         if rng.random() >= rate:
             return ch
         if ch not in glyph_of:
-            point = rng.randint(low, high)
+            point = rng.choice(points)
             while point in taken:
-                point = rng.randint(low, high)
+                point = rng.choice(points)
             taken.add(point)
             glyph_of[ch] = chr(point)
         return glyph_of[ch]
