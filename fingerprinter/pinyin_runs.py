@@ -9,9 +9,10 @@ of lowercase Latin letters counts as pinyin when
   (``xian`` is one syllable, ``fangan`` is fang an);
 - it sits inside Chinese text: the nearest character on either side (spaces aside) is a
   Chinese character, Chinese punctuation or the start or end of a line, and one of them is
-  a Chinese character (both, for a run of one syllable). A run next to a digit, an ASCII mark or another Latin letter (a URL,
-  ``iPhone``, an English sentence) stays Latin letters, and so does a word with capitals
-  (brands, names, acronyms are written so).
+  a Chinese character (both, for a run of one syllable: what is left of an English word
+  cut by a stray mark). A run next to a digit, an ASCII mark or another Latin letter (a
+  URL, ``iPhone``, an English sentence) stays Latin letters, and so does a word with
+  capitals (brands, names, acronyms are written so).
 
 Several such runs separated by spaces or apostrophes (``xiao shuo``, ``xi'an``) count
 together: each must parse. Each syllable gives its first letter, flagged as a Chinese one,
@@ -121,7 +122,7 @@ def pinyin_runs(text: str, cjk: np.ndarray) -> tuple[list[tuple[int, int]], list
                 break
             found += [group.start() + piece.start() + s for s in starts]
         else:
-            # One syllable is also what is left of an English word cut by a stray mark
+            # One syllable may be what is left of an English word cut by a stray mark
             # ("sa！lly"): it needs Chinese characters on both sides.
             if len(found) > 1 or min(left, right) == 2:
                 ranges.append((group.start(), group.end()))
