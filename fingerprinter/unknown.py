@@ -28,13 +28,25 @@ from .reference import ReferenceFrame
 MAX_UNKNOWN = 2
 #: Most query values made by completing granules for one text; past it, granules with
 #: fewer unknown letters only (a page of millions of hidden characters stays bounded).
-MAX_COMPLETIONS = 400_000
+MAX_COMPLETIONS = 150_000
 # Letters a Chinese character's reading can start with (not i, u, v).
 _READABLE = np.array([c for c in range(ALPHABET_SIZE) if chr(c + ord("a")) not in "iuv"])
 
 
 def has_unknown(letters: Letters) -> bool:
     return bool(np.any(letters.codes == UNKNOWN))
+
+
+def known_kgram_share(letters: Letters, k: int) -> float:
+    """Share of the text's k-grams that hold no unknown letter (1.0 without any)."""
+    unknown = letters.codes == UNKNOWN
+    if not unknown.any():
+        return 1.0
+    total = len(letters) - k + 1
+    if total <= 0:
+        return 1.0
+    held = np.concatenate(([0], np.cumsum(unknown)))
+    return float(np.count_nonzero(held[k : k + total] == held[:total])) / total
 
 
 def _granule_counts(codes: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:

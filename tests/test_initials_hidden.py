@@ -12,7 +12,7 @@ from fingerprinter import initials as initials_module
 from fingerprinter.pinyin_runs import parse, syllables
 from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
-from fingerprinter.unknown import MAX_UNKNOWN, completed_values
+from fingerprinter.unknown import MAX_COMPLETIONS, MAX_UNKNOWN, completed_values
 from testbed.attacks import ATTACKS, reflow
 from tests.corpus import texts
 from tracker.masters.library import Work, add_work
@@ -113,7 +113,7 @@ def test_a_private_use_code_point_is_an_unknown_letter_in_its_place():
 def test_completed_granules_hold_the_masters_fingerprint():
     params = DEFAULT_PARAMS
     frame = load_reference(params.reference)
-    master = reflow(texts("zh_novel", 2)[1], 200)
+    master = reflow(texts("zh_novel", 2)[1][:1500], 200)
     copy = ATTACKS["private_use"](master, random.Random(3), rate=0.05)
     letters = to_letters(copy)
     found = completed_values(letters, params, frame)
@@ -132,6 +132,19 @@ def test_completed_granules_hold_the_masters_fingerprint():
         else:
             assert start not in got
     assert checked > len(truth) // 2
+
+
+def test_a_long_text_with_unknown_letters_is_queried_within_bounds():
+    book = reflow("".join(texts("zh_novel", 40)), 200)
+    copy = ATTACKS["private_use"](book[:60_000], random.Random(4), rate=0.05)
+    assert len(query_array(copy)) <= MAX_COMPLETIONS
+    # A whole book is queried as any text (at its anchors), its unknown letters as letters.
+    assert (
+        completed_values(
+            to_letters(copy + book), DEFAULT_PARAMS, load_reference(DEFAULT_PARAMS.reference)
+        )
+        is None
+    )
 
 
 def test_fingerprints_of_hidden_text_are_deterministic():
