@@ -13,6 +13,12 @@ granules that hold a few (up to ``MAX_UNKNOWN``) are queried with every way of r
 true reading is among them, so the granule finds its master's fingerprint wherever the
 master indexed one there. Such texts are queried at every offset, not only at their
 anchors: an anchor is chosen by hashing letters, and unknown letters change the hashes.
+A text makes at most ``MAX_COMPLETIONS`` such values (a long one completes granules with
+one unknown letter only; one with more offsets than that is queried as any text).
+
+The alignment reads each unknown letter as the master's letter on the diagonal of the
+nearest run of matching k-grams (`fill_unknown`), so a copied passage is one span again;
+before that, only the k-grams without an unknown letter can match (`known_kgram_share`).
 """
 
 from __future__ import annotations
@@ -23,17 +29,19 @@ from .initials import CJK_FLAG, UNKNOWN, Letters
 from .params import ALPHABET_SIZE, FingerprintParams
 from .quantize import level_table
 from .reference import ReferenceFrame
+from .sliding import sliding_values
 
 #: Most unknown letters a queried granule may hold: readings grow as 23**w / w!.
 MAX_UNKNOWN = 2
 #: Most query values made by completing granules for one text; past it, granules with
-#: fewer unknown letters only (a page of millions of hidden characters stays bounded).
+#: fewer unknown letters only (46,000 values take ~30 ms in the embedded Valkey index).
 MAX_COMPLETIONS = 150_000
 # Letters a Chinese character's reading can start with (not i, u, v).
 _READABLE = np.array([c for c in range(ALPHABET_SIZE) if chr(c + ord("a")) not in "iuv"])
 
 
 def has_unknown(letters: Letters) -> bool:
+    """Whether the text has an unknown letter (a private-use code point)."""
     return bool(np.any(letters.codes == UNKNOWN))
 
 
@@ -63,10 +71,10 @@ def completed_values(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Query values of a text with unknown letters: (values, granule start letters).
 
-    Every granule at every offset holding at most ``MAX_UNKNOWN`` unknown letters gives the
-    values of every reading of them (a granule without one, its own value), within
-    ``MAX_COMPLETIONS`` values for the text; None for a text with more offsets than that
-    (it is queried as any other).
+    Every granule at every offset gives its own value (unknown letters as they are: a copy
+    of a text that has them, as the index has it) and, holding at most ``MAX_UNKNOWN``
+    unknown letters, the values of every reading of them, within ``MAX_COMPLETIONS`` values
+    for the text; None for a text with more offsets than that (queried as any other).
     """
     n = params.granule
     total = len(letters) - n + 1
@@ -77,16 +85,20 @@ def completed_values(
     codes = letters.codes
     unknown = np.concatenate(([0], np.cumsum(codes == UNKNOWN)))
     held = unknown[n : n + total] - unknown[:total]
+    own = sliding_values(letters, params, frame)
+    # Sums of table entries below 2**63: int64 throughout (uint64 with int64 makes float).
+    values, firsts = [own.astype(np.int64)], [np.arange(total, dtype=np.int64)]
     most = MAX_UNKNOWN
+    per_granule = [0, len(_READABLE), len(_READABLE) * (len(_READABLE) + 1) // 2]
     while most > 0:
-        per_granule = [1, len(_READABLE), len(_READABLE) * (len(_READABLE) + 1) // 2]
-        made = sum(int(np.count_nonzero(held == w)) * per_granule[w] for w in range(most + 1))
+        made = total + sum(int(np.count_nonzero(held == w)) * per_granule[w]
+                           for w in range(1, most + 1))  # fmt: skip
         if made <= MAX_COMPLETIONS:
             break
         most -= 1
-    starts = np.flatnonzero(held <= most)
+    starts = np.flatnonzero((held >= 1) & (held <= most))
     if not len(starts):
-        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+        return own, firsts[0]
     counts = _granule_counts(codes, starts, n)
     script = np.concatenate(([0], np.cumsum(letters.is_cjk)))
     cjk = 2 * (script[starts + n] - script[starts]) >= n
@@ -95,7 +107,6 @@ def completed_values(
     letter = np.arange(ALPHABET_SIZE)[None, :]
     entries = table[rows, letter, counts]
     base = entries.sum(axis=1)
-    values, firsts = [base[held[starts] == 0]], [starts[held[starts] == 0]]
     # What one more of each letter adds (counts stay below n: the granule has unknowns).
     step = (table[rows, letter, np.minimum(counts + 1, n)] - entries)[:, _READABLE]
     one = held[starts] == 1
