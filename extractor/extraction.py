@@ -14,7 +14,8 @@ import contextvars
 import copy
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import lxml.html
 import trafilatura
@@ -466,10 +467,64 @@ def published_date(html: str, url: str | None = None) -> str | None:
     return _date(tree, examine_meta(tree).url or url, from_text=True)
 
 
+# Private-use code points are characters a web font draws (pirate sites hide some of a
+# copy's characters so; fingerprinter.unknown reads them): trafilatura drops them as
+# unprintable, so while a page is extracted they stand in as Tangut characters, printable
+# and absent from the pages copytrack reads (a page that has some keeps its own).
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
+_PRIVATE_USE_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));")
+_PRIVATE_USE_FIRST, _PRIVATE_USE_COUNT = 0xE000, 0x1900
+_STAND_IN_SEARCH = (0x17000, 0x18D09)  # Tangut, its components and supplement, Khitan
+
+
+@lru_cache(maxsize=1)
+def _stand_ins() -> tuple[dict[int, str], dict[int, str], re.Pattern[str]]:
+    """Private use → stand-in and back (str.translate tables), and a search for stand-ins."""
+    printable = [c for c in range(*_STAND_IN_SEARCH) if chr(c).isprintable()]
+    chosen = printable[:_PRIVATE_USE_COUNT]
+    to_stand_in = {_PRIVATE_USE_FIRST + i: chr(c) for i, c in enumerate(chosen)}
+    back = {c: chr(_PRIVATE_USE_FIRST + i) for i, c in enumerate(chosen)}
+    return to_stand_in, back, re.compile(f"[{chr(chosen[0])}-{chr(chosen[-1])}]")
+
+
+def _private_use_reference(match: re.Match[str]) -> str:
+    hexadecimal, decimal = match.groups()
+    value = int(hexadecimal, 16) if hexadecimal else int(decimal)
+    private = _PRIVATE_USE_FIRST <= value < _PRIVATE_USE_FIRST + _PRIVATE_USE_COUNT
+    return chr(value) if private else match.group()
+
+
+def _shelter_private_use(html: str) -> tuple[str, dict[int, str] | None]:
+    """The page with its private-use characters (literal or character references) as
+    stand-ins, and the table that restores them; the page as it is and None when it has
+    none, or has stand-ins of its own."""
+    references = "&#" in html
+    resolved = _PRIVATE_USE_REFERENCE.sub(_private_use_reference, html) if references else html
+    if not _PRIVATE_USE.search(resolved):
+        return html, None
+    to_stand_in, back, stand_in = _stand_ins()
+    if stand_in.search(resolved):
+        return html, None
+    return resolved.translate(to_stand_in), back
+
+
 def extract(
     html: str, url: str | None = None, options: ExtractionOptions | None = None
 ) -> Extracted:
     """Extract the main text, title, author and date of a decoded HTML page."""
+    html, restore = _shelter_private_use(html)
+    found = _extract(html, url, options)
+    if restore is None:
+        return found
+    return replace(
+        found,
+        text=found.text.translate(restore),
+        title=found.title.translate(restore) if found.title else found.title,
+        author=found.author.translate(restore) if found.author else found.author,
+    )
+
+
+def _extract(html: str, url: str | None, options: ExtractionOptions | None) -> Extracted:
     options = options or ExtractionOptions()
     html, wrapper_title = _prepare(html, options)
     if not html.strip():

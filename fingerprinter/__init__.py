@@ -25,6 +25,7 @@ from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
+from .unknown import known_kgram_share
 
 __all__ = [
     "CHECK_BITS",
@@ -44,6 +45,7 @@ __all__ = [
     "index_array",
     "kgram_codes",
     "kgrams_within",
+    "known_kgram_share",
     "load_reference",
     "query_array",
     "query_fingerprints",

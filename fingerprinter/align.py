@@ -25,6 +25,7 @@ import numpy as np
 from . import compiled
 from .initials import Letters, to_letters
 from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
+from .unknown import fill_unknown
 
 # The compiled loops (_align.pyx), or None: the numpy passes below, the same results.
 _loop = compiled.load(compiled.ALIGN)
@@ -34,6 +35,7 @@ _compiled_matching_pairs = _loop.matching_pairs if _loop else None
 _compiled_shared_within = _loop.shared_within if _loop else None
 
 _MAX_OCCURRENCES = 4  # master k-grams repeated more often than this are too common to anchor
+_FILL_ROUNDS = 3  # reading unknown letters from the master: each round bridges a few more
 
 
 class Span(NamedTuple):
@@ -319,8 +321,16 @@ def align_letters(
         master_kgrams = KgramIndex.of(master.letters, k)
     if suspect_kgrams is None:
         suspect_kgrams = kgram_codes(suspect.letters, k)
-    master_pos, suspect_pos = _matching_pairs(master_kgrams, suspect_kgrams, k)
-    runs = _diagonal_runs(master_pos, suspect_pos, k)
+    runs = _diagonal_runs(*_matching_pairs(master_kgrams, suspect_kgrams, k), k)
+    for _ in range(_FILL_ROUNDS):
+        # Unknown letters (private-use code points) read as the master's letters beside
+        # the copied runs around them; the runs they joined may bridge more.
+        filled = fill_unknown(master.letters, suspect, runs, params.align_gap)
+        if filled is None:
+            break
+        suspect = filled
+        suspect_kgrams = kgram_codes(suspect.letters, k)
+        runs = _diagonal_runs(*_matching_pairs(master_kgrams, suspect_kgrams, k), k)
     weight = _weights(master, params.latin_weight)
     runs = runs[_linked_or_long(runs, weight, k, params.align_gap, params.align_min_span)]
     chains = [

@@ -36,6 +36,7 @@ from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, VALUE_BITS, FingerprintParams
 from .reference import ReferenceFrame, load_reference
 from .sliding import sliding_values
+from .unknown import completed_values, has_unknown
 from .winnowing import anchors
 
 
@@ -140,6 +141,14 @@ def query_granule_fingerprints(
     """Fingerprints of the query granules (`query_starts`), distinct values only, in text
     order."""
     frame = frame if frame is not None else load_reference(params.reference)
+    if has_unknown(letters):
+        completed = completed_values(letters, params, frame)
+        if completed is not None:
+            values, starts = completed
+            # Distinct values, each at its first granule, in text order.
+            values, first = np.unique(values, return_index=True)
+            order = np.lexsort((values, starts[first]))
+            return _located(letters, values[order], starts[first][order], params)
     starts = query_starts(letters, params)
     if len(starts) == 0:
         return _located(letters, np.empty(0, dtype=np.uint64), starts, params)

@@ -11,7 +11,8 @@ Latin-script text contributes every letter (``latin_mode="letters"``) or only th
 letter of each word (``"initials"``); measured on the shared English corpus, word
 initials alone leave too few letters per granule to discriminate (see docs/accuracy.md).
 Digits, punctuation, whitespace and control characters are dropped, so formatting noise
-never changes the stream.
+never changes the stream. A word written in pinyin inside Chinese text (``xiaoshuo`` for
+小说) gives the initials of its syllables, as the characters would (``pinyin_runs``).
 
 The conversion is a table lookup over code points, vectorized with numpy: the table is
 built once per process from pypinyin's data and cached.
@@ -29,12 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
+from .pinyin_runs import pinyin_runs
+
 #: Table value for code points that contribute nothing (punctuation, digits, space, …).
 DROP = 255
 #: Flag bit set on letters that come from a CJK ideograph (used to pick a reference frame).
 CJK_FLAG = 0x80
+ALPHABET_LETTERS = 26  # codes below this are Latin letters
 
 _MAX_CODEPOINT = 0x110000
+#: The letter of a private-use code point: unknown (a "u" flagged as Chinese, which no
+#: pinyin syllable starts with; see fingerprinter.unknown).
+UNKNOWN = CJK_FLAG | (ord("u") - ord("a"))
+_PRIVATE_USE_RANGES = ((0xE000, 0xF900), (0xF0000, 0xFFFFE), (0x100000, 0x10FFFE))
 
 # Blocks whose compatibility forms normalize (NFKC/NFKD) to something with a reading:
 # Latin with diacritics, full-width forms, Kangxi radicals, compatibility ideographs.
@@ -146,6 +154,11 @@ def initial_table() -> np.ndarray:
     lettered = codes != DROP
     table[codepoints[lettered]] = codes[lettered]
     _unify_traditional(table)
+    # Private-use code points are characters a web font draws (fingerprinter.unknown);
+    # pypinyin reads the few that GB18030 once gave to characters Unicode lacked.
+    for start, stop in _PRIVATE_USE_RANGES:
+        block = table[start:stop]
+        block[block == DROP] = UNKNOWN
     for start, stop in _NORMALIZED_RANGES:
         for codepoint in range(start, stop):
             if table[codepoint] != DROP:
@@ -187,9 +200,42 @@ def code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
+def _read_pinyin(text: str, points: np.ndarray, codes: np.ndarray) -> None:
+    """Give words written in pinyin inside Chinese text the initials of their syllables
+    (`pinyin_runs`), in place. Looked for only in texts with Chinese letters and a run of
+    Latin ones not touching an ASCII character other than a space or an apostrophe
+    (numpy passes): plain Chinese and English texts are unchanged, and most Chinese texts
+    with Latin words (URLs, units, ``iPhone``) are left at that.
+    """
+    latin = codes < ALPHABET_LETTERS
+    if not latin.any():
+        return
+    cjk = (codes - np.uint8(CJK_FLAG)) < ALPHABET_LETTERS  # uint8 arithmetic wraps
+    if not cjk.any():
+        return
+    edges = np.flatnonzero(np.diff(latin.view(np.int8), prepend=0, append=0))
+    starts, ends = edges[0::2], edges[1::2]
+    # Pinyin is written in lowercase: a run with a capital or an accented letter is not.
+    lower = ((points - np.uint32(ord("a"))) < 26) | ((points - np.uint32(0xFF41)) < 26)
+    candidate = np.add.reduceat(lower, starts) == ends - starts
+    closed = ((points - np.uint32(0x21)) < 0x5E) & (points != ord("'"))  # ! .. ~
+    candidate &= (starts == 0) | ~closed[np.maximum(starts - 1, 0)]
+    candidate &= (ends == len(points)) | ~closed[np.minimum(ends, len(points) - 1)]
+    if not candidate.any():
+        return
+    ranges, initials = pinyin_runs(text, cjk)
+    for start, end in ranges:
+        codes[start:end] = DROP
+    for at in initials:
+        letter = unicodedata.normalize("NFKC", text[at])
+        codes[at] = (ord(letter) - ord("a")) | CJK_FLAG
+
+
 def to_letters(text: str, latin_mode: str = "letters") -> Letters:
     """Convert ``text`` to its letter stream (see the module docstring)."""
-    codes = initial_table()[code_points(text)]
+    points = code_points(text)
+    codes = initial_table()[points]  # a copy: the table is shared
+    _read_pinyin(text, points, codes)
     keep = codes != DROP
     if latin_mode == "initials":
         # A Latin letter counts only when it starts a word (the previous code point is

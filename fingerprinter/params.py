@@ -14,6 +14,12 @@ VALUE_BITS = SCRIPT_BIT + 1  # every fingerprint value is below 2**VALUE_BITS
 
 MAX_GRANULE = 255
 
+#: What text gives which letters (`initials.to_letters`), beyond these parameters: part of
+#: the version, so an index built from other letters is refused until `copytrack reindex`.
+#: 2: words written in pinyin inside Chinese text give their syllables' initials, and
+#: private-use code points an unknown letter in their place (they gave none).
+LETTERS_VERSION = 2
+
 
 @dataclass(frozen=True)
 class FingerprintParams:
@@ -120,7 +126,8 @@ class FingerprintParams:
     @cached_property
     def version(self) -> str:
         """Stable id of these parameters (an index built with another version is refused)."""
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        fields = {**asdict(self), "letters": LETTERS_VERSION}
+        canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return "fp1-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

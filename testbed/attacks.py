@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache, reduce
 from typing import Any
 
+from .hiding import HIDING_ATTACKS
+
 Attack = Callable[..., str]
 
 # A sentence ends at CJK terminal punctuation, at ASCII terminal punctuation followed by
@@ -323,6 +325,7 @@ ATTACKS: dict[str, Attack] = {
     "insert_ads": insert_ads,
     "merge": merge,
     "combine": combine,
+    **HIDING_ATTACKS,
 }
 
 

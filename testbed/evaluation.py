@@ -128,6 +128,14 @@ POSITIVES: tuple[Variant, ...] = (
     *(Variant(f"ads every {n}", "insert_ads", {"every": n}) for n in (1, 3)),
     Variant("merge", "merge"),
     Variant("combined", "combine", {"steps": COMBINED_STEPS}),
+    *(
+        Variant(f"private use {p}%", "private_use", {"rate": p / 100}, ("zh",))
+        for p in (5, 10, 20, 30)
+    ),
+    *(
+        Variant(f"pinyin words {p}%", "pinyin_words", {"rate": p / 100}, ("zh",))
+        for p in (10, 25, 40)
+    ),
 )
 
 UNRELATED, HARD, HARD_ADS = "unrelated", "hard negative", "hard negative + ads"

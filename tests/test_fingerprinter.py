@@ -455,8 +455,21 @@ def _full_width(text: str) -> str:
     return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
 
 
-def _punctuation_noise(text: str, rng: random.Random) -> str:
-    return "".join(c + (rng.choice(" ,。、\n\t！…") if rng.random() < 0.1 else "") for c in text)
+def _punctuation_noise(text: str, rng: random.Random, latin_words: bool = True) -> str:
+    """Marks and spaces after a tenth of the characters; with ``latin_words`` false, not
+    between two Latin letters."""
+    out = []
+    for c, after in zip(text, text[1:] + " ", strict=True):
+        noisy = rng.random() < 0.1
+        inside = unicodedata.normalize("NFKC", c + after).isascii() and (c + after).isalpha()
+        out.append(
+            c + (rng.choice(" ,。、\n\t！…") if noisy and (latin_words or not inside) else "")
+        )
+    return "".join(out)
+
+
+def _is_zh(text: str) -> bool:
+    return sum("\u4e00" <= c <= "\u9fff" for c in text) * 2 > len(text)
 
 
 @settings(max_examples=40, deadline=None)
@@ -472,7 +485,9 @@ def test_homophones_do_not_change_fingerprints(doc, seed, rate):
 def test_width_whitespace_and_punctuation_do_not_change_fingerprints(doc, seed):
     for text in (ZH[doc], EN[doc]):
         rng = random.Random(seed)
-        edited = _punctuation_noise(_full_width(text), rng)
+        # Not inside a Latin word of Chinese text, though: "Habor…house北京" has a word
+        # that reads as pinyin (hou se) where "Haborhouse" had none.
+        edited = _punctuation_noise(_full_width(text), rng, latin_words=not _is_zh(text))
         assert values(fingerprint(edited)) == values(fingerprint(text))
         nfkc = unicodedata.normalize("NFKC", text)
         assert values(fingerprint(nfkc)) == values(fingerprint(text))

@@ -54,6 +54,7 @@ from fingerprinter import (
     Span,
     align_letters,
     kgram_codes,
+    known_kgram_share,
     query_granule_fingerprints,
     to_letters,
 )
@@ -384,10 +385,18 @@ class _Suspect:
     letters: Letters
     kgrams: np.ndarray
     k: int
+    # Share of its k-grams with no unknown letter (a private-use code point): only those
+    # can be found in a master before the alignment reads the unknown ones.
+    known_share: float = 1.0
 
     @classmethod
     def of(cls, letters: Letters, params: FingerprintParams) -> _Suspect:
-        return cls(letters, kgram_codes(letters.letters, params.align_k), params.align_k)
+        k = params.align_k
+        return cls(letters, kgram_codes(letters.letters, k), k, known_kgram_share(letters, k))
+
+    def min_kgrams(self, settings: MatchSettings) -> int:
+        """``min_kgrams_near_hits`` for this text: as many of its k-grams as can match."""
+        return math.ceil(settings.min_kgrams_near_hits * self.known_share)
 
     def part(self, first: int, last: int) -> tuple[Letters, np.ndarray]:
         """Letters first..last (clipped to the text), and the k-grams wholly inside them."""
@@ -528,14 +537,14 @@ def _match(
         last = np.searchsorted(suspect.letters.offsets, candidate.ends) + NEAR_HIT_LETTERS
         if few:
             at_places = _part_at_places(master, candidate, suspect, first, last, ctx.params,
-                                        settings.min_kgrams_near_hits)  # fmt: skip
+                                        suspect.min_kgrams(settings))  # fmt: skip
             if at_places is None:
                 return None
             letters, kgrams, share = at_places
         else:
             letters, kgrams = _master_letters(master, ctx.params)
             near = kgrams.shared_within(suspect.kgrams, first, last)
-            if near < settings.min_kgrams_near_hits:
+            if near < suspect.min_kgrams(settings):
                 return None
     else:
         found = _around_hit(master["text"], text, candidate)
