@@ -6,6 +6,7 @@ Real Valkey: the session's embedded one (``redis_client`` from conftest).
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -17,14 +18,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from click.testing import CliRunner
 
+from copytrack.cli import main
 from fingerprinter import CHECK_BITS
+from tests.corpus import texts
+from tracker.core.config import Settings
 from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex
 from tracker.index.snapshot import (
     SNAPSHOT_LAYOUT,
     SnapshotIndex,
     compact_when_due,
 )
+from tracker.masters.generation import open_ready
+from tracker.matching.matcher import match_text
 from tracker.runtime.servers import Endpoints
 
 BITS = 54
@@ -219,3 +226,48 @@ def test_a_compaction_killed_at_any_point_loses_no_posting(
 def _fingerprints(master: int) -> np.ndarray:
     """The fingerprints the child gives ``master`` (the same function as its own)."""
     return np.random.default_rng(master).integers(0, 2**54, 2000, dtype=np.uint64)
+
+
+def _works_file(works: list[str], where: Path) -> str:
+    path = where / "works.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"w{n}", "text": t}, ensure_ascii=False) + "\n"
+            for n, t in enumerate(works)
+        ),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_a_library_on_the_snapshot_index_matches_before_and_after_reindex(
+    tracker_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COPYTRACK_INDEX_SNAPSHOT: works added match from the delta, `copytrack reindex`
+    (also the way from an index of blocks) puts them into the snapshot, and a work removed
+    no longer matches."""
+    works = texts("zh_news", 12)
+    runner = CliRunner()
+    added = runner.invoke(main, ["library", "add", _works_file(works, tmp_path)])
+    assert added.exit_code == 0, added.output
+    monkeypatch.setenv("COPYTRACK_INDEX_SNAPSHOT", "true")
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        open_ready(Settings.from_env())
+    reindexed = runner.invoke(main, ["reindex"], catch_exceptions=False)
+    assert reindexed.exit_code == 0, reindexed.output
+    ctx = open_ready(Settings.from_env())
+    try:
+        assert isinstance(ctx.index, SnapshotIndex)
+        assert ctx.index.delta.generation()[1] == 0  # every posting in the snapshot
+        copy = works[5][: len(works[5]) // 2]
+        assert [m.master.external_id for m in match_text(ctx, copy)] == ["w5"]
+        more = runner.invoke(main, ["library", "add", _works_file(texts("zh_news", 14), tmp_path)])
+        assert more.exit_code == 0 and more.output.count("added\t") == 2, more.output
+        assert ctx.index.delta.generation()[1] > 0  # the new works in the delta
+        late = texts("zh_news", 14)[13]
+        assert [m.master.external_id for m in match_text(ctx, late[:2000])] == ["w13"]
+        removed = runner.invoke(main, ["library", "rm", "w5"])
+        assert removed.exit_code == 0, removed.output
+        assert match_text(ctx, copy) == []
+    finally:
+        ctx.close()
