@@ -856,20 +856,21 @@ class RedisIndex(InvertedIndex):
         """The fingerprints as the index keys them (`_mixed`), check bits above."""
         return self._mixed(fingerprints)
 
-    def records(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Every posting stored, a shard at a time: (mixed fingerprint, tag: the master id
-        above the place byte). Postings written meanwhile may be left out, none is given
-        twice: blocks are read by the shard's state as read just before them (a split
-        meanwhile moves records only to blocks above those read)."""
+    def records(self) -> Iterator[tuple[int, tuple[Any, Any], np.ndarray, np.ndarray]]:
+        """Every posting stored, a shard at a time: (shard, its version (born, writes) as
+        read before its blocks, mixed fingerprints, tags: the master id above the place
+        byte). Postings written meanwhile may be left out, none is given twice: blocks are
+        read by the shard's state as read just before them (a split meanwhile moves
+        records only to blocks above those read)."""
         self._check_layout()
         size = self.record_bytes
         for shard, key in enumerate(self._shards):
-            level, split = (int(v or 0) for v in self.client.hmget(key, "level", "split"))
-            count = (1 << (level or MIN_LEVEL)) + split
+            level, split, born, writes = self.client.hmget(key, "level", "split", "born", "writes")
+            count = (1 << int(level or MIN_LEVEL)) + int(split or 0)
+            xs, tags = [np.empty(0, np.uint64)], [np.empty(0, np.uint64)]
             for first in range(0, count, _CHUNK):
                 numbers = np.arange(first, min(first + _CHUNK, count))
-                names = self._names_listed(shard, numbers)
-                blocks = self.client.execute_command("MGET", *names)
+                blocks = self.client.execute_command("MGET", *self._names_listed(shard, numbers))
                 lengths = [len(b or b"") // size for b in blocks]
                 if not sum(lengths):
                     continue
@@ -878,11 +879,35 @@ class RedisIndex(InvertedIndex):
                 head[:, 8 - self._key_len :] = rows[:, : self._key_len]
                 keys = head.view(">u8").ravel().astype(np.uint64)
                 low = np.repeat(numbers.astype(np.uint64), lengths) & np.uint64(2**MIN_LEVEL - 1)
-                h = (keys << np.uint64(MIN_LEVEL)) | low
-                x = (h << np.uint64(SHARD_BITS)) | np.uint64(shard)
+                xs.append((((keys << np.uint64(MIN_LEVEL)) | low) << np.uint64(SHARD_BITS))
+                          | np.uint64(shard))  # fmt: skip
                 ids = np.ascontiguousarray(rows[:, self._key_len : self._key_len + 4])
                 tag = ids.view(">u4").ravel().astype(np.uint64) << np.uint64(8)
-                yield x, tag | rows[:, self._key_len + 4].astype(np.uint64)
+                tags.append(tag | rows[:, self._key_len + 4].astype(np.uint64))
+            yield shard, (born, writes), np.concatenate(xs), np.concatenate(tags)
+
+    def emptied(self, shard: int, version: tuple[Any, Any]) -> bool:
+        """Delete every block of the shard, in one transaction, if nothing wrote to it since
+        it had ``version`` (`records`); False, changing nothing, if something did. (Cheaper
+        than removing its records one by one: the shard's blocks are deleted whole.)"""
+        key = self._shards[shard]
+        with self.client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(key)
+                level, split, born, writes = pipe.hmget(key, "level", "split", "born", "writes")
+                if (born, writes) != version:
+                    return False
+                count = (1 << int(level or MIN_LEVEL)) + int(split or 0)
+                pipe.multi()
+                names = self._names_listed(shard, np.arange(count))
+                for start in range(0, len(names), _CHUNK):
+                    pipe.execute_command("DEL", *names[start : start + _CHUNK])
+                pipe.hset(key, mapping={"postings": 0, "blocks": 0})
+                pipe.hincrby(key, "writes", 1)
+                pipe.execute()
+            except WatchError:
+                return False
+        return True
 
     def _mixed(self, fingerprints: Sequence[int] | np.ndarray) -> np.ndarray:
         """The fingerprints through the mixer: two rounds of multiply-by-odd-constant and

@@ -373,8 +373,8 @@ class SnapshotIndex(InvertedIndex):
         old_name = state.get("name")
         removes = state.get("removes", "0")
         parts = list(self.delta.records())
-        x = np.concatenate([np.empty(0, np.uint64), *(p[0] for p in parts)])
-        tag = np.concatenate([np.empty(0, np.uint64), *(p[1] for p in parts)])
+        x = np.concatenate([np.empty(0, np.uint64), *(p[2] for p in parts)])
+        tag = np.concatenate([np.empty(0, np.uint64), *(p[3] for p in parts)])
         old = arrays
         if removed:
             keep = ~np.isin(arrays.ids, np.fromiter(removed, np.uint32, len(removed)))
@@ -405,7 +405,9 @@ class SnapshotIndex(InvertedIndex):
                 self._drop(name, chunks)
                 return False
         # Switched: the merged postings leave the delta (a kill here leaves them in both).
-        self.delta.remove_mixed(x, tag >> np.uint64(8))
+        for shard, version, shard_x, shard_tag in parts:
+            if len(shard_x) and not self.delta.emptied(shard, version):
+                self.delta.remove_mixed(shard_x, shard_tag >> np.uint64(8))
         if old_name is not None:
             self._drop(old_name, int(state.get("chunks", 0)))
         return True
