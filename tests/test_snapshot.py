@@ -27,8 +27,11 @@ from tracker.core.config import Settings
 from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex
 from tracker.index.snapshot import (
     SNAPSHOT_LAYOUT,
+    STEP,
+    SnapshotArrays,
     SnapshotIndex,
     compact_when_due,
+    find,
 )
 from tracker.masters.generation import open_ready
 from tracker.matching.matcher import match_text
@@ -271,3 +274,23 @@ def test_a_library_on_the_snapshot_index_matches_before_and_after_reindex(
         assert match_text(ctx, copy) == []
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("size", [0, 10, 1000, 50_000])
+def test_the_sampled_search_finds_what_a_binary_search_of_all_keys_finds(size: int) -> None:
+    rng = np.random.default_rng(size)
+    # Few distinct keys (runs far longer than a sample's step) and many, ends included.
+    keys = np.sort(
+        np.concatenate((rng.integers(0, 50, size // 2), rng.integers(0, 2**40, size - size // 2)))
+    ).astype(np.uint64)
+    arrays = SnapshotArrays(
+        keys, np.arange(size, dtype=np.uint32), np.zeros(size, np.uint8), keys[::STEP].copy()
+    )
+    asked = np.concatenate((rng.choice(keys, 300) if size else [], rng.integers(0, 2**40, 300),
+                            [0, 2**63], keys[-1:] + 1)).astype(np.uint64)  # fmt: skip
+    asked &= ~np.uint64(2**CHECK_BITS - 1)
+    query, master, _, _ = find(arrays, asked, CHECK_BITS)
+    plain = SnapshotArrays(keys, arrays.ids, arrays.places)  # searched whole
+    want_query, want_master, _, _ = find(plain, asked, CHECK_BITS)
+    assert query.tolist() == want_query.tolist() and master.tolist() == want_master.tolist()
+    assert len(query) >= (300 if size else 0)

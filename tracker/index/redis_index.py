@@ -196,6 +196,20 @@ class RedisIndex(InvertedIndex):
         self._block_check_due = client.register_script(BLOCK_CHECK_DUE_SCRIPT)
 
     @property
+    def shard_keys(self) -> list[str]:
+        """The keys of the shards' states (``postings`` among their fields)."""
+        return list(self._shards)
+
+    @property
+    def postings_seen(self) -> int:
+        """The postings of the shards as this process's last lookup found them."""
+        return sum(self._postings_seen.values())
+
+    def check_layout(self) -> None:
+        """Refuse an index of another layout (`IndexVersionMismatch`); read once a process."""
+        self._check_layout()
+
+    @property
     def record_bytes(self) -> int:
         """Bytes of one posting's record in a block (key, the uint32 master id, place)."""
         return self._key_len + 5
