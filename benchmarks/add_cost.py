@@ -41,9 +41,10 @@ from tracker.runtime.servers import ensure_servers, stop_servers
 ROUNDS = 2
 
 
-def _add(data_dir: Path, works: Path) -> float:
-    """Seconds of ``copytrack library add WORKS`` on ``data_dir``'s servers, whole."""
-    env = _embedded_env(data_dir)
+def _add(data_dir: Path, works: Path, extra: dict[str, str] | None = None) -> float:
+    """Seconds of ``copytrack library add WORKS`` on ``data_dir``'s servers, whole (with
+    the ``extra`` variables)."""
+    env = {**_embedded_env(data_dir), **(extra or {})}
     ensure_servers(Settings.from_env(env))  # started before the clock
     started = time.perf_counter()
     subprocess.run(
