@@ -903,7 +903,11 @@ class RedisIndex(InvertedIndex):
     def emptied(self, shard: int, version: tuple[Any, Any]) -> bool:
         """Delete every block of the shard, in one transaction, if nothing wrote to it since
         it had ``version`` (`records`); False, changing nothing, if something did. (Cheaper
-        than removing its records one by one: the shard's blocks are deleted whole.)"""
+        than removing its records one by one: the shard's blocks are deleted whole.) The
+        shard starts again from 2**MIN_LEVEL blocks, as a new one (a new ``born``): a
+        shard grown for the whole library would have a small batch write one block a
+        posting (1,000 works into an emptied 100k-work delta: 3.6x their cost into an
+        empty library). Routings of the old state are refused as after a split."""
         key = self._shards[shard]
         with self.client.pipeline(transaction=True) as pipe:
             try:
@@ -916,11 +920,13 @@ class RedisIndex(InvertedIndex):
                 names = self._names_listed(shard, np.arange(count))
                 for start in range(0, len(names), _CHUNK):
                     pipe.execute_command("DEL", *names[start : start + _CHUNK])
-                pipe.hset(key, mapping={"postings": 0, "blocks": 0})
+                pipe.hset(key, mapping={"postings": 0, "blocks": 0, "level": MIN_LEVEL,
+                                        "split": 0, "born": secrets.token_hex(8)})  # fmt: skip
                 pipe.hincrby(key, "writes", 1)
                 pipe.execute()
             except WatchError:
                 return False
+        self._shard_state[shard] = (MIN_LEVEL, 0)
         return True
 
     def _mixed(self, fingerprints: Sequence[int] | np.ndarray) -> np.ndarray:
