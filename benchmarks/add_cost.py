@@ -31,29 +31,22 @@ from benchmarks.bench_scale import (
     _library_works,
     _wait_for_valkey_rewrite,
     _write_jsonl,
+    timed_library_add,
 )
 from benchmarks.shared_corpus import CORPUS_DIR, require_shared
 from testbed.distractors import distractors
 from testbed.evaluation import build_benchmark, load_documents, percentile
 from tracker.core.config import Settings
-from tracker.runtime.servers import ensure_servers, stop_servers
+from tracker.runtime.servers import stop_servers
 
 ROUNDS = 2
 
 
 def _add(data_dir: Path, works: Path, extra: dict[str, str] | None = None) -> float:
     """Seconds of ``copytrack library add WORKS`` on ``data_dir``'s servers, whole (with
-    the ``extra`` variables)."""
+    the ``extra`` variables), once Valkey's rewrite it left running is done."""
     env = {**_embedded_env(data_dir), **(extra or {})}
-    ensure_servers(Settings.from_env(env))  # started before the clock
-    started = time.perf_counter()
-    subprocess.run(
-        [*COMMAND, "library", "add", "--no-progress", str(works)],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    took = time.perf_counter() - started
+    took = timed_library_add(env, works)
     _wait_for_valkey_rewrite(Settings.from_env(env))
     return took
 
