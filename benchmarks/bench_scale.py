@@ -184,6 +184,20 @@ def _latency_round(data_dir: Path, suspects_path: Path) -> list[float]:
     )
 
 
+def timed_library_add(env: dict[str, str], works: Path) -> float:
+    """Seconds of ``copytrack library add WORKS`` in ``env``, whole (its servers started
+    before the clock)."""
+    ensure_servers(Settings.from_env(env))
+    started = time.perf_counter()
+    subprocess.run(
+        [*COMMAND, "library", "add", "--no-progress", str(works)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
 def run_copytrack(
     data_dir: Path,
     library: Path,
@@ -195,15 +209,7 @@ def run_copytrack(
     checks and latency loop (when given) run in turns with its own."""
     env = _embedded_env(data_dir)
     settings = Settings.from_env(env)
-    ensure_servers(settings)
-    started = time.perf_counter()
-    subprocess.run(
-        [*COMMAND, "library", "add", "--no-progress", str(library)],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    ingest = time.perf_counter() - started
+    ingest = timed_library_add(env, library)
     settled = _wait_for_valkey_rewrite(settings)
     checks, outputs = [], set()
     for _ in range(CHECK_ROUNDS if peer is not None else 1):

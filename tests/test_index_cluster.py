@@ -20,7 +20,7 @@ from tests.corpus import texts
 from tests.processes import wait_until
 from tracker.core.config import Settings
 from tracker.core.keys import RedisKeys
-from tracker.index import MIN_LEVEL, SHARDS, MemoryIndex, RedisIndex
+from tracker.index import MIN_LEVEL, SHARDS, MemoryIndex, RedisIndex, snapshot
 from tracker.masters.durability import NotDurable, wait_index_durable
 from tracker.masters.generation import open_ready
 from tracker.matching.matcher import match_text
@@ -215,3 +215,38 @@ def test_the_durability_barrier_waits_for_every_node_of_the_cluster(
         for node in primaries:
             node.config_set("appendfsync", "everysec")
         ctx.close()
+
+
+def test_a_snapshot_index_runs_on_the_cluster(
+    cluster: RedisCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's chunks spread over the nodes; a host without the file copies it from
+    them; removals are masked in one slot's transaction."""
+    monkeypatch.setattr(snapshot, "CHUNK_BYTES", 4096)  # many chunks, on every node
+
+    def opened(host: str) -> snapshot.SnapshotIndex:
+        delta = RedisIndex(cluster, "test:snapc", 54, layout_tag=snapshot.SNAPSHOT_LAYOUT)
+        return snapshot.SnapshotIndex(delta, tmp_path / host)
+
+    index, expected = opened("a"), MemoryIndex(54)
+    index.ensure_version("fp1-cluster")
+    rng = random.Random(12)
+    pool = [rng.getrandbits(54) for _ in range(20_000)]
+    masters = {m: rng.sample(pool, 200) for m in range(1, 201)}
+    index.add_many(list(masters.items()), fresh=True)
+    for master, fps in masters.items():
+        expected.add(master, fps)
+    assert snapshot.compact_when_due(index, always=True)
+    chunks = [key for key in cluster.scan_iter(match="test:snapc:snap:*")]
+    assert len(chunks) > 10
+    for master in range(1, 201, 2):
+        assert index.remove(master, masters[master]) == 200
+        expected.remove(master, masters[master])
+    query = rng.sample(pool, 3000)
+    other = opened("b")
+    assert other.lookup(query) == expected.lookup(query)
+    assert index.lookup(query) == expected.lookup(query)
+    assert index.compact()
+    assert other.lookup(query) == expected.lookup(query)
+    index.clear()
+    assert not list(cluster.scan_iter(match="test:snapc:*"))

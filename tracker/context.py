@@ -25,6 +25,7 @@ from .core.keys import RedisKeys
 from .core.store import ensure_indexes
 from .core.times import mongo_client
 from .index import InvertedIndex, RedisIndex
+from .index.snapshot import SNAPSHOT_LAYOUT, SnapshotIndex
 from .runtime.servers import Endpoints, ensure_servers
 
 
@@ -52,8 +53,9 @@ class Context:
     def close(self) -> None:
         self.db.client.close()
         self.redis.close()
-        if isinstance(self.index, RedisIndex) and self.index.client is not self.redis:
-            self.index.client.close()
+        index = self.index.delta if isinstance(self.index, SnapshotIndex) else self.index
+        if isinstance(index, RedisIndex) and index.client is not self.redis:
+            index.client.close()
 
 
 # How long a Redis command may take to answer before the server counts as not answering.
@@ -68,20 +70,27 @@ _REDIS_TIMEOUTS = {
 }
 
 
-def open_index(settings: Settings, client: redis.Redis, params: FingerprintParams) -> RedisIndex:
+def open_index(
+    settings: Settings, client: redis.Redis, params: FingerprintParams
+) -> RedisIndex | SnapshotIndex:
     """The index: in ``client``'s Redis, or on the Redis Cluster of
-    COPYTRACK_INDEX_CLUSTER_URL when set (each index script stays in one hash slot)."""
+    COPYTRACK_INDEX_CLUSTER_URL when set (each index script stays in one hash slot); with
+    COPYTRACK_INDEX_SNAPSHOT, a snapshot in the data dir beside a delta there."""
     index_client: redis.Redis | RedisCluster = client
     if settings.index_cluster_url:
         index_client = RedisCluster.from_url(settings.index_cluster_url, **_REDIS_TIMEOUTS)
     prefix = RedisKeys(settings.redis_prefix).index
-    return RedisIndex(
+    blocks = RedisIndex(
         index_client,
         prefix=prefix,
         fingerprint_bits=params.value_bits,
         check_bits=CHECK_BITS,
         cache_bytes=settings.index_cache_mb * 2**20,
+        layout_tag=SNAPSHOT_LAYOUT if settings.index_snapshot else "",
     )
+    if settings.index_snapshot:
+        return SnapshotIndex(blocks, settings.data_dir / "index-snapshot")
+    return blocks
 
 
 def open_context(

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from tracker.context import open_context
 from tracker.core.batches import worked_ahead
+from tracker.index.snapshot import compact_when_due
 from tracker.masters.durability import wait_documents_durable
 from tracker.masters.generation import open_ready, rebuild
 from tracker.masters.generation import require as require_index
@@ -154,6 +155,9 @@ def add(paths: tuple[Path, ...], progress: bool | None, batch_works: int, chapte
         # Counted once here and shared: the matching processes that follow would each wait
         # for one of them to count (0.7 s at 100,000 works on the embedded MongoDB).
         library_size(ctx)
+        # Off every request's path: the recent postings merged into the snapshot once
+        # they pass a tenth of it (COPYTRACK_INDEX_SNAPSHOT).
+        compact_when_due(ctx.index)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing"
     click.echo(f"library add: {summary}", err=True)
     sys.exit(1 if counts["failed"] else 0)
@@ -229,6 +233,7 @@ def reindex() -> None:
         disable=not sys.stderr.isatty(),
     ) as bar:
         count = rebuild(ctx, lambda c: rebuild_index(c, progress=bar.update))
+    compact_when_due(ctx.index, always=True)  # every posting into the snapshot
     stats = ctx.index.stats()
     click.echo(
         f"reindexed {count} masters: {stats.postings} postings, "

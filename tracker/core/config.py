@@ -349,6 +349,18 @@ SETTINGS: tuple[Setting, ...] = (
             "keeping cost more than it saved (at 100,000 works, 128 MB: p50 0.2–1.4 ms "
             "slower). About 1 GB holds the index of 100,000 works (76 M postings). Count it "
             "per pool process like the work texts. `0`: none.")),
+    Setting("COPYTRACK_INDEX_SNAPSHOT", "index_snapshot", _boolean, "false", "false",
+            "keep the index's postings in a mapped snapshot (copied to each host's data dir) "
+            "plus a small delta in Redis; `copytrack reindex` after changing it",
+            detail=(
+            "Keep the index's postings as of the last compaction in a read-only snapshot "
+            "file (sorted arrays, 13 bytes a posting, kept in Redis too and copied to each "
+            "host's data dir once per compaction) and only the postings added since in "
+            "Redis's blocks: a page reads the blocks of the recent postings and searches the "
+            "snapshot in memory, and an add rewrites only the recent blocks. A compaction "
+            "follows `copytrack reindex`, and `library add` once the recent postings pass a "
+            "tenth of the snapshot. Each process maps the snapshot (the OS shares its pages). "
+            "The index's layout differs: run `copytrack reindex` after changing this.")),
     Setting("COPYTRACK_TIME_ZONE", "time_zone", _time_zone, "UTC", "UTC",
             "the installation's time zone (IANA, e.g. `Asia/Shanghai`): the admin shows times "
             "in it with their offset, unless a user chose another in their account, and the "
@@ -554,6 +566,7 @@ class Settings:
     search_daily_queries: int = _DEFAULTS["search_daily_queries"]
     master_cache_mb: int = _DEFAULTS["master_cache_mb"]
     index_cache_mb: int = _DEFAULTS["index_cache_mb"]
+    index_snapshot: bool = _DEFAULTS["index_snapshot"]
     time_zone: str = _DEFAULTS["time_zone"]
     tsa_url: str | None = None
     tsa_ca_file: Path | None = None

@@ -199,6 +199,17 @@ class InvertedIndex(ABC):
 IndexedMaster = tuple[int, Iterable[int]] | tuple[int, Iterable[int], Iterable[int] | None]
 
 
+def posting_lists(found: Postings, count: int, max_df: int | None) -> list[tuple[int, ...] | None]:
+    """`InvertedIndex._read`'s lists from the postings of ``count`` fingerprints."""
+    lists: dict[int, list[int]] = {}
+    for i, master in zip(found.query.tolist(), found.master.tolist(), strict=True):
+        lists.setdefault(i, []).append(master)
+    out: list[tuple[int, ...] | None] = [()] * count
+    for i, ids in lists.items():
+        out[i] = None if max_df is not None and len(ids) > max_df else tuple(sorted(ids))
+    return out
+
+
 def as_ints(fingerprints: Iterable[int]) -> list[int]:
     """Fingerprints as Python ints (numpy scalars included), each an unsigned 64-bit."""
     out = [int(fp) for fp in fingerprints]

@@ -29,7 +29,6 @@ from redis.cluster import ClusterNode, RedisCluster
 
 from ..context import Context
 from ..core.failures import free_space
-from ..index import RedisIndex
 
 _MARK_COLLECTION = "durability_marks"
 
@@ -68,8 +67,9 @@ def wait_index_durable(ctx: Context, timeout: float = DURABLE_WAIT_SECONDS) -> N
             f"{where if ctx.settings.embedded_redis else ''}: the works since the last "
             f"ones reported are not saved; free space and run the command again"
         )
-    if isinstance(ctx.index, RedisIndex) and isinstance(ctx.index.client, RedisCluster):
-        _wait_cluster(ctx.index.client, mark, timeout)
+    client = getattr(ctx.index, "client", None)  # a RedisIndex's, or a SnapshotIndex's
+    if isinstance(client, RedisCluster):
+        _wait_cluster(client, mark, timeout)
 
 
 def _mark(ctx: Context) -> str:

@@ -1,0 +1,296 @@
+"""`SnapshotIndex`: a mapped snapshot plus a delta in Valkey answers as `MemoryIndex` does,
+refuses layouts it does not know, and loses nothing when a compaction is killed.
+
+Real Valkey: the session's embedded one (``redis_client`` from conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from click.testing import CliRunner
+
+from copytrack.cli import main
+from fingerprinter import CHECK_BITS
+from tests.corpus import texts
+from tracker.core.config import Settings
+from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex
+from tracker.index.snapshot import (
+    SNAPSHOT_LAYOUT,
+    STEP,
+    SnapshotArrays,
+    SnapshotIndex,
+    compact_when_due,
+    find,
+)
+from tracker.masters.generation import open_ready
+from tracker.matching.matcher import match_text
+from tracker.runtime.servers import Endpoints
+
+BITS = 54
+
+
+def snapshot_index(client: redis.Redis, data_dir: Path, prefix: str = "test:snap") -> SnapshotIndex:
+    delta = RedisIndex(client, prefix, BITS, CHECK_BITS, layout_tag=SNAPSHOT_LAYOUT)
+    return SnapshotIndex(delta, data_dir)
+
+
+def assert_same_postings(
+    index: SnapshotIndex, memory: MemoryIndex, asked: list[int], max_df: int | None = None
+) -> None:
+    got, want = index.postings(asked, max_df), memory.postings(asked, max_df)
+    for field in ("query", "master", "df", "exact", "place"):
+        assert getattr(got, field).tolist() == getattr(want, field).tolist(), field
+
+
+def test_snapshot_and_delta_answer_as_the_memory_index(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    rng = random.Random(63)
+    # A pool of fingerprints, each with its check bits above (as the fingerprinter gives),
+    # small enough that works share many of them.
+    pool = [rng.getrandbits(BITS) | rng.getrandbits(CHECK_BITS) << BITS for _ in range(3000)]
+    index, memory = snapshot_index(redis_client, tmp_path / "a"), MemoryIndex(BITS, CHECK_BITS)
+    index.ensure_version("v1")
+    held: dict[int, list[int]] = {}
+    compactions = 0
+    for step in range(240):
+        master = rng.randrange(60)
+        roll = rng.random()
+        if roll < 0.6 or not held:
+            fps = rng.sample(pool, rng.randrange(1, 120))
+            places = [rng.randrange(256) for _ in fps]
+            assert index.add(master, fps, places) == memory.add(master, fps, places)
+            held.setdefault(master, []).extend(fps)
+        elif roll < 0.9:
+            master = rng.choice(sorted(held))
+            some = held[master] if rng.random() < 0.5 else rng.sample(held[master], 5)
+            assert index.remove(master, some) == memory.remove(master, some)
+        else:
+            assert index.compact()
+            compactions += 1
+        if step % 20 == 0:
+            asked = rng.sample(pool, 400)
+            # Checks that disagree: found by the fingerprint, not exact.
+            asked += [fp ^ 1 << BITS for fp in asked[:40]]
+            assert_same_postings(index, memory, asked)
+            assert_same_postings(index, memory, asked, max_df=3)
+            assert index.generation()[1] == memory.generation()[1]
+    assert compactions >= 5
+    asked = pool[:1000]
+    assert_same_postings(index, memory, asked)
+    # Another host: no file of the snapshot in its data dir, it copies it from Valkey.
+    other = snapshot_index(redis_client, tmp_path / "b")
+    assert_same_postings(other, memory, asked)
+    assert list((tmp_path / "b").glob("*.ctsnap"))
+    assert index.compact()
+    assert_same_postings(other, memory, asked)  # it follows the next snapshot
+    assert index.delta.generation()[1] == 0  # the delta merged whole, nothing lost
+    assert index.generation()[1] == memory.generation()[1] > 0
+
+
+def test_a_page_reads_only_the_delta_from_valkey(redis_client: redis.Redis, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    index = snapshot_index(redis_client, tmp_path)
+    works = [(m, rng.integers(0, 2**BITS, 400, dtype=np.uint64)) for m in range(300)]
+    index.add_many(works, fresh=True)
+    assert compact_when_due(index, always=True)
+    asked = np.concatenate([fps[:2] for _, fps in works])
+    redis_client.config_resetstat()
+    found = index.postings(asked)
+    assert sorted(set(found.master.tolist())) == list(range(300))
+    info = redis_client.info("stats")
+    # The delta's blocks are empty: the 600 fingerprints' 600 postings took no block bytes.
+    assert info["total_net_output_bytes"] < 20_000
+
+
+def test_a_process_of_the_blocks_layout_refuses_a_snapshot_index(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    index = snapshot_index(redis_client, tmp_path)
+    index.ensure_version("v1")
+    index.add(1, [5, 6, 7])
+    old = RedisIndex(redis_client, "test:snap", BITS, CHECK_BITS)
+    with pytest.raises(IndexVersionMismatch) as refused:
+        old.postings([5])
+    assert "copytrack reindex" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(IndexVersionMismatch):
+        old.ensure_version("v1")
+
+
+def test_a_snapshot_process_refuses_an_index_of_blocks_and_reindex_migrates_it(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    old = RedisIndex(redis_client, "test:snap", BITS, CHECK_BITS)
+    old.ensure_version("v1")
+    old.add_many([(1, [5, 6]), (2, [6, 8])])
+    index = snapshot_index(redis_client, tmp_path)
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        index.ensure_version("v1")
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        index.postings([5])
+    # What `copytrack reindex` does: clear, rebuild from the library, compact.
+    index.clear()
+    index.ensure_version("v1")
+    index.add_many([(1, [5, 6]), (2, [6, 8])], fresh=True)
+    assert compact_when_due(index, always=True)
+    assert index.lookup([5, 6, 8, 9]) == [(1,), (1, 2), (2,), ()]
+
+
+def test_an_unknown_snapshot_file_is_refused_in_one_line(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    index = snapshot_index(redis_client, tmp_path)
+    index.add(1, [5, 6, 7])
+    assert index.compact()
+    (path,) = tmp_path.glob("*.ctsnap")
+    data = bytearray(path.read_bytes())
+    data[: len(b"CTSNAP1")] = b"CTSNAP9"
+    path.write_bytes(bytes(data))
+    other = snapshot_index(redis_client, tmp_path)
+    with pytest.raises(IndexVersionMismatch) as refused:
+        other.postings([5])
+    assert "copytrack reindex" in str(refused.value) and "\n" not in str(refused.value)
+
+
+_COMPACTING_CHILD = textwrap.dedent(
+    """
+    import sys, numpy as np, redis
+    from pathlib import Path
+    from fingerprinter import CHECK_BITS
+    from tracker.index import RedisIndex
+    from tracker.index.snapshot import SNAPSHOT_LAYOUT, SnapshotIndex
+    client = redis.Redis.from_url(sys.argv[1])
+    index = SnapshotIndex(
+        RedisIndex(client, "test:snap", 54, CHECK_BITS, layout_tag=SNAPSHOT_LAYOUT),
+        Path(sys.argv[2]),
+    )
+    master = int(sys.argv[3])
+    while True:
+        fps = np.random.default_rng(master).integers(0, 2**54, 2000, dtype=np.uint64)
+        index.add_many([(master, fps)], fresh=True)
+        print(master, flush=True)  # as `library add` prints what it added
+        master += 1
+        index.compact()
+    """
+)
+
+
+def test_a_compaction_killed_at_any_point_loses_no_posting(
+    redis_client: redis.Redis, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    url = endpoints.redis_url
+    rng = random.Random(9)
+    data_dir = tmp_path / "host"
+    # A snapshot of 600,000 postings first: each compaction takes a while to kill it in.
+    seeded = snapshot_index(redis_client, data_dir)
+    seeded.add_many([(m, _fingerprints(m)) for m in range(300)], fresh=True)
+    assert seeded.compact()
+    added = list(range(300))
+    for _ in range(6):
+        start = added[-1] + 1 if added else 0
+        child = subprocess.Popen(
+            [sys.executable, "-c", _COMPACTING_CHILD, url, str(data_dir), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None
+            # Past a few compactions, then killed at a random moment of the next.
+            for _ in range(rng.randrange(2, 5)):
+                added.append(int(child.stdout.readline()))
+            time.sleep(rng.random() * 0.25)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        for host in (data_dir, tmp_path / f"fresh{len(added)}"):
+            index = snapshot_index(redis_client, host)
+            for master in (added[0], added[len(added) // 2], added[-1]):
+                found = index.postings(_fingerprints(master))
+                assert (found.master == master).sum() == 2000, master
+    # A later compaction tidies whatever the kills left: still every posting.
+    assert compact_when_due(index, always=True)
+    assert index.delta.generation()[1] == 0
+    for master in added:
+        assert (index.postings(_fingerprints(master)[:50]).master == master).sum() == 50
+
+
+def _fingerprints(master: int) -> np.ndarray:
+    """The fingerprints the child gives ``master`` (the same function as its own)."""
+    return np.random.default_rng(master).integers(0, 2**54, 2000, dtype=np.uint64)
+
+
+def _works_file(works: list[str], where: Path) -> str:
+    path = where / "works.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"w{n}", "text": t}, ensure_ascii=False) + "\n"
+            for n, t in enumerate(works)
+        ),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_a_library_on_the_snapshot_index_matches_before_and_after_reindex(
+    tracker_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COPYTRACK_INDEX_SNAPSHOT: works added match from the delta, `copytrack reindex`
+    (also the way from an index of blocks) puts them into the snapshot, and a work removed
+    no longer matches."""
+    works = texts("zh_news", 12)
+    runner = CliRunner()
+    added = runner.invoke(main, ["library", "add", _works_file(works, tmp_path)])
+    assert added.exit_code == 0, added.output
+    monkeypatch.setenv("COPYTRACK_INDEX_SNAPSHOT", "true")
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        open_ready(Settings.from_env())
+    reindexed = runner.invoke(main, ["reindex"], catch_exceptions=False)
+    assert reindexed.exit_code == 0, reindexed.output
+    ctx = open_ready(Settings.from_env())
+    try:
+        assert isinstance(ctx.index, SnapshotIndex)
+        assert ctx.index.delta.generation()[1] == 0  # every posting in the snapshot
+        copy = works[5][: len(works[5]) // 2]
+        assert [m.master.external_id for m in match_text(ctx, copy)] == ["w5"]
+        more = runner.invoke(main, ["library", "add", _works_file(texts("zh_news", 14), tmp_path)])
+        assert more.exit_code == 0 and more.output.count("added\t") == 2, more.output
+        assert ctx.index.delta.generation()[1] > 0  # the new works in the delta
+        late = texts("zh_news", 14)[13]
+        assert [m.master.external_id for m in match_text(ctx, late[:2000])] == ["w13"]
+        removed = runner.invoke(main, ["library", "rm", "w5"])
+        assert removed.exit_code == 0, removed.output
+        assert match_text(ctx, copy) == []
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("size", [0, 10, 1000, 50_000])
+def test_the_sampled_search_finds_what_a_binary_search_of_all_keys_finds(size: int) -> None:
+    rng = np.random.default_rng(size)
+    # Few distinct keys (runs far longer than a sample's step) and many, ends included.
+    keys = np.sort(
+        np.concatenate((rng.integers(0, 50, size // 2), rng.integers(0, 2**40, size - size // 2)))
+    ).astype(np.uint64)
+    arrays = SnapshotArrays(
+        keys, np.arange(size, dtype=np.uint32), np.zeros(size, np.uint8), keys[::STEP].copy()
+    )
+    asked = np.concatenate((rng.choice(keys, 300) if size else [], rng.integers(0, 2**40, 300),
+                            [0, 2**63], keys[-1:] + 1)).astype(np.uint64)  # fmt: skip
+    asked &= ~np.uint64(2**CHECK_BITS - 1)
+    query, master, _, _ = find(arrays, asked, CHECK_BITS)
+    plain = SnapshotArrays(keys, arrays.ids, arrays.places)  # searched whole
+    want_query, want_master, _, _ = find(plain, asked, CHECK_BITS)
+    assert query.tolist() == want_query.tolist() and master.tolist() == want_master.tolist()
+    assert len(query) >= (300 if size else 0)

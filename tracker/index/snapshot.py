@@ -1,0 +1,569 @@
+"""`SnapshotIndex`: most postings in a read-only mapped snapshot, the recent ones in Redis.
+
+A page's lookup in `RedisIndex` reads ~520 blocks (~600 KB) to find ~220 postings, and an
+add rewrites every block its batch touches, so both grow with the library. Here:
+
+- the **snapshot**: every posting as of the last compaction, as three arrays sorted by key
+  (the mixed fingerprint of `RedisIndex.mixed`, check bits below it: uint64; the master id:
+  uint32; the place: uint8), 13 bytes a posting, in a file of the process's data dir named
+  by the snapshot's name (the index generation and a count of compactions), after a header
+  naming the layout. A process maps it read-only and finds a page's postings with one
+  ``np.searchsorted`` of both bounds of every fingerprint. The file's bytes are also kept
+  in Redis in chunks (``{prefix}:snap:{name}:N``; one key each, so a Redis Cluster spreads
+  them), from which a process on another host copies it to its data dir once per name.
+- the **delta**: postings added since, in `RedisIndex`'s blocks under the same prefix, so an
+  add rewrites only blocks of the delta (their size depends on the delta, not the library)
+  and a page reads them in one round trip as before. Its layout string is tagged
+  (``snap1+ix5:…``): a process that would read the blocks alone refuses them.
+- **removals**: a removed master's postings in the snapshot are masked by a set of removed
+  ids (``{prefix}:{snap}:removed``), read with the snapshot's name in the page's second
+  round trip; the next compaction drops them.
+- **compaction** (`SnapshotIndex.compact`, by `copytrack reindex` and after a `library add`
+  once the delta passes `COMPACT_SHARE` of the snapshot, never on a request's path) merges
+  snapshot and delta (O(postings)) into the next name, switches to it in one transaction,
+  and only then removes the merged postings from the delta. Killed at any point it leaves
+  every posting readable: before the switch the old snapshot and the delta hold them all,
+  after it a posting may be in both for a while (a lookup counts it once).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import redis
+
+from .base import (
+    IndexedMaster,
+    IndexStats,
+    IndexVersionMismatch,
+    InvertedIndex,
+    MiscountedShard,
+    Postings,
+    checked_master,
+    distinct_fingerprints,
+    posting_lists,
+)
+from .redis_index import RedisIndex
+
+#: Names this module's layout: the snapshot file's format and the delta's tag.
+SNAPSHOT_LAYOUT = "snap1"
+_MAGIC = b"CTSNAP1\n"
+_HEADER_BYTES = 4096  # the arrays start page-aligned after it
+#: Bytes of the file kept in one Redis key.
+CHUNK_BYTES = 16 * 2**20
+#: A compaction is due once the delta holds this share of the snapshot's postings...
+COMPACT_SHARE = 0.10
+#: ...and at least this many (a small library is read from its blocks quickly anyway).
+COMPACT_MIN_POSTINGS = 200_000
+#: Bytes of a posting in the snapshot (key, master id, place).
+SNAPSHOT_POSTING_BYTES = 13
+
+
+@dataclass(frozen=True)
+class SnapshotArrays:
+    """Postings sorted by key: key (mixed fingerprint above its check bits), master id,
+    place."""
+
+    keys: np.ndarray
+    ids: np.ndarray
+    places: np.ndarray
+    #: Every STEP-th key, in memory (see `_bounds`); None: searched whole.
+    sample: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def _empty() -> SnapshotArrays:
+    return SnapshotArrays(np.empty(0, np.uint64), np.empty(0, np.uint32), np.empty(0, np.uint8))
+
+
+def snapshot_bytes(layout: str, name: str, arrays: SnapshotArrays) -> Iterable[bytes]:
+    """The file of a snapshot, in pieces: header, then the three arrays."""
+    header = (
+        _MAGIC
+        + json.dumps(
+            {"layout": layout, "name": name, "postings": len(arrays)}, sort_keys=True
+        ).encode()
+    )
+    if len(header) > _HEADER_BYTES:
+        raise ValueError("snapshot header too long")
+    yield header.ljust(_HEADER_BYTES, b"\0")
+    yield arrays.keys.astype("<u8").tobytes()
+    yield arrays.ids.astype("<u4").tobytes()
+    yield arrays.places.astype(np.uint8).tobytes()
+
+
+def write_file(path: Path, pieces: Iterable[bytes]) -> None:
+    """Write the file whole, then give it its name (a reader never meets half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f"{path.name}.{secrets.token_hex(4)}.part")
+    with open(part, "wb") as out:
+        for piece in pieces:
+            out.write(piece)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(part, path)
+
+
+class MappedSnapshot:
+    """A snapshot file mapped read-only."""
+
+    def __init__(self, path: Path, layout: str, name: str) -> None:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        head = bytes(self._map[:_HEADER_BYTES]) if self._map is not None else b""
+        try:
+            if not head.startswith(_MAGIC):
+                raise ValueError
+            meta = json.loads(head[len(_MAGIC) :].rstrip(b"\0"))
+            found, count = str(meta["layout"]), int(meta["postings"])
+        except (ValueError, KeyError, TypeError):
+            found, count = "(unreadable)", -1
+        if found != layout or meta.get("name") != name or size != _HEADER_BYTES + 13 * count:
+            raise IndexVersionMismatch(
+                f"index snapshot {path}", f"layout {found}", f"layout {layout}"
+            )
+        buffer = self._map
+        at = _HEADER_BYTES
+        keys = np.frombuffer(buffer, "<u8", count, at)  # type: ignore[arg-type]
+        self.arrays = SnapshotArrays(
+            keys,
+            np.frombuffer(buffer, "<u4", count, at + 8 * count),  # type: ignore[arg-type]
+            np.frombuffer(buffer, np.uint8, count, at + 12 * count),  # type: ignore[arg-type]
+            keys[::STEP].copy(),
+        )
+        self.name = name
+
+
+def find(
+    arrays: SnapshotArrays, keys: np.ndarray, check_bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(position in ``keys``, master id, exact, place) of every posting of the keys (as
+    `SnapshotArrays` keys them: check bits low), found by the key above the check bits;
+    exact: the check bits agree too. No loop over the keys: their bounds are searched at
+    once, and every posting of every range gathered by one index."""
+    checks = np.uint64((1 << check_bits) - 1)
+    low = keys & ~checks
+    starts, stops = _bounds(arrays, low, low | checks)
+    counts = stops - starts
+    query = np.repeat(np.arange(len(keys)), counts)
+    offsets = np.cumsum(counts) - counts
+    at = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
+    found = arrays.keys[at]
+    exact = (found & checks) == (keys[query] & checks)
+    return query, arrays.ids[at].astype(np.int64), exact, arrays.places[at].copy()
+
+
+#: Keys a step of `SnapshotArrays.sample`: a lookup first searches the sample (every
+#: STEP-th key, a few MB that stay in the CPU's caches), then the STEP keys after it at
+#: once. A plain binary search of the whole array missed the caches at most of its ~23
+#: steps (530 keys in 2 M postings: 0.24-0.49 ms).
+STEP = 64
+
+
+def _bounds(
+    arrays: SnapshotArrays, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each (low, high): the first position of a key >= low, and of a key > high."""
+    sample = arrays.sample
+    if sample is None or len(arrays) < 4 * STEP:
+        return (np.searchsorted(arrays.keys, low, side="left"),
+                np.searchsorted(arrays.keys, high, side="right"))  # fmt: skip
+    # The first key >= low lies within the STEP + 1 keys from the sampled key before it.
+    first = np.maximum(np.searchsorted(sample, low, side="left") - 1, 0) * STEP
+    window = np.minimum(first[:, None] + np.arange(STEP + 1), len(arrays) - 1)
+    near = arrays.keys[window]
+    starts = first + (near < low[:, None]).sum(axis=1)
+    below = (near <= high[:, None]).sum(axis=1)
+    stops = first + below
+    # A range past the window (a fingerprint many works hold), or one running to the end.
+    far = (below == STEP + 1) | (stops >= len(arrays))
+    if far.any():
+        stops[far] = np.searchsorted(arrays.keys, high[far], side="right")
+    starts = np.minimum(starts, len(arrays))
+    return starts, np.maximum(stops, starts)
+
+
+def merged(old: SnapshotArrays, keys: np.ndarray, ids: np.ndarray, places: np.ndarray
+           ) -> SnapshotArrays:  # fmt: skip
+    """``old`` (sorted) with the postings given added, each (key, id) once: the new ones
+    sorted and inserted, O(old + new log new)."""
+    order = np.lexsort((ids, keys))
+    keys, ids, places = keys[order], ids[order], places[order]
+    distinct = np.ones(len(keys), dtype=bool)
+    distinct[1:] = (keys[1:] != keys[:-1]) | (ids[1:] != ids[:-1])
+    keys, ids, places = keys[distinct], ids[distinct], places[distinct]
+    # Those already in old (an interrupted compaction's) are left out.
+    query, master, _, _ = find(old, keys, 0)
+    held = np.zeros(len(keys), dtype=bool)
+    held[query[master == ids[query]]] = True
+    keys, ids, places = keys[~held], ids[~held], places[~held]
+    at = np.searchsorted(old.keys, keys, side="left")
+    return SnapshotArrays(
+        np.insert(old.keys, at, keys),
+        np.insert(old.ids, at, ids),
+        np.insert(old.places, at, places),
+    )
+
+
+class SnapshotIndex(InvertedIndex):
+    """The index as a mapped snapshot and a delta in Redis; see the module docstring.
+
+    delta: a `RedisIndex` made with ``layout_tag=SNAPSHOT_LAYOUT``; data_dir: where this
+    process keeps the snapshot's file."""
+
+    def __init__(self, delta: RedisIndex, data_dir: Path) -> None:
+        if not delta.layout.startswith(SNAPSHOT_LAYOUT + "+"):
+            raise ValueError(f"the delta's layout must be tagged {SNAPSHOT_LAYOUT}")
+        self.delta = delta
+        self.client = delta.client
+        self.prefix = delta.prefix
+        self.layout = delta.layout
+        self.data_dir = Path(data_dir)
+        self._check_bits = delta.check_bits
+        # One hash tag: the state and the removed ids change in one transaction.
+        self._state_key = f"{delta.prefix}:{{snap}}:state"
+        self._removed_key = f"{delta.prefix}:{{snap}}:removed"
+        self._snapshot: MappedSnapshot | None = None
+        self._one_node = isinstance(delta.client, redis.Redis)
+        self._delta_was_empty = self._one_node
+
+    # -- keys of the snapshot ------------------------------------------------------------
+
+    def _as_keys(self, x: np.ndarray) -> np.ndarray:
+        """Mixed fingerprints (check bits above) as snapshot keys (check bits below)."""
+        bits = self.delta.fingerprint_bits
+        plain = x & np.uint64((1 << bits) - 1)
+        return (plain << np.uint64(self._check_bits)) | (x >> np.uint64(bits))
+
+    def _as_mixed(self, keys: np.ndarray) -> np.ndarray:
+        bits, checks = self.delta.fingerprint_bits, self._check_bits
+        check = keys & np.uint64((1 << checks) - 1)
+        return (keys >> np.uint64(checks)) | (check << np.uint64(bits))
+
+    def _chunk_key(self, name: str, n: int) -> str:
+        return f"{self.prefix}:snap:{name}:{n}"
+
+    def _path(self, name: str) -> Path:
+        return self.data_dir / f"{_safe(self.prefix)}.{_safe(name)}.ctsnap"
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _arrays(self, name: str | None, layout: str | None, chunks: int) -> SnapshotArrays:
+        """The snapshot of that name, mapped (copied from Redis first if this host has no
+        file of it)."""
+        if name is None:
+            self._snapshot = None
+            return _empty()
+        if layout != self.layout:
+            raise IndexVersionMismatch(
+                f"index {self.prefix}", f"layout {layout}", f"layout {self.layout}"
+            )
+        if self._snapshot is not None and self._snapshot.name == name:
+            return self._snapshot.arrays
+        path = self._path(name)
+        if not path.exists():
+            write_file(path, self._chunks(name, chunks))
+        self._snapshot = MappedSnapshot(path, self.layout, name)
+        for other in self.data_dir.glob(f"{_safe(self.prefix)}.*.ctsnap"):
+            if other != path:  # an older name's (a process mapping it keeps its pages)
+                other.unlink(missing_ok=True)
+        return self._snapshot.arrays
+
+    def _chunks(self, name: str, chunks: int) -> Iterable[bytes]:
+        for n in range(chunks):
+            piece = self.client.get(self._chunk_key(name, n))
+            if piece is None:
+                raise IndexVersionMismatch(
+                    f"index snapshot {name}", "its chunks missing in Redis", self.layout
+                )
+            yield piece if isinstance(piece, bytes) else piece.encode()
+
+    def _current(
+        self, delta_counts: bool = False
+    ) -> tuple[SnapshotArrays, set[int], dict[str, str], int]:
+        """The snapshot named now, the ids it masks and the state's fields, in one round
+        trip; delta_counts: also the postings the delta holds, read before them (else -1)."""
+        pipe = self.client.pipeline(transaction=False)
+        if delta_counts:
+            for key in self.delta.shard_keys:
+                pipe.hget(key, "postings")
+        pipe.hgetall(self._state_key)
+        pipe.smembers(self._removed_key)
+        *counts, state, removed = pipe.execute()
+        fields = {_text(k): _text(v) for k, v in state.items()}
+        arrays = self._arrays(
+            fields.get("name"), fields.get("layout"), int(fields.get("chunks", 0))
+        )
+        recent = sum(int(c or 0) for c in counts) if delta_counts else -1
+        return arrays, {int(m) for m in removed}, fields, recent
+
+    def postings(
+        self, fingerprints: Sequence[int] | np.ndarray, max_df: int | None = None, kept: bool = True
+    ) -> Postings:
+        recent: Postings | None = None
+        arrays, recent_count = _empty(), -1
+        removed: set[int] = set()
+        if self._delta_was_empty:
+            # One round trip, no block read, while the delta is empty (after a compaction):
+            # its counts are read before the snapshot's name, and a posting that left the
+            # delta did so for a snapshot named after it. (A cluster's pipeline sends each
+            # node its own commands, in no order between them: there the delta is read.)
+            self.delta.check_layout()
+            arrays, removed, _, recent_count = self._current(delta_counts=True)
+        if recent_count != 0:
+            # The delta first, then the snapshot's name: a compaction removes postings from
+            # the delta only after it switched names, so a name unchanged since means the
+            # delta was read whole; a new name holds what the delta lost.
+            recent = self.delta.postings(fingerprints, None, kept)
+            arrays, removed, _, _ = self._current()
+        self._delta_was_empty = self._one_node and (
+            recent_count == 0 or self.delta.postings_seen == 0
+        )
+        keys = self._as_keys(self.delta.mixed(fingerprints))
+        query, master, exact, place = find(arrays, keys, self._check_bits)
+        if removed and len(master):
+            live = ~np.isin(master, np.fromiter(removed, np.int64, len(removed)))
+            query, master, exact, place = query[live], master[live], exact[live], place[live]
+        if recent is not None and len(recent):
+            query = np.concatenate((query, recent.query))
+            master = np.concatenate((master, recent.master))
+            exact = np.concatenate((exact, recent.exact))
+            place = np.concatenate((place, recent.place))
+        # By query, then master; one row per pair (a posting in both snapshot and delta
+        # after an interrupted compaction).
+        _, first = np.unique(query << 32 | master, return_index=True)
+        query, master, exact, place = query[first], master[first], exact[first], place[first]
+        df = np.bincount(query, minlength=len(keys))[query] if len(query) else query
+        if max_df is not None:
+            keep = df <= max_df
+            query, master, df, exact, place = (c[keep] for c in (query, master, df, exact, place))
+        return Postings(query, master, df, exact, place)
+
+    def _read(
+        self, fingerprints: Sequence[int], max_df: int | None
+    ) -> list[tuple[int, ...] | None]:
+        return posting_lists(self.postings(fingerprints, None), len(fingerprints), max_df)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add(
+        self, master_id: int, fingerprints: Iterable[int], places: Iterable[int] | None = None
+    ) -> int:
+        return self.add_many([(master_id, fingerprints, places)])
+
+    def add_many(self, masters: Sequence[IndexedMaster], fresh: bool = False) -> int:
+        """Into the delta, less the postings the snapshot holds already (unless ``fresh``:
+        new ids, none held), so the count of new postings is the index's."""
+        x, tag = self.delta._records_of(masters)
+        if not fresh and len(x):
+            arrays, removed, _, _ = self._current()
+            query, master, _, _ = find(arrays, self._as_keys(x), 0)
+            held = master == (tag[query] >> np.uint64(8)).astype(np.int64)
+            if removed:
+                held &= ~np.isin(master, np.fromiter(removed, np.int64, len(removed)))
+            new = np.ones(len(x), dtype=bool)
+            new[query[held]] = False
+            x, tag = x[new], tag[new]
+        return self.delta.add_mixed(x, tag, fresh=fresh)
+
+    def remove(self, master_id: int, fingerprints: Iterable[int]) -> int:
+        """Mask the master's postings in the snapshot (those of other fingerprints than
+        these go back into the delta first), then remove them from the delta."""
+        master_id = checked_master(master_id)
+        values = distinct_fingerprints(fingerprints)
+        gone = np.unique(self._as_keys(self.delta.mixed(values)) >> np.uint64(self._check_bits))
+        masked = 0
+        while True:
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    # Counted whether or not the snapshot holds the master: a compaction
+                    # that read its postings from the delta must not switch after this.
+                    pipe.watch(self._state_key, self._removed_key)
+                    state = {_text(k): _text(v) for k, v in pipe.hgetall(self._state_key).items()}
+                    rows = np.empty(0, np.int64)
+                    arrays = _empty()
+                    if state.get("name") and not pipe.sismember(self._removed_key, str(master_id)):
+                        arrays = self._arrays(state["name"], state.get("layout"),
+                                              int(state.get("chunks", 0)))  # fmt: skip
+                        rows = np.flatnonzero(arrays.ids == master_id)
+                    keys = arrays.keys[rows]
+                    kept = ~np.isin(keys >> np.uint64(self._check_bits), gone)
+                    if kept.any():  # a removal of some of its postings: the rest stay
+                        tag = (np.uint64(master_id) << np.uint64(8)) | arrays.places[rows][kept]
+                        self.delta.add_mixed(self._as_mixed(keys[kept]), tag)
+                    pipe.multi()
+                    if len(rows):
+                        pipe.sadd(self._removed_key, master_id)
+                        pipe.hincrby(self._state_key, "live", -len(rows))
+                    pipe.hincrby(self._state_key, "removes", 1)
+                    pipe.execute()
+                    masked = int((~kept).sum())
+                    break
+                except redis.WatchError:
+                    continue
+        return masked + self.delta.remove(master_id, values)
+
+    # -- compaction ----------------------------------------------------------------------
+
+    def compaction_due(self) -> bool:
+        """Whether the delta holds COMPACT_SHARE of the snapshot's postings (and
+        COMPACT_MIN_POSTINGS)."""
+        state = {_text(k): _text(v) for k, v in self.client.hgetall(self._state_key).items()}
+        _, recent = self.delta.generation()
+        return recent >= max(COMPACT_MIN_POSTINGS, COMPACT_SHARE * int(state.get("live", 0)))
+
+    def compact(self) -> bool:
+        """Merge the delta into a new snapshot and switch to it; False when a removal came
+        meanwhile (nothing changed: to be run again). O(postings), off any request's path."""
+        arrays, removed, state, _ = self._current()
+        old_name = state.get("name")
+        removes = state.get("removes", "0")
+        parts = list(self.delta.records())
+        x = np.concatenate([np.empty(0, np.uint64), *(p[2] for p in parts)])
+        tag = np.concatenate([np.empty(0, np.uint64), *(p[3] for p in parts)])
+        old = arrays
+        if removed:
+            keep = ~np.isin(arrays.ids, np.fromiter(removed, np.uint32, len(removed)))
+            old = SnapshotArrays(arrays.keys[keep], arrays.ids[keep], arrays.places[keep])
+        new = merged(old, self._as_keys(x), (tag >> np.uint64(8)).astype(np.uint32),
+                     (tag & np.uint64(255)).astype(np.uint8))  # fmt: skip
+        generation = self.delta.generation()[0] or "none"
+        name = f"{generation}.{int(state.get('compactions', 0)) + 1}.{secrets.token_hex(3)}"
+        path = self._path(name)
+        write_file(path, snapshot_bytes(self.layout, name, new))
+        chunks = self._upload(path, name)
+        with self.client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self._state_key, self._removed_key)
+                now = {_text(k): _text(v) for k, v in pipe.hgetall(self._state_key).items()}
+                if now.get("name") != old_name or now.get("removes", "0") != removes:
+                    raise redis.WatchError
+                pipe.multi()
+                pipe.hset(self._state_key, mapping={
+                    "name": name, "layout": self.layout, "chunks": chunks,
+                    "postings": len(new), "live": len(new),
+                    "compactions": int(state.get("compactions", 0)) + 1,
+                })  # fmt: skip
+                if removed:
+                    pipe.srem(self._removed_key, *removed)
+                pipe.execute()
+            except redis.WatchError:
+                self._drop(name, chunks)
+                return False
+        # Switched: the merged postings leave the delta (a kill here leaves them in both).
+        for shard, version, shard_x, shard_tag in parts:
+            if len(shard_x) and not self.delta.emptied(shard, version):
+                self.delta.remove_mixed(shard_x, shard_tag >> np.uint64(8))
+        if old_name is not None:
+            self._drop(old_name, int(state.get("chunks", 0)))
+        return True
+
+    def _upload(self, path: Path, name: str) -> int:
+        """Copy the file's bytes into Redis in CHUNK_BYTES keys; returns their number."""
+        count = 0
+        with open(path, "rb") as f:
+            while piece := f.read(CHUNK_BYTES):
+                self.client.set(self._chunk_key(name, count), piece)
+                count += 1
+        return count
+
+    def drop_strays(self) -> None:
+        """Delete the chunks of snapshots not named now (a compaction killed before its
+        switch leaves them); only while no other compaction runs."""
+        name = self.client.hget(self._state_key, "name")
+        current = f"{self.prefix}:snap:{_text(name)}:" if name else None
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.prefix) + ":snap:*"
+        for key in self.client.scan_iter(match=pattern, count=1000):
+            if current is None or not _text(key).startswith(current):
+                self.client.delete(key)
+
+    def _drop(self, name: str, chunks: int) -> None:
+        for n in range(chunks):
+            self.client.delete(self._chunk_key(name, n))
+        self._path(name).unlink(missing_ok=True)
+
+    # -- the rest, as the delta answers it -------------------------------------------------
+
+    def stats(self) -> IndexStats:
+        recent = self.delta.stats()
+        state = {_text(k): _text(v) for k, v in self.client.hgetall(self._state_key).items()}
+        held = int(state.get("postings", 0))
+        postings = recent.postings + int(state.get("live", 0))
+        memory = recent.memory_bytes + SNAPSHOT_POSTING_BYTES * held
+        return IndexStats(postings, recent.keys, memory, memory / postings if postings else 0.0)
+
+    def clear(self) -> None:
+        self.delta.clear()  # every key under the prefix, the snapshot's too
+        self._snapshot = None
+        for path in self.data_dir.glob(f"{_safe(self.prefix)}.*.ctsnap"):
+            path.unlink(missing_ok=True)
+
+    def ensure_version(self, version: str) -> None:
+        self.delta.ensure_version(version)
+
+    def generation(self) -> tuple[str | None, int]:
+        generation, recent = self.delta.generation()
+        live = int(self.client.hget(self._state_key, "live") or 0)
+        return generation, recent + live
+
+    def set_generation(self, generation: str) -> None:
+        self.delta.set_generation(generation)
+
+    def begin_removal(self, token: str, until: float) -> None:
+        self.delta.begin_removal(token, until)
+
+    def end_removal(self, token: str) -> None:
+        self.delta.end_removal(token)
+
+    def removals(self, now: float) -> tuple[int, int]:
+        return self.delta.removals(now)
+
+    def reserve(self, postings: int) -> None:
+        self.delta.reserve(postings)
+
+    def miscounted_shards(self) -> list[MiscountedShard]:
+        return self.delta.miscounted_shards()
+
+    def block_check_due(self, every: float, now: float) -> bool:
+        return self.delta.block_check_due(every, now)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def compact_when_due(index: InvertedIndex, always: bool = False) -> bool:
+    """Compact a `SnapshotIndex` whose delta passed its share (``always``: in any case, as
+    after a reindex), unless another process is compacting it; other indexes have nothing
+    to compact. Retried while removals interrupt it. Returns whether it compacted."""
+    if not isinstance(index, SnapshotIndex) or not (always or index.compaction_due()):
+        return False
+    lock, token = f"{index.prefix}:{{snap}}:compacting", secrets.token_hex(8)
+    if not index.client.set(lock, token, nx=True, ex=_COMPACT_LOCK_SECONDS):
+        return False
+    try:
+        index.drop_strays()
+        return any(index.compact() for _ in range(_COMPACT_TRIES))
+    finally:
+        if index.client.get(lock) == token.encode():
+            index.client.delete(lock)
+
+
+_COMPACT_TRIES = 5
+# A process killed while compacting leaves its lock this long at most.
+_COMPACT_LOCK_SECONDS = 3600
