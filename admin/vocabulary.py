@@ -39,8 +39,8 @@ WORDS: tuple[str, ...] = (
     N_("novel"), N_("news"), N_("news-like"), N_("essay"), N_("article"), N_("chapter"),
     N_("book"), N_("poem"),
     # tracker.findings.differences.KIND_LABELS
-    N_("Traditional form"), N_("Homophone"), N_("Changed"), N_("Added on the page"),
-    N_("Left out of the copy"),
+    N_("Synonym"), N_("Traditional form"), N_("Homophone"), N_("Changed"),
+    N_("Added on the page"), N_("Left out of the copy"),
     # tracker.findings.deadlines: STAGE_LABELS and OUTCOME_LABELS
     N_("Awaiting the deadline"), N_("Deadline passed, not re-checked"),
     N_("Still there after the deadline"), N_("Removed after a notice"), N_("Still there"),

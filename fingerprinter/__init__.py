@@ -1,4 +1,5 @@
-"""Pure fingerprinting functions: text → pinyin-initial granule fingerprints, and alignment.
+"""Pure fingerprinting functions: text → pinyin-initial granule fingerprints (and those of
+the synonym stream), and alignment.
 
 No I/O, no storage: the tracker package stores and queries what this package computes.
 """
@@ -25,11 +26,21 @@ from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
+from .synonyms import (
+    SYNONYM_BIT,
+    are_synonyms,
+    segment_words,
+    synonym_index_array,
+    synonym_letters,
+    synonym_query,
+    synonym_stream,
+)
 from .unknown import known_kgram_share
 
 __all__ = [
     "CHECK_BITS",
     "DEFAULT_PARAMS",
+    "SYNONYM_BIT",
     "Alignment",
     "Fingerprint",
     "FingerprintArray",
@@ -40,6 +51,7 @@ __all__ = [
     "Span",
     "align",
     "align_letters",
+    "are_synonyms",
     "fingerprint",
     "fit_reference",
     "index_array",
@@ -50,5 +62,10 @@ __all__ = [
     "query_array",
     "query_fingerprints",
     "query_granule_fingerprints",
+    "segment_words",
+    "synonym_index_array",
+    "synonym_letters",
+    "synonym_query",
+    "synonym_stream",
     "to_letters",
 ]

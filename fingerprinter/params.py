@@ -50,6 +50,13 @@ class FingerprintParams:
     align_min_span: shortest span, in letters, that the alignment reports.
     latin_weight: what a Latin letter counts for against ``align_min_span`` (a pinyin
                   initial counts 1): English letters are more predictable than initials.
+    synonyms:     also index and query the synonym stream (``fingerprinter.synonyms``:
+                  Chinese words mapped to their thesaurus class), so rewrites that swap
+                  words for synonyms (洗稿) are found. Off by default: ~5× the CPU of a
+                  Chinese page and ~2.4× its postings (docs/accuracy.md, "Rewrites");
+                  an installation turns it on with ``COPYTRACK_SYNONYMS``.
+    synonym_granule: letters per granule of the synonym stream: shorter than ``granule``,
+                  as a rewrite swapping most words leaves few long stretches whole.
     """
 
     granule: int = 20
@@ -65,12 +72,19 @@ class FingerprintParams:
     align_gap: int = 24
     align_min_span: int = 24
     latin_weight: float = 0.5
+    synonyms: bool = False
+    synonym_granule: int = 14
 
     def __post_init__(self) -> None:
         # Up to 255: per-letter counts are bytes, and querying costs O(granule) per letter.
         if not 8 <= self.granule <= MAX_GRANULE:
             raise ValueError(
                 f"granule must be between 8 and {MAX_GRANULE} letters, not {self.granule}"
+            )
+        if not 8 <= self.synonym_granule <= MAX_GRANULE:
+            raise ValueError(
+                f"synonym_granule must be between 8 and {MAX_GRANULE} letters, "
+                f"not {self.synonym_granule}"
             )
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
@@ -127,6 +141,8 @@ class FingerprintParams:
     def version(self) -> str:
         """Stable id of these parameters (an index built with another version is refused)."""
         fields = {**asdict(self), "letters": LETTERS_VERSION}
+        if not self.synonyms:  # without the stream, the version the pinyin stream always had
+            del fields["synonyms"], fields["synonym_granule"]
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return "fp1-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -43,6 +43,7 @@ from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, Match
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
 from .corpus import default_corpus_dir
+from .rewrite import REWRITE_ATTACKS, SYNONYM_RATES
 from .testweb.listings import LISTING_KINDS, listing_page
 
 DEFAULT_CORPUS = default_corpus_dir()
@@ -136,7 +137,13 @@ POSITIVES: tuple[Variant, ...] = (
         Variant(f"pinyin words {p}%", "pinyin_words", {"rate": p / 100}, ("zh",))
         for p in (10, 25, 40)
     ),
+    *(Variant(f"synonyms {p}%", "synonyms", {"rate": p / 100}, ("zh",)) for p in SYNONYM_RATES),
+    Variant("clause reorder", "clause_reorder", langs=("zh",)),
+    Variant("names scrubbed", "scrub_names", langs=("zh",)),
+    *(Variant(f"rewrite {p}%", "rewrite", {"rate": p / 100}, ("zh",)) for p in (50, 70)),
 )
+#: Every attack a positive can be made with: the pirate edits and the 洗稿 rewrites.
+_ATTACKS = {**ATTACKS, **REWRITE_ATTACKS}
 
 UNRELATED, HARD, HARD_ADS = "unrelated", "hard negative", "hard negative + ads"
 NEGATIVES = (UNRELATED, HARD, HARD_ADS)
@@ -358,7 +365,7 @@ def _positive(
         copied.append(pools.master_like(master, rng))
         sources = copied
         extra["other"] = _page(copied[1])
-    text = ATTACKS[variant.attack](_page(master), rng, **variant.strength, **extra)
+    text = _ATTACKS[variant.attack](_page(master), rng, **variant.strength, **extra)
     expected = tuple(d.id for d in copied)
     acceptable = {m for d in copied for m in pools.related[d.id]}.difference(expected)
     return Suspect(
@@ -842,9 +849,11 @@ def report_markdown(evaluation: Evaluation) -> str:
 
 def _settings_text(evaluation: Evaluation) -> str:
     p, s = evaluation.params, evaluation.settings
+    stream = f"on ({p.synonym_granule}-letter granules)" if p.synonyms else "off"
     return (
         f"granule {p.granule}, overlap {p.overlap}, levels {p.levels}, width {p.width}, "
-        f"latin {p.latin_mode} (weight {p.latin_weight}); min_matched_letters "
+        f"latin {p.latin_mode} (weight {p.latin_weight}); synonym stream "
+        f"{stream}; min_matched_letters "
         f"{s.min_matched_letters}, whole_master_coverage {s.whole_master_coverage}, "
         f"min_coverage {s.min_coverage}, max_df {s.max_df} or {s.max_df_share:.2%} of the "
         f"library, min_shared_hits "
@@ -874,6 +883,7 @@ SWEEP_GRID: dict[str, tuple[Any, ...]] = {
     "width": (0.75, 1.5),
     "latin_mode": ("initials",),
     "latin_weight": (0.4, 0.6),
+    "synonyms": (True,),  # the synonym stream on (COPYTRACK_SYNONYMS; docs/accuracy.md)
     "min_matched_letters": (30, 60, 80, 120, 150),
     "min_coverage": (0.02, 0.1),
     "whole_master_coverage": (0.6, 1.0),

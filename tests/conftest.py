@@ -108,6 +108,15 @@ def ctx(tracker_env: dict[str, str]) -> Iterator[Context]:
 
 
 @pytest.fixture
+def synonyms_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
+    """A context on an empty installation with the synonym stream on (COPYTRACK_SYNONYMS)."""
+    monkeypatch.setenv("COPYTRACK_SYNONYMS", "true")  # and the CLI commands it runs
+    context = open_ready(Settings.from_env({**tracker_env, "COPYTRACK_SYNONYMS": "true"}))
+    yield context
+    context.close()
+
+
+@pytest.fixture
 def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
     """A context whose crawls may fetch loopback (the test web), on a fresh installation."""
     monkeypatch.setenv("COPYTRACK_ALLOW_PRIVATE_NETWORKS", "1")

@@ -1,7 +1,7 @@
 """`copytrack eval`: the benchmark, its ground truth, and accuracy floors on real servers.
 
 The floors sit slightly under what the defaults measure on this benchmark (200 masters,
-600 suspects, seed 7; see docs/accuracy.md), so a change that costs accuracy fails here.
+800 suspects, seed 7; see docs/accuracy.md), so a change that costs accuracy fails here.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from copytrack.cli import main
+from fingerprinter import DEFAULT_PARAMS
 from testbed.attacks import AD_LINES
 from testbed.evaluation import (
     HARD,
@@ -55,8 +56,35 @@ SHORTEST_EXCERPT_FLOOR = {"short excerpt 30 chars": 0.5}
 # holds more unknown letters than are completed (2) four times in five, and short briefs
 # are lost (0.949 on seed 0's 39 copies, 5 of 7 here).
 HIDDEN_BEYOND_TARGET_FLOOR = {"private use 30%": 0.5}
+# The 洗稿 rewrites (testbed.rewrite, Chinese only) have floors of their own, the recall
+# measured on this benchmark (docs/accuracy.md, "Rewrites") less one miss of ~10 suspects:
+# by default (the pinyin stream alone), and with the synonym stream (COPYTRACK_SYNONYMS).
+_REWRITES_KEPT = {
+    "synonyms 20%": 0.9,
+    "synonyms 35%": 0.9,
+    "clause reorder": 0.9,
+    "names scrubbed": 0.9,
+}
+REWRITE_FLOOR: dict[bool, dict[str, float | None]] = {
+    False: {
+        **_REWRITES_KEPT,
+        "synonyms 50%": 0.3,
+        "synonyms 70%": 0.1,
+        "rewrite 50%": 0.1,
+        "rewrite 70%": None,  # beyond the pinyin stream alone: measured, not held
+    },
+    True: {
+        **_REWRITES_KEPT,
+        "synonyms 50%": 0.9,
+        "synonyms 70%": 0.3,
+        "rewrite 50%": 0.6,
+        "rewrite 70%": 0.1,
+    },
+}
+#: Enough for ~7 suspects per Chinese attack with the rewrites among them.
+SUSPECTS = 800
 MAX_HARD_FALSE_POSITIVES = 1  # of 60 hard negatives per language
-#: Listing-page negatives on top of the 600 suspects: each kind, per language.
+#: Listing-page negatives on top of the suspects: each kind, per language.
 LISTINGS = len(LANGS) * len(LISTING_NEGATIVES) * LISTING_PAGES
 
 
@@ -70,18 +98,18 @@ def small_corpus() -> list[Document]:
 
 @pytest.fixture(scope="module")
 def bench() -> Benchmark:
-    return build_benchmark(small_corpus(), masters=200, suspects=600, seed=7)
+    return build_benchmark(small_corpus(), masters=200, suspects=SUSPECTS, seed=7)
 
 
 def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):
-    again = build_benchmark(small_corpus(), masters=200, suspects=600, seed=7)
+    again = build_benchmark(small_corpus(), masters=200, suspects=SUSPECTS, seed=7)
     assert again == bench
-    other = build_benchmark(small_corpus(), masters=200, suspects=600, seed=8)
+    other = build_benchmark(small_corpus(), masters=200, suspects=SUSPECTS, seed=8)
     assert other.suspects != bench.suspects
     # 100 masters per language, or 3/4 of a language's documents in a smaller corpus.
     pools = Counter(doc.lang for doc in small_corpus())
     assert len(bench.masters) == sum(min(100, pools[lang] * 3 // 4) for lang in LANGS)
-    assert len(bench.suspects) == 600 + LISTINGS == 640
+    assert len(bench.suspects) == SUSPECTS + LISTINGS == 840
     masters = {m.id: m for m in bench.masters}
     variants = {v.label: v for v in POSITIVES}
     for lang in LANGS:
@@ -139,7 +167,11 @@ def test_reuse_finds_shared_passages_but_not_boilerplate():
     assert all(related[d.id] == set() for d in footed[1:])  # the footer is boilerplate
 
 
-def test_accuracy_on_real_servers_stays_above_the_floors(ctx, bench):
+@pytest.mark.parametrize("synonyms", [False, True], ids=["defaults", "synonym-stream"])
+def test_accuracy_on_real_servers_stays_above_the_floors(request, synonyms, bench):
+    ctx = request.getfixturevalue("synonyms_ctx" if synonyms else "ctx")
+    assert ctx.params.synonyms is synonyms
+    own_floors = {**SHORTEST_EXCERPT_FLOOR, **HIDDEN_BEYOND_TARGET_FLOOR, **REWRITE_FLOOR[synonyms]}
     evaluation = evaluate(ctx, bench, jobs=2)
     scores = score(evaluation)
     for lang in LANGS:
@@ -147,19 +179,17 @@ def test_accuracy_on_real_servers_stays_above_the_floors(ctx, bench):
         # (the fingerprint's measured limit), ten would weigh the whole recall under its
         # floor on the bundled corpus of a clone alone (215 of 220 pairs).
         overall = sum(
-            (s for label, s in scores[lang].items()
-             if label != "all" and label not in SHORTEST_EXCERPT_FLOOR),
+            (s for label, s in scores[lang].items() if label != "all" and label not in own_floors),
             Score(),
-        )  # fmt: skip
+        )
         for name, floor in FLOORS.items():
             assert getattr(overall, name) >= floor, (lang, name, overall)
         hard = scores[lang][HARD] + scores[lang][HARD_ADS]
         assert hard.flagged <= MAX_HARD_FALSE_POSITIVES, (lang, hard)
         for label, s in scores[lang].items():
-            if s.expected:
-                floors = SHORTEST_EXCERPT_FLOOR | HIDDEN_BEYOND_TARGET_FLOOR
-                floor = floors.get(label, ATTACK_RECALL_FLOOR)
-                assert s.recall >= floor, (lang, label, s)
+            if s.expected and label != "all":  # "all" is held to FLOORS above, less own floors
+                floor = own_floors.get(label, ATTACK_RECALL_FLOOR)
+                assert floor is None or s.recall >= floor, (lang, label, s)
     data = report_json(evaluation)
     for lang in LANGS:  # headlines, first lines and snippets of 10 works a page: no finding
         listings = data["languages"][lang]["listing_negatives"]
@@ -202,3 +232,22 @@ def test_the_command_writes_markdown_and_json(tmp_path):
     report = json.loads(js.read_text(encoding="utf-8"))
     # 60 suspects, and the listing-page negatives on top.
     assert report["masters"] == 30 and report["suspects"] == 60 + LISTINGS and report["seed"] == 1
+    assert "synonym stream off" in result.output  # the defaults
+    assert report["params_version"] == DEFAULT_PARAMS.version
+
+
+def test_the_command_measures_the_synonym_stream_when_asked(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    with corpus.open("w", encoding="utf-8") as out:
+        for doc in documents("zh_news", 60):
+            out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    js = tmp_path / "r.json"
+    args = ["eval", "--corpus", str(corpus), "--lang", "zh", "--masters", "30", "--suspects", "60"]
+    result = CliRunner().invoke(
+        main, [*args, "--memory", "--jobs", "1", "--synonyms", "--json", str(js)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "synonym stream on (14-letter granules)" in result.output
+    report = json.loads(js.read_text(encoding="utf-8"))
+    assert report["params"]["synonyms"] is True
+    assert report["params_version"] != DEFAULT_PARAMS.version

@@ -42,7 +42,7 @@ def test_differences_are_named_for_what_they_are():
     ]  # fmt: skip  (the line break is layout, not a difference)
     counted = tally(differences(work, page))
     assert {kind: n for kind, n in counted.items() if kind != "same"} == {
-        "traditional": 2, "homophone": 1, "changed": 0, "added": 1, "omitted": 0,
+        "synonym": 0, "traditional": 2, "homophone": 1, "changed": 0, "added": 1, "omitted": 0,
     }  # fmt: skip
     assert [p.kind for p in differences("甲乙丙丁", "甲丙丁")] == ["same", "omitted", "same"]
     assert [p.kind for p in differences("好，a1", "好。b2")] == ["same", "changed"]

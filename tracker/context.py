@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,15 @@ def open_index(
     return blocks
 
 
+def fingerprint_params(settings: Settings) -> FingerprintParams:
+    """The installation's fingerprint parameters: the defaults, with the synonym stream
+    when ``COPYTRACK_SYNONYMS`` turns it on (another fingerprint version: a reindex)."""
+    return replace(DEFAULT_PARAMS, synonyms=True) if settings.synonyms else DEFAULT_PARAMS
+
+
 def open_context(
     settings: Settings | None = None,
-    params: FingerprintParams = DEFAULT_PARAMS,
+    params: FingerprintParams | None = None,
     check_index: bool = True,
 ) -> Context:
     """Connect (starting embedded servers when no URLs are configured) and check the
@@ -108,6 +114,7 @@ def open_context(
     operation (`tracker.masters.generation.require`).
     """
     settings = settings or Settings.from_env()
+    params = params or fingerprint_params(settings)
     endpoints = ensure_servers(settings)
     client = mongo_client(endpoints.mongo_url, retryWrites=True, serverSelectionTimeoutMS=10_000)
     db = client[settings.mongo_db]

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,11 @@ def scratch_context(params: FingerprintParams = DEFAULT_PARAMS) -> Iterator[Cont
     help="Keep the index in memory (MemoryIndex) instead of the embedded servers.",
 )
 @click.option(
+    "--synonyms",
+    is_flag=True,
+    help="Fingerprint with the synonym stream, as COPYTRACK_SYNONYMS=true installations do.",
+)
+@click.option(
     "--jobs",
     default=min(2, os.cpu_count() or 1),
     show_default=True,
@@ -99,6 +105,7 @@ def eval_command(
     seed: int,
     do_sweep: bool,
     memory: bool,
+    synonyms: bool,
     jobs: int,
     markdown_path: Path | None,
     json_path: Path | None,
@@ -114,6 +121,7 @@ def eval_command(
     try:
         from testbed import evaluation
         from testbed.corpus import describe
+        from testbed.rewrite import CilinMissing
     except ModuleNotFoundError as err:
         raise testbed_missing(err) from None
     if not corpus:
@@ -129,13 +137,14 @@ def eval_command(
     langs = evaluation.LANGS if lang == "all" else (lang,)
     try:
         bench = evaluation.build_benchmark(docs, masters, suspects, langs, seed)
-    except ValueError as err:
+    except (ValueError, CilinMissing) as err:
         raise click.ClickException(str(err)) from None
     show = sys.stderr.isatty()
     data: list[dict[str, Any]] | dict[str, Any]  # a sweep's points, or one evaluation
-    with scratch_context() as ctx:
+    params = replace(DEFAULT_PARAMS, synonyms=synonyms)
+    with scratch_context(params) as ctx:
         if do_sweep:
-            points = evaluation.sweep_settings(DEFAULT_PARAMS, DEFAULT_MATCH_SETTINGS)
+            points = evaluation.sweep_settings(params, DEFAULT_MATCH_SETTINGS)
             total = len(points) * len(bench.suspects)
             with tqdm(total=total, desc="sweep", unit="suspect", disable=not show) as bar:
                 results = evaluation.sweep(ctx, bench, points, jobs, bar.update)

@@ -361,6 +361,16 @@ SETTINGS: tuple[Setting, ...] = (
             "follows `copytrack reindex`, and `library add` once the recent postings pass a "
             "tenth of the snapshot. Each process maps the snapshot (the OS shares its pages). "
             "The index's layout differs: run `copytrack reindex` after changing this.")),
+    Setting("COPYTRACK_SYNONYMS", "synonyms", _boolean, "false", "false",
+            "also fingerprint Chinese texts with their words mapped to synonym classes, to "
+            "find rewrites (洗稿); ~5× the CPU of a Chinese page; needs `copytrack reindex`",
+            detail=(
+            "`true`: Chinese works and pages get a second fingerprint stream, their words "
+            "mapped to CC-CEDICT synonym classes (`fingerprinter.synonyms`), so copies that "
+            "swap words for synonyms (洗稿) are found (docs/accuracy.md, \"Rewrites\"). It "
+            "costs ~5× the CPU of matching a Chinese page and ~2.4× a Chinese work's "
+            "postings in the index. Turning it on or off changes the fingerprint version: "
+            "run `copytrack reindex` after changing it (the index refuses other versions).")),
     Setting("COPYTRACK_TIME_ZONE", "time_zone", _time_zone, "UTC", "UTC",
             "the installation's time zone (IANA, e.g. `Asia/Shanghai`): the admin shows times "
             "in it with their offset, unless a user chose another in their account, and the "
@@ -567,6 +577,7 @@ class Settings:
     master_cache_mb: int = _DEFAULTS["master_cache_mb"]
     index_cache_mb: int = _DEFAULTS["index_cache_mb"]
     index_snapshot: bool = _DEFAULTS["index_snapshot"]
+    synonyms: bool = _DEFAULTS["synonyms"]
     time_zone: str = _DEFAULTS["time_zone"]
     tsa_url: str | None = None
     tsa_ca_file: Path | None = None

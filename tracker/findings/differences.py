@@ -4,9 +4,12 @@ for what a reviewer or a court would call it.
 Copies are edited to dodge exact matching: characters swapped for homophones (same
 reading), simplified ones written in traditional form, words changed, added or left out.
 The fingerprints see through all of that; the evidence should show it. Differences are
-found with difflib on characters; a replaced run of the same length is classified
-character by character:
+found with difflib on words first (segmented as the synonym stream segments them,
+`fingerprinter.segment_words`), then on the characters of the runs of words that differ;
+a replaced run of the same length is classified character by character:
 
+- ``synonym``: a word swapped for another of its thesaurus class (`fingerprinter.are_synonyms`:
+  the words a rewrite swaps and the synonym stream sees through);
 - ``traditional``: the page's character is the traditional form of the work's (OpenCC);
 - ``homophone``: another character with the same reading (pypinyin, tones ignored);
 - ``changed``, ``added`` (on the page only), ``omitted`` (in the work only);
@@ -21,11 +24,14 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
-SAME, TRADITIONAL, HOMOPHONE, CHANGED, ADDED, OMITTED = (
-    "same", "traditional", "homophone", "changed", "added", "omitted"
+from fingerprinter import are_synonyms, segment_words
+
+SAME, SYNONYM, TRADITIONAL, HOMOPHONE, CHANGED, ADDED, OMITTED = (
+    "same", "synonym", "traditional", "homophone", "changed", "added", "omitted"
 )  # fmt: skip
 #: Each kind of difference, as a reviewer reads it.
 KIND_LABELS = {
+    SYNONYM: "Synonym",
     TRADITIONAL: "Traditional form",
     HOMOPHONE: "Homophone",
     CHANGED: "Changed",
@@ -79,8 +85,26 @@ def _append(pieces: list[Piece], kind: str, work: str, page: str) -> None:
 
 
 def differences(work: str, page: str) -> list[Piece]:
-    """The two texts as runs of same and differing characters, in order."""
+    """The two texts as runs of same and differing characters, in order: words swapped for
+    synonyms whole, other differing runs of words character by character."""
     pieces: list[Piece] = []
+    work_words, page_words = segment_words(work), segment_words(page)
+    matcher = SequenceMatcher(None, work_words, page_words, autojunk=False)
+    for op, w1, w2, p1, p2 in matcher.get_opcodes():
+        pairs = list(zip(work_words[w1:w2], page_words[p1:p2], strict=False))
+        if op == "replace" and w2 - w1 == p2 - p1 and any(are_synonyms(*p) for p in pairs):
+            for a, b in pairs:
+                if are_synonyms(a, b):
+                    _append(pieces, SYNONYM, a, b)
+                else:
+                    _characters(pieces, a, b)
+        else:
+            _characters(pieces, "".join(work_words[w1:w2]), "".join(page_words[p1:p2]))
+    return pieces
+
+
+def _characters(pieces: list[Piece], work: str, page: str) -> None:
+    """The character-level differences of two runs, appended to ``pieces``."""
     matcher = SequenceMatcher(None, work, page, autojunk=False)
     for op, w1, w2, p1, p2 in matcher.get_opcodes():
         left, right = work[w1:w2], page[p1:p2]
@@ -95,7 +119,6 @@ def differences(work: str, page: str) -> list[Piece]:
             _append(pieces, OMITTED, left, "")
         else:
             _append(pieces, ADDED, "", right)
-    return pieces
 
 
 def tally(pieces: list[Piece]) -> dict[str, int]:

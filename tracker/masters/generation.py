@@ -45,7 +45,7 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from fingerprinter import DEFAULT_PARAMS, FingerprintParams
+from fingerprinter import FingerprintParams
 
 from ..context import Context, closed_on_error, open_context
 from ..core.config import Settings
@@ -213,7 +213,7 @@ def ensure(ctx: Context) -> str:
 
 
 def open_ready(
-    settings: Settings | None = None, params: FingerprintParams = DEFAULT_PARAMS
+    settings: Settings | None = None, params: FingerprintParams | None = None
 ) -> Context:
     """A context whose index is the library's (`ensure`), for a command about to use it:
     raises ``IndexVersionMismatch`` when the index was built with other parameters and

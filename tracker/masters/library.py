@@ -21,7 +21,7 @@ import numpy as np
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from fingerprinter import index_array, to_letters
+from fingerprinter import index_array, synonym_index_array, synonym_stream, to_letters
 
 from ..context import Context
 from ..core.batches import batched, worked_ahead
@@ -126,12 +126,17 @@ _Indexing = dict[int, tuple[str, MasterFingerprints | None]]
 
 
 def fingerprint_values(ctx: Context, text: str) -> MasterFingerprints:
-    """The `MasterFingerprints` of a master text."""
-    fingerprints = index_array(text, ctx.params)
-    _, first = np.unique(fingerprints.values, return_index=True)
-    return MasterFingerprints(
-        fingerprints.tagged()[first], places_of(fingerprints.first_letters[first])
-    )
+    """The `MasterFingerprints` of a master text: its pinyin stream's, and its synonym
+    stream's (`fingerprinter.synonyms`) where it has one."""
+    streams = [index_array(text, ctx.params)]
+    synonyms = synonym_stream(text, ctx.params)
+    if synonyms is not None:
+        streams.append(synonym_index_array(synonyms, ctx.params))
+    values = np.concatenate([s.values for s in streams])
+    tagged = np.concatenate([s.tagged() for s in streams])
+    first_letters = np.concatenate([s.first_letters for s in streams])
+    _, first = np.unique(values, return_index=True)
+    return MasterFingerprints(tagged[first], places_of(first_letters[first]))
 
 
 # Characters of a text whose letters are counted first: a prefix has no more letters than

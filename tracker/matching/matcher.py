@@ -22,7 +22,11 @@
    ``FingerprintParams.latin_weight``) or, for masters too short to hold that many, cover
    ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of the
    master or of the suspect;
-5. what copies nothing is no match: a match confined to the work's heading (its title, or
+5. Chinese text has a second letter stream (`fingerprinter.synonyms`: words mapped to their
+   thesaurus class), looked up in the same round trip; its candidates that step 4 did not
+   match are aligned again in that stream, from one hit on (a rewrite that swaps most words
+   for synonyms, 洗稿, leaves few granules whole; docs/accuracy.md, "Rewrites");
+6. what copies nothing is no match: a match confined to the work's heading (its title, or
    its first line: what a list of headlines or a "related articles" block shows of it;
    ``heading_chars``), and the quotation-sized matches of a text that has
    ``listing_works`` of them or more (a listing page, a search result, a tag page: short
@@ -56,6 +60,9 @@ from fingerprinter import (
     kgram_codes,
     known_kgram_share,
     query_granule_fingerprints,
+    synonym_letters,
+    synonym_query,
+    synonym_stream,
     to_letters,
 )
 
@@ -98,6 +105,19 @@ QUOTATION_CHARS = 200
 # Characters an aligned passage may reach past the heading it copies (the alignment
 # extends over a punctuation mark or two).
 _HEADING_SLACK_CHARS = 4
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """A letter stream the texts are fingerprinted and aligned in: the pinyin one, or the
+    synonym one (`fingerprinter.synonyms`), searched for the works the first does not match."""
+
+    name: str
+    letters: Callable[[str, FingerprintParams], Letters]
+
+
+_PINYIN = _Stream("pinyin", lambda text, params: to_letters(text, params.latin_mode))
+_SYNONYMS = _Stream("synonyms", lambda text, params: synonym_letters(text, params.latin_mode))
 
 
 @dataclass(frozen=True)
@@ -248,26 +268,37 @@ def candidates(
     masters (shared) counts as a hit but cannot make a candidate on its own unless there
     are ``min_shared_hits`` of them: text that masters share is usually boilerplate.
     """
-    return _candidates_of(ctx, [text], [to_letters(text, ctx.params.latin_mode)], settings)[0]
+    letters = to_letters(text, ctx.params.latin_mode)
+    return _candidates_of(ctx, [text], [letters], [None], settings)[0][0]
 
 
 def _candidates_of(
-    ctx: Context, texts: Sequence[str], letters: Sequence[Letters], settings: MatchSettings
-) -> list[list[Candidate]]:
-    """`candidates` of each text (whose letters are given), their index lookups in one
-    round trip."""
+    ctx: Context,
+    texts: Sequence[str],
+    letters: Sequence[Letters],
+    synonyms: Sequence[Letters | None],
+    settings: MatchSettings,
+) -> list[tuple[list[Candidate], list[Candidate]]]:
+    """`candidates` of each text (whose letters are given) in its pinyin stream and in its
+    synonym stream (none without one), all index lookups in one round trip."""
+    empty = query_granule_fingerprints(Letters(np.empty(0, np.uint8), np.empty(0, np.int64)),
+                                       ctx.params)  # fmt: skip
     queries = [query_granule_fingerprints(of_text, ctx.params) for of_text in letters]
+    queries += [empty if of_text is None else synonym_query(of_text, ctx.params)
+                for of_text in synonyms]  # fmt: skip
     bounds = np.cumsum([0, *(len(query) for query in queries)])
     if bounds[-1] == 0:
-        return [[] for _ in texts]
+        return [([], []) for _ in texts]
     values = np.concatenate([query.tagged() for query in queries])
     found = ctx.index.postings(values, settings.df_cut(library_size(ctx)))
-    # Postings come in query order: each text's are one slice.
+    # Postings come in query order: each query's are one slice.
     cuts = np.searchsorted(found.query, bounds)
-    return [
+    ranked = [
         _ranked(text, query, found, slice(cuts[n], cuts[n + 1]), int(bounds[n]), settings)
-        for n, (text, query) in enumerate(zip(texts, queries, strict=True))
-    ]
+        if len(query) else []
+        for n, (text, query) in enumerate(zip([*texts, *texts], queries, strict=True))
+    ]  # fmt: skip
+    return list(zip(ranked[: len(texts)], ranked[len(texts) :], strict=True))
 
 
 def _ranked(
@@ -427,39 +458,44 @@ _letters_lock = threading.Lock()  # threads of one process match at once (check 
 
 
 def _master_letters(
-    master: dict[str, Any], params: FingerprintParams
+    master: dict[str, Any], params: FingerprintParams, stream: _Stream = _PINYIN
 ) -> tuple[Letters, KgramIndex]:
     """The master's letter stream and its sorted k-grams, from a per-process cache keyed by
     id and text hash (masters loaded without their hash are not cached)."""
-    found = _kept_letters(master, params)
+    found = _kept_letters(master, params, stream)
     if found is not None:
         return found
-    letters = to_letters(master["text"], params.latin_mode)
+    letters = stream.letters(master["text"], params)
     found = letters, KgramIndex.of(letters.letters, params.align_k)
     if master.get("sha256"):
         with _letters_lock:
-            _letters_cache.put(_letters_key(master, params), found)
+            _letters_cache.put(_letters_key(master, params, stream), found)
     return found
 
 
-def _letters_of(master: dict[str, Any], params: FingerprintParams) -> Letters:
+def _letters_of(master: dict[str, Any], params: FingerprintParams, stream: _Stream) -> Letters:
     """The master's letter stream: as `_master_letters` keeps it, or made now (not kept:
-    a master hit only a few times is seldom met again)."""
-    found = _kept_letters(master, params)
-    return found[0] if found is not None else to_letters(master["text"], params.latin_mode)
+    a master hit only a few times is seldom met again; but a synonym stream, whose
+    segmentation costs a hundred times its pinyin one, is)."""
+    if stream is not _PINYIN:
+        return _master_letters(master, params, stream)[0]
+    found = _kept_letters(master, params, stream)
+    return found[0] if found is not None else stream.letters(master["text"], params)
 
 
 def _kept_letters(
-    master: dict[str, Any], params: FingerprintParams
+    master: dict[str, Any], params: FingerprintParams, stream: _Stream
 ) -> tuple[Letters, KgramIndex] | None:
     if not master.get("sha256"):
         return None
     with _letters_lock:
-        return _letters_cache.get(_letters_key(master, params))
+        return _letters_cache.get(_letters_key(master, params, stream))
 
 
-def _letters_key(master: dict[str, Any], params: FingerprintParams) -> tuple[int, str]:
-    return master["_id"], f"{master['sha256']}:{params.latin_mode}:{params.align_k}"
+def _letters_key(
+    master: dict[str, Any], params: FingerprintParams, stream: _Stream
+) -> tuple[int, str]:
+    return master["_id"], f"{master['sha256']}:{params.latin_mode}:{params.align_k}:{stream.name}"
 
 
 def _part_at_places(
@@ -470,6 +506,7 @@ def _part_at_places(
     last: np.ndarray,
     params: FingerprintParams,
     min_kgrams: int,
+    stream: _Stream,
 ) -> tuple[Letters, KgramIndex, float] | None:
     """The part of a master hit only a few times where its hits' places put the copy, with
     its sorted k-grams and its share of the master's letters; None when no such part holds
@@ -479,7 +516,7 @@ def _part_at_places(
     the hits' extent in the text and FEW_HITS_SLACK_LETTERS on either side, overlapping
     ranges merged; the part runs from the first range holding the k-grams to the last.
     """
-    letters = _letters_of(master, params)
+    letters = _letters_of(master, params, stream)
     hits = first + NEAR_HIT_LETTERS  # the hits' first letters in the text
     reach = int(hits.max() - hits.min()) + params.granule + FEW_HITS_SLACK_LETTERS
     cycles = np.arange(0, len(letters), PLACES * PLACE_LETTERS)
@@ -514,6 +551,7 @@ def _match(
     candidate: Candidate,
     master: dict[str, Any],
     settings: MatchSettings,
+    stream: _Stream = _PINYIN,
 ) -> Match | None:
     """The candidate aligned on the text: a match, or None when it holds too little.
 
@@ -523,7 +561,10 @@ def _match(
     hits' places name (`_part_at_places`): most are long works sharing a phrase by chance.
     """
     chars = len(master["text"])
-    whole = candidate.hits >= settings.min_hits
+    # In the synonym stream one hit is enough to align a copy like one hit more often:
+    # a rewrite leaves few granules whole (docs/accuracy.md, "Rewrites"), and a
+    # quotation-sized excerpt is verbatim, for the pinyin stream to find.
+    whole = candidate.hits >= settings.min_hits or stream is _SYNONYMS
     few = whole and candidate.hits < settings.ordered_hits_below and bool(candidate.places.all())
     if not whole:
         slack = EXCERPT_SLACK_LETTERS
@@ -537,12 +578,12 @@ def _match(
         last = np.searchsorted(suspect.letters.offsets, candidate.ends) + NEAR_HIT_LETTERS
         if few:
             at_places = _part_at_places(master, candidate, suspect, first, last, ctx.params,
-                                        suspect.min_kgrams(settings))  # fmt: skip
+                                        suspect.min_kgrams(settings), stream)  # fmt: skip
             if at_places is None:
                 return None
             letters, kgrams, share = at_places
         else:
-            letters, kgrams = _master_letters(master, ctx.params)
+            letters, kgrams = _master_letters(master, ctx.params, stream)
             near = kgrams.shared_within(suspect.kgrams, first, last)
             if near < suspect.min_kgrams(settings):
                 return None
@@ -654,30 +695,40 @@ def match_texts(
     page)."""
     # Each text's letters, made once for its fingerprints and its alignments.
     letters = [to_letters(text, ctx.params.latin_mode) for text in texts]
-    found = _candidates_of(ctx, texts, letters, settings)
-    wanted = [c.master_id for candidates_of_text in found for c in candidates_of_text]
+    synonyms = [synonym_stream(text, ctx.params) for text in texts]
+    found = _candidates_of(ctx, texts, letters, synonyms, settings)
+    wanted = [c.master_id for of_text in found for side in of_text for c in side]
     masters = load_masters(ctx, list(dict.fromkeys(wanted))) if wanted else {}
     return [
-        _matches(ctx, text, _Suspect.of(of_text, ctx.params), candidates_of_text, masters,
-                 settings) if candidates_of_text else []
-        for text, of_text, candidates_of_text in zip(texts, letters, found, strict=True)
+        _matches(ctx, text, (of_text, of_synonyms), candidates_of_text, masters, settings)
+        for text, of_text, of_synonyms, candidates_of_text
+        in zip(texts, letters, synonyms, found, strict=True)
     ]  # fmt: skip
 
 
 def _matches(
     ctx: Context,
     text: str,
-    suspect: _Suspect,
-    found: list[Candidate],
+    letters: tuple[Letters, Letters | None],
+    found: tuple[list[Candidate], list[Candidate]],
     masters: dict[int, dict[str, Any]],
     settings: MatchSettings,
 ) -> list[Match]:
-    matches = []
-    for candidate in found:
-        master = masters.get(candidate.master_id)
-        if master is not None:  # else removed between the index lookup and now
-            match = _match(ctx, text, suspect, candidate, master, settings)
-            if match is not None:
-                matches.append(match)
+    """The matches of one text: its pinyin stream's candidates aligned there, then the
+    synonym stream's candidates that matched nothing so, aligned in the synonym stream."""
+    matches: list[Match] = []
+    for of_text, candidates_of_text, stream in zip(letters, found, (_PINYIN, _SYNONYMS),
+                                                   strict=True):  # fmt: skip
+        matched = {m.master.id for m in matches}
+        todo = [c for c in candidates_of_text if c.master_id not in matched]
+        if of_text is None or not todo:
+            continue
+        suspect = _Suspect.of(of_text, ctx.params)
+        for candidate in todo:
+            master = masters.get(candidate.master_id)
+            if master is not None:  # else removed between the index lookup and now
+                match = _match(ctx, text, suspect, candidate, master, settings, stream)
+                if match is not None:
+                    matches.append(match)
     matches.sort(key=lambda m: (-m.score, -m.hits, m.master.id))
     return _without_listing(matches, settings)

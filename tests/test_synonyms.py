@@ -1,0 +1,211 @@
+"""The synonym stream (fingerprinter.synonyms) and the matches it finds."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import jieba
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from copytrack.cli import main
+from fingerprinter import (
+    DEFAULT_PARAMS,
+    SYNONYM_BIT,
+    index_array,
+    synonym_index_array,
+    synonym_letters,
+    synonym_query,
+    synonym_stream,
+    to_letters,
+)
+from fingerprinter.params import VALUE_BITS, FingerprintParams
+from fingerprinter.synonyms import canonical_words
+from tests.admin_seed import PASSWORD, client, login
+from tests.corpus import texts
+from tracker.accounts.users import add_user
+from tracker.context import fingerprint_params, open_context
+from tracker.core.config import Settings
+from tracker.findings import differences, evidence, tally
+from tracker.index import IndexVersionMismatch
+from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work, fingerprint_values
+from tracker.matching.matcher import match_text
+from tracker.scanning.pages import PageInput, scan_page, store_page
+
+ZH = texts("zh_news", 40)
+ON = FingerprintParams(synonyms=True)
+#: The fingerprint version of every index built before the synonym stream existed: the
+#: defaults keep it, so an installation that does not turn the stream on needs no reindex.
+PINYIN_ONLY_VERSION = "fp1-d6c25cdc95a2"
+
+
+def _class_swaps(text: str, rate: float, rng: random.Random) -> str:
+    """Swap ``rate`` of the words that have a synonym in the matcher's own thesaurus."""
+    members: dict[str, list[str]] = {}
+    for word, head in sorted(canonical_words().items()):
+        members.setdefault(head, []).append(word)
+    out = []
+    for word in jieba.cut(text, HMM=False):
+        group = members.get(canonical_words().get(word, ""), [])
+        others = [w for w in group if w != word]
+        out.append(rng.choice(others) if others and rng.random() < rate else word)
+    return "".join(out)
+
+
+def test_synonyms_give_the_same_letters_and_other_words_keep_theirs() -> None:
+    canonical = canonical_words()
+    # Two words of one CC-CEDICT class share their class's letters ...
+    assert canonical["由于"] == canonical["因为"]
+    assert (
+        synonym_letters("由于下雨他没来").as_string()
+        == synonym_letters("因为下雨他没来").as_string()
+    )
+    # ... which the pinyin stream does not give them.
+    assert to_letters("由于下雨他没来").as_string() != to_letters("因为下雨他没来").as_string()
+    # Latin text and digits are the pinyin stream's own.
+    assert synonym_letters("copy 2026").as_string() == to_letters("copy 2026").as_string()
+
+
+def test_offsets_point_at_the_characters_of_the_word_they_stand_for() -> None:
+    text = "——由于下雨，他离开了会场。"
+    letters = synonym_letters(text)
+    assert np.all(np.diff(letters.offsets) >= 0)
+    assert letters.offsets.min() >= text.index("由") and letters.offsets.max() < len(text)
+    start = text.index("由于")
+    inside = letters.offsets[(letters.offsets >= start) & (letters.offsets < start + 2)]
+    assert len(inside) == len(to_letters(canonical_words()["由于"]))
+
+
+def test_the_stream_is_off_when_the_parameters_say_so_or_nothing_maps() -> None:
+    assert synonym_stream("由于下雨，他离开了会场。", ON) is not None
+    assert synonym_stream("由于下雨，他离开了会场。") is None  # off by default
+    assert synonym_stream("由于下雨，他离开了会场。", FingerprintParams(synonyms=False)) is None
+    assert synonym_stream("An English sentence has no Chinese words at all.", ON) is None
+
+
+def test_synonym_fingerprints_carry_their_bit_and_never_equal_pinyin_ones() -> None:
+    text = "记者从市政府获悉，今年全市经济运行总体平稳，居民收入稳步增长，消费市场持续回暖。" * 3
+    letters = synonym_letters(text)
+    indexed, queried = synonym_index_array(letters), synonym_query(letters)
+    bit = np.uint64(1 << SYNONYM_BIT)
+    assert len(indexed) and np.all(indexed.values & bit) and np.all(queried.values & bit)
+    assert np.all(indexed.values < np.uint64(1 << VALUE_BITS))
+    pinyin = index_array(text, DEFAULT_PARAMS)
+    assert not np.any(pinyin.values & bit)
+    assert not set(indexed.values.tolist()) & set(pinyin.values.tolist())
+    # A copy is queried at its master's indexed granules (the fingerprint's guarantee).
+    assert set(indexed.values.tolist()) <= set(queried.values.tolist())
+
+
+def test_deterministic_across_calls() -> None:
+    text = "".join(
+        random.Random(1).choice("我们认为这个问题十分重要必须迅速解决") for _ in range(300)
+    )
+    first = synonym_letters(text)
+    again = synonym_letters(text)
+    assert np.array_equal(first.codes, again.codes) and np.array_equal(first.offsets, again.offsets)
+
+
+def test_a_rewritten_copy_is_found_and_rewritten_strangers_are_not(synonyms_ctx) -> None:
+    ctx = synonyms_ctx
+    masters = ZH[:20]
+    for i, text in enumerate(masters):
+        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    rng = random.Random(4)
+    # The same index, queried in the pinyin stream alone.
+    pinyin_only = dataclasses.replace(ctx, params=FingerprintParams(synonyms=False))
+    found, found_by_pinyin = 0, 0
+    for i, text in enumerate(masters[:10]):
+        rewritten = _class_swaps(text[:600], 1.0, rng)
+        assert rewritten != text[:600]
+        matches = match_text(ctx, rewritten)
+        found += bool(matches) and matches[0].master.external_id == f"m{i}"
+        found_by_pinyin += bool(match_text(pinyin_only, rewritten))
+    assert found >= 9 and found_by_pinyin <= 5, (found, found_by_pinyin)
+    for text in ZH[20:40]:  # never added: their rewrites match nothing
+        assert match_text(ctx, _class_swaps(text[:2500], 0.8, rng)) == []
+
+
+def test_the_evidence_names_synonym_swaps_apart_from_other_changes() -> None:
+    work = "由于下雨，他离开了会场，大家都很吃惊。"
+    page = "因为下雨，他离开了会场，大家都很吃惊。"
+    kinds = [(p.kind, p.work, p.page) for p in differences(work, page) if p.kind != "same"]
+    assert kinds == [("synonym", "由于", "因为")]
+    # A word that is no synonym stays a change, and homophones stay homophones.
+    other = [
+        p.kind
+        for p in differences(work, "由于下雨，他走进了会场，大家都很吃惊。")
+        if p.kind != "same"
+    ]
+    assert "synonym" not in other and "changed" in other
+    counted = tally(differences(work, page))
+    assert counted["synonym"] == 2 and counted["changed"] == 0
+
+
+def test_a_rewritten_copy_s_evidence_report_marks_its_synonym_swaps(synonyms_ctx) -> None:
+    ctx = synonyms_ctx
+    text = ZH[2][:1500]
+    add_work(ctx, Work(text=text, external_id="news-2", title="新闻"))
+    copied = _class_swaps(text, 0.5, random.Random(5))
+    raw = f"<html><body><article><p>{copied}</p></article></body></html>".encode()
+    page_id, _ = store_page(
+        ctx, PageInput(url="https://copy.example/r.html", text=copied, raw=raw, status=200)
+    )
+    scan_page(ctx, page_id)
+    finding = ctx.db.findings.find_one({"page_id": page_id})
+    assert finding is not None  # the rewrite is found
+    assert evidence(ctx, finding["_id"]).tally["synonym"] >= 20
+    add_user(ctx, "vic", PASSWORD, "viewer")
+    web = client(ctx)
+    login(web, "vic")
+    html = web.get(f"/findings/{finding['_id']}/evidence")
+    assert html.status_code == 200
+    assert '<span class="d-synonym" title="Synonym">' in html.text
+
+
+def test_the_defaults_fingerprint_as_before_the_stream_and_the_setting_turns_it_on(
+    ctx, tracker_env
+) -> None:
+    assert ctx.params == DEFAULT_PARAMS and ctx.params.version == PINYIN_ONLY_VERSION
+    text = ZH[0][:2000]
+    pinyin = index_array(text, DEFAULT_PARAMS)
+    _, first = np.unique(pinyin.values, return_index=True)
+    default = fingerprint_values(ctx, text)
+    # Exactly the pinyin stream's fingerprints, as indexes built before the stream hold.
+    assert np.array_equal(default.values, pinyin.tagged()[first])
+    turned_on = Settings.from_env({**tracker_env, "COPYTRACK_SYNONYMS": "true"})
+    params = fingerprint_params(turned_on)
+    assert params.synonyms and params.version != PINYIN_ONLY_VERSION
+    widened = fingerprint_values(dataclasses.replace(ctx, params=params), text)
+    assert len(widened) > len(default)
+    # The index built without the stream refuses the installation that turned it on.
+    add_work(ctx, Work(text=text, external_id="w"))
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        open_context(turned_on)
+
+
+def test_turning_the_stream_on_takes_a_reindex_and_finds_rewrites_after_it(
+    ctx, tracker_env, monkeypatch
+) -> None:
+    masters = ZH[:5]
+    for i, text in enumerate(masters):
+        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    before = ctx.index.stats().postings
+    monkeypatch.setenv("COPYTRACK_SYNONYMS", "true")
+    turned_on = Settings.from_env({**tracker_env, "COPYTRACK_SYNONYMS": "true"})
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        open_context(turned_on)
+    result = CliRunner().invoke(main, ["reindex"])
+    assert result.exit_code == 0, result.output
+    assert "reindexed 5 masters" in result.output
+    on = open_ready(turned_on)
+    try:
+        assert on.index.stats().postings > before  # the synonym stream's postings too
+        rewritten = _class_swaps(masters[1][:600], 1.0, random.Random(2))
+        matches = match_text(on, rewritten)
+        assert matches and matches[0].master.external_id == "m1"
+    finally:
+        on.close()
