@@ -42,7 +42,7 @@ from tracker.runtime.servers import ensure_servers, free_port, stop_servers
 
 DEFAULT_OUTPUT = Path(__file__).parent / "results" / "admin.md"
 PASSWORD = "bench admin password"
-#: Server time p95 targets, ms (issue 56).
+#: Server time p95 targets, ms: what a reviewer waits on at a real crawl's size.
 TARGETS = {"findings list": 150, "search": 300, "finding page": 150, "dashboard": 200}
 _HANZI = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
 TITLES = ("红楼梦", "西游记", "三国演义", "水浒传", "聊斋志异", "儒林外史", "镜花缘", "老残游记")
@@ -385,7 +385,7 @@ def measure(ctx: Context, data_dir: Path, repeat: int) -> Measured:
     return Measured(cold, times, after_pages, steps, produced)
 
 
-#: The admin's memory target (MB, peak resident), whatever the size (issue 56).
+#: The admin's memory target (MB, peak resident), whatever the size.
 MEMORY_MB = 300
 #: A j/k step's target in Chromium, seconds.
 STEP_S = 0.3
