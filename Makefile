@@ -58,8 +58,9 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 	$(BIN)/copytrack demo --port $(PORT)
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
-# of a test's time is spent waiting on servers, crawls and browsers, not on a core.
-TEST_WORKERS ?= 3
+# of a test's time is spent waiting on servers, crawls and browsers, not on a core, so
+# four on two cores finish sooner than three (the suite: 9:50 against 11:15).
+TEST_WORKERS ?= 4
 # mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml). The
 # slowest tests are listed at the end, so that one growing slower shows in every run.
 test: $(STAMP) $(TEST_STAMP)
