@@ -13,6 +13,7 @@ from .align import (
     kgram_codes,
     kgrams_within,
 )
+from .english import english_letters, rewrite_letters, rewrite_stream
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -52,6 +53,7 @@ __all__ = [
     "align",
     "align_letters",
     "are_synonyms",
+    "english_letters",
     "fingerprint",
     "fit_reference",
     "index_array",
@@ -62,6 +64,8 @@ __all__ = [
     "query_array",
     "query_fingerprints",
     "query_granule_fingerprints",
+    "rewrite_letters",
+    "rewrite_stream",
     "segment_words",
     "synonym_index_array",
     "synonym_letters",
