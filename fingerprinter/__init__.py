@@ -13,7 +13,13 @@ from .align import (
     kgram_codes,
     kgrams_within,
 )
-from .english import english_letters, rewrite_letters, rewrite_stream
+from .english import (
+    english_letters,
+    english_synonyms,
+    rewrite_letters,
+    rewrite_stream,
+    words_are_synonyms,
+)
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -54,6 +60,7 @@ __all__ = [
     "align_letters",
     "are_synonyms",
     "english_letters",
+    "english_synonyms",
     "fingerprint",
     "fit_reference",
     "index_array",
@@ -72,4 +79,5 @@ __all__ = [
     "synonym_query",
     "synonym_stream",
     "to_letters",
+    "words_are_synonyms",
 ]

@@ -21,14 +21,16 @@ English text (`rewrite_stream`), on with ``FingerprintParams.synonyms``.
 
 from __future__ import annotations
 
+import gzip
 import re
 from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 
 from .initials import CJK_FLAG, Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
-from .synonyms import synonym_letters, synonym_stream
+from .synonyms import are_synonyms, synonym_letters, synonym_stream
 
 #: Function-word classes, commonest first (counted on the shared English corpus); the
 #: words of one class are forms or near-equivalents that a reviser swaps for each other.
@@ -116,3 +118,64 @@ def rewrite_stream(text: str, params: FingerprintParams = DEFAULT_PARAMS) -> Let
             return None
         return english_letters(text)
     return synonym_stream(text, params)
+
+
+# Regular inflections back to a lemma (WordNet's morphy rules): suffix → replacement.
+_DETACH = (("ies", "y"), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
+           ("shes", "sh"), ("men", "man"), ("es", "e"), ("es", ""), ("s", ""), ("ed", "e"),
+           ("ed", ""), ("ing", "e"), ("ing", ""), ("er", ""), ("est", ""), ("er", "e"),
+           ("est", "e"))  # fmt: skip
+
+
+@lru_cache(maxsize=1)
+def _wordnet() -> tuple[dict[str, frozenset[int]], dict[str, str]]:
+    """Lemma → the synsets it is in, and irregular form → lemma, from
+    ``data/wordnet_synonyms.tsv.gz`` (WordNet 3.0, Princeton University, under the WordNet
+    3.0 licence that its header carries; built by scripts/build_english_synonyms.py)."""
+    raw = resources.files(__package__).joinpath("data", "wordnet_synonyms.tsv.gz").read_bytes()
+    synsets: dict[str, set[int]] = {}
+    irregular: dict[str, str] = {}
+    lines = gzip.decompress(raw).decode("utf-8").splitlines()
+    for n, line in enumerate(lines):
+        if line.startswith("#"):
+            continue
+        form, tab, lemma = line.partition("\t")
+        if tab:
+            irregular[form] = lemma
+            continue
+        for word in line.split():
+            synsets.setdefault(word, set()).add(n)
+    return {word: frozenset(ids) for word, ids in synsets.items()}, irregular
+
+
+def _lemmas(word: str) -> set[str]:
+    synsets, irregular = _wordnet()
+    word = word.lower()
+    found = {word} if word in synsets else set()
+    if irregular.get(word) in synsets:
+        found.add(irregular[word])
+    for suffix, replacement in _DETACH:
+        if word.endswith(suffix) and len(word) > len(suffix) + 1:
+            stem = word[: -len(suffix)]
+            for lemma in (stem + replacement, stem[:-1] if stem[-1:] == stem[-2:-1] else ""):
+                if lemma in synsets:
+                    found.add(lemma)
+    return found
+
+
+def english_synonyms(word: str, other: str) -> bool:
+    """Two English words of different lemmas that share a WordNet synset in some sense and
+    inflection (declared, announced)."""
+    if not (word.isascii() and other.isascii() and word.isalpha() and other.isalpha()):
+        return False
+    mine, theirs = _lemmas(word), _lemmas(other)
+    if not mine or not theirs or mine & theirs:  # unknown, or the same word inflected
+        return False
+    synsets = _wordnet()[0]
+    return any(synsets[a] & synsets[b] for a in mine for b in theirs)
+
+
+def words_are_synonyms(word: str, other: str) -> bool:
+    """Two words a rewrite swaps for each other: of one Chinese thesaurus class
+    (`fingerprinter.synonyms.are_synonyms`), or English words sharing a WordNet synset."""
+    return are_synonyms(word, other) or english_synonyms(word, other)

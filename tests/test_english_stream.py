@@ -10,6 +10,7 @@ import numpy as np
 from fingerprinter import (
     DEFAULT_PARAMS,
     english_letters,
+    english_synonyms,
     rewrite_letters,
     rewrite_stream,
     synonym_letters,
@@ -19,6 +20,7 @@ from fingerprinter.english import MIN_WORDS
 from fingerprinter.params import FingerprintParams
 from testbed.paraphrase import paraphrase
 from tests.corpus import texts
+from tracker.findings import differences
 from tracker.masters.library import Work, add_work
 from tracker.matching.matcher import match_text
 
@@ -86,3 +88,16 @@ def test_heavy_revisions_are_found_with_the_stream_and_strangers_are_not(synonym
     assert found >= 9 and found_by_letters <= 5, (found, found_by_letters)
     for i, text in enumerate(EN[20:40]):  # never added: their revisions match nothing
         assert match_text(ctx, paraphrase(text[:3000], random.Random(i), 1.0)) == []
+
+
+def test_the_evidence_names_english_synonym_swaps_apart_from_other_changes() -> None:
+    work = "The minister announced that the big firms would pay."
+    page = "The minister declared that the large firms would pay."
+    kinds = [(p.kind, p.work, p.page) for p in differences(work, page) if p.kind != "same"]
+    assert kinds == [("synonym", "announced", "declared"), ("synonym", "big", "large")]
+    # Another inflection of the same word, or a word of another meaning, is a change.
+    for other in ("The minister announces that the big firms would pay.",
+                  "The minister announced that the big dogs would pay."):  # fmt: skip
+        found = {p.kind for p in differences(work, other)} - {"same"}
+        assert found == {"changed"}, (other, found)
+    assert english_synonyms("stopped", "halted") and not english_synonyms("house", "tax")
