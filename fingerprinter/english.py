@@ -22,13 +22,12 @@ English text (`rewrite_stream`), on with ``FingerprintParams.synonyms``.
 from __future__ import annotations
 
 import gzip
-import re
 from functools import lru_cache
 from importlib import resources
 
 import numpy as np
 
-from .initials import CJK_FLAG, Letters, to_letters
+from .initials import CJK_FLAG, Letters, code_points, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .synonyms import are_synonyms, synonym_letters, synonym_stream
 
@@ -63,7 +62,6 @@ FUNCTION_CLASSES: tuple[tuple[str, ...], ...] = (
 _LETTERS_BY_FREQUENCY = "zysdjlxbcghwqtmnfrkpeao"
 #: The mark of a run of content words: the commonest letter.
 CONTENT = ord(_LETTERS_BY_FREQUENCY[0]) - ord("a")
-_WORD = re.compile(r"[A-Za-z]+")
 #: Fewest words a text needs for an English stream: a shorter one is left to the letters.
 MIN_WORDS = 40
 
@@ -78,20 +76,28 @@ def function_letters() -> dict[str, int]:
     return out
 
 
+def _word_runs(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the runs of ASCII letters (the words) of ``text``."""
+    points = code_points(text)
+    # OR 0x20 folds A-Z onto a-z and moves nothing else into a-z.
+    latin = ((points | np.uint32(0x20)) - np.uint32(ord("a"))) < 26
+    edges = np.flatnonzero(np.diff(latin.view(np.int8), prepend=0, append=0))
+    return edges[0::2], edges[1::2]
+
+
 def english_letters(text: str) -> Letters:
     """The English rewrite stream of ``text``: one letter per function word, one per run of
     content words, each at the offset of its first character."""
+    starts, ends = _word_runs(text)
     table = function_letters()
-    codes: list[int] = []
-    offsets: list[int] = []
     content = CONTENT | CJK_FLAG
-    for match in _WORD.finditer(text):
-        code = table.get(match.group().lower(), content)
-        if code == content and codes and codes[-1] == content:
-            continue  # a run of content words is one mark
-        codes.append(code)
-        offsets.append(match.start())
-    return Letters(np.array(codes, dtype=np.uint8), np.array(offsets, dtype=np.int64))
+    get = table.get
+    codes = np.fromiter((get(text[a:b].lower(), content) for a, b in zip(starts.tolist(),
+                         ends.tolist(), strict=True)), np.uint8, len(starts))  # fmt: skip
+    # A run of content words is one mark: its first word's.
+    keep = np.ones(len(codes), dtype=bool)
+    keep[1:] = (codes[1:] != content) | (codes[:-1] != content)
+    return Letters(codes[keep], starts[keep].astype(np.int64))
 
 
 def _is_latin(text: str, latin_mode: str) -> bool:
@@ -114,7 +120,7 @@ def rewrite_stream(text: str, params: FingerprintParams = DEFAULT_PARAMS) -> Let
     if not params.synonyms:
         return None
     if _is_latin(text, params.latin_mode):
-        if len(_WORD.findall(text)) < MIN_WORDS:
+        if len(_word_runs(text)[0]) < MIN_WORDS:
             return None
         return english_letters(text)
     return synonym_stream(text, params)

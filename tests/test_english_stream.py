@@ -20,9 +20,10 @@ from fingerprinter.english import MIN_WORDS
 from fingerprinter.params import FingerprintParams
 from testbed.paraphrase import paraphrase
 from tests.corpus import texts
-from tracker.findings import differences
+from tracker.findings import differences, evidence
 from tracker.masters.library import Work, add_work
 from tracker.matching.matcher import match_text
+from tracker.scanning.pages import PageInput, scan_page, store_page
 
 EN = [text for text in texts("en_news", 120) if len(text) >= 1500]
 ON = FingerprintParams(synonyms=True)
@@ -101,3 +102,18 @@ def test_the_evidence_names_english_synonym_swaps_apart_from_other_changes() -> 
         found = {p.kind for p in differences(work, other)} - {"same"}
         assert found == {"changed"}, (other, found)
     assert english_synonyms("stopped", "halted") and not english_synonyms("house", "tax")
+
+
+def test_a_heavily_revised_page_is_a_finding_whose_evidence_names_its_swaps(synonyms_ctx) -> None:
+    ctx = synonyms_ctx
+    work = EN[3][:2500]
+    add_work(ctx, Work(text=work, external_id="en-3", title="News"))
+    revised = paraphrase(work, random.Random(8), 1.0)
+    raw = f"<html><body><article><p>{revised}</p></article></body></html>".encode()
+    page = PageInput(url="https://copy.example/en.html", text=revised, raw=raw, status=200)
+    page_id, _ = store_page(ctx, page)
+    scan_page(ctx, page_id)
+    finding = ctx.db.findings.find_one({"page_id": page_id})
+    assert finding is not None
+    counted = evidence(ctx, finding["_id"]).tally
+    assert counted["synonym"] >= 1 and counted["changed"] > counted["synonym"], counted
