@@ -43,6 +43,7 @@ from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, Match
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
 from .corpus import default_corpus_dir
+from .paraphrase import PARAPHRASE_ATTACKS, PARAPHRASE_RATES
 from .rewrite import REWRITE_ATTACKS, SYNONYM_RATES
 from .testweb.listings import LISTING_KINDS, listing_page
 
@@ -141,9 +142,14 @@ POSITIVES: tuple[Variant, ...] = (
     Variant("clause reorder", "clause_reorder", langs=("zh",)),
     Variant("names scrubbed", "scrub_names", langs=("zh",)),
     *(Variant(f"rewrite {p}%", "rewrite", {"rate": p / 100}, ("zh",)) for p in (50, 70)),
+    *(
+        Variant(f"paraphrase {p}%", "paraphrase", {"rate": p / 100}, ("en",))
+        for p in PARAPHRASE_RATES
+    ),
 )
-#: Every attack a positive can be made with: the pirate edits and the 洗稿 rewrites.
-_ATTACKS = {**ATTACKS, **REWRITE_ATTACKS}
+#: Every attack a positive can be made with: the pirate edits, the 洗稿 rewrites and the
+#: English heavy revisions.
+_ATTACKS = {**ATTACKS, **REWRITE_ATTACKS, **PARAPHRASE_ATTACKS}
 
 UNRELATED, HARD, HARD_ADS = "unrelated", "hard negative", "hard negative + ads"
 NEGATIVES = (UNRELATED, HARD, HARD_ADS)

@@ -81,6 +81,15 @@ REWRITE_FLOOR: dict[bool, dict[str, float | None]] = {
         "rewrite 70%": 0.1,
     },
 }
+# The English heavy revisions (testbed.paraphrase) likewise: measured on this benchmark (15
+# suspects a level; docs/accuracy.md, "English heavy revision") less one miss, without and
+# with the English rewrite stream (on with the synonym stream).
+PARAPHRASE_FLOOR: dict[bool, dict[str, float]] = {
+    False: {"paraphrase 50%": 0.93, "paraphrase 70%": 0.93, "paraphrase 90%": 0.53,
+            "paraphrase 100%": 0.2},
+    True: {"paraphrase 50%": 0.93, "paraphrase 70%": 0.93, "paraphrase 90%": 0.93,
+           "paraphrase 100%": 0.86},
+}  # fmt: skip
 #: Enough for ~7 suspects per Chinese attack with the rewrites among them.
 SUSPECTS = 800
 MAX_HARD_FALSE_POSITIVES = 1  # of 60 hard negatives per language
@@ -173,7 +182,8 @@ def test_reuse_finds_shared_passages_but_not_boilerplate():
 def test_accuracy_on_real_servers_stays_above_the_floors(request, synonyms, bench):
     ctx = request.getfixturevalue("synonyms_ctx" if synonyms else "ctx")
     assert ctx.params.synonyms is synonyms
-    own_floors = {**SHORTEST_EXCERPT_FLOOR, **HIDDEN_BEYOND_TARGET_FLOOR, **REWRITE_FLOOR[synonyms]}
+    own_floors = {**SHORTEST_EXCERPT_FLOOR, **HIDDEN_BEYOND_TARGET_FLOOR, **REWRITE_FLOOR[synonyms],
+                  **PARAPHRASE_FLOOR[synonyms]}  # fmt: skip
     evaluation = evaluate(ctx, bench, jobs=2)
     scores = score(evaluation)
     for lang in LANGS:
