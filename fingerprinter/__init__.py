@@ -13,6 +13,13 @@ from .align import (
     kgram_codes,
     kgrams_within,
 )
+from .english import (
+    english_letters,
+    english_synonyms,
+    rewrite_letters,
+    rewrite_stream,
+    words_are_synonyms,
+)
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -52,6 +59,8 @@ __all__ = [
     "align",
     "align_letters",
     "are_synonyms",
+    "english_letters",
+    "english_synonyms",
     "fingerprint",
     "fit_reference",
     "index_array",
@@ -62,10 +71,13 @@ __all__ = [
     "query_array",
     "query_fingerprints",
     "query_granule_fingerprints",
+    "rewrite_letters",
+    "rewrite_stream",
     "segment_words",
     "synonym_index_array",
     "synonym_letters",
     "synonym_query",
     "synonym_stream",
     "to_letters",
+    "words_are_synonyms",
 ]

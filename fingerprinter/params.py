@@ -19,6 +19,8 @@ MAX_GRANULE = 255
 #: 2: words written in pinyin inside Chinese text give their syllables' initials, and
 #: private-use code points an unknown letter in their place (they gave none).
 LETTERS_VERSION = 2
+#: What the synonym stream is, when on: 2: English text has one too (`fingerprinter.english`).
+REWRITE_STREAMS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,10 @@ class FingerprintParams:
                   initial counts 1): English letters are more predictable than initials.
     synonyms:     also index and query the synonym stream (``fingerprinter.synonyms``:
                   Chinese words mapped to their thesaurus class), so rewrites that swap
-                  words for synonyms (洗稿) are found. Off by default: ~5× the CPU of a
-                  Chinese page and ~2.4× its postings (docs/accuracy.md, "Rewrites");
+                  words for synonyms (洗稿) are found; English text's is its function
+                  words (``fingerprinter.english``), so heavy revisions are. Off by
+                  default: ~5× the CPU of a Chinese page and ~2.4× its postings
+                  (docs/accuracy.md, "Rewrites");
                   an installation turns it on with ``COPYTRACK_SYNONYMS``.
     synonym_granule: letters per granule of the synonym stream: shorter than ``granule``,
                   as a rewrite swapping most words leaves few long stretches whole.
@@ -143,6 +147,8 @@ class FingerprintParams:
         fields = {**asdict(self), "letters": LETTERS_VERSION}
         if not self.synonyms:  # without the stream, the version the pinyin stream always had
             del fields["synonyms"], fields["synonym_granule"]
+        else:
+            fields["streams"] = REWRITE_STREAMS_VERSION
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return "fp1-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -23,6 +23,7 @@ from fingerprinter import (
 )
 from fingerprinter.params import VALUE_BITS, FingerprintParams
 from fingerprinter.synonyms import canonical_words
+from tests.adding import add_texts
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import texts
 from tracker.accounts.users import add_user
@@ -113,8 +114,7 @@ def test_deterministic_across_calls() -> None:
 def test_a_rewritten_copy_is_found_and_rewritten_strangers_are_not(synonyms_ctx) -> None:
     ctx = synonyms_ctx
     masters = ZH[:20]
-    for i, text in enumerate(masters):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_texts(ctx, masters, "m")
     rng = random.Random(4)
     # The same index, queried in the pinyin stream alone.
     pinyin_only = dataclasses.replace(ctx, params=FingerprintParams(synonyms=False))
@@ -192,8 +192,7 @@ def test_turning_the_stream_on_takes_a_reindex_and_finds_rewrites_after_it(
     ctx, tracker_env, monkeypatch
 ) -> None:
     masters = ZH[:5]
-    for i, text in enumerate(masters):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_texts(ctx, masters, "m")
     before = ctx.index.stats().postings
     monkeypatch.setenv("COPYTRACK_SYNONYMS", "true")
     turned_on = Settings.from_env({**tracker_env, "COPYTRACK_SYNONYMS": "true"})

@@ -21,7 +21,7 @@ import numpy as np
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from fingerprinter import index_array, synonym_index_array, synonym_stream, to_letters
+from fingerprinter import index_array, rewrite_stream, synonym_index_array, to_letters
 
 from ..context import Context
 from ..core.batches import batched, worked_ahead
@@ -129,7 +129,7 @@ def fingerprint_values(ctx: Context, text: str) -> MasterFingerprints:
     """The `MasterFingerprints` of a master text: its pinyin stream's, and its synonym
     stream's (`fingerprinter.synonyms`) where it has one."""
     streams = [index_array(text, ctx.params)]
-    synonyms = synonym_stream(text, ctx.params)
+    synonyms = rewrite_stream(text, ctx.params)
     if synonyms is not None:
         streams.append(synonym_index_array(synonyms, ctx.params))
     values = np.concatenate([s.values for s in streams])
