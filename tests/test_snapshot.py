@@ -28,6 +28,8 @@ from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex
 from tracker.index.snapshot import (
     SNAPSHOT_LAYOUT,
     STEP,
+    CompactionLost,
+    Lease,
     SnapshotArrays,
     SnapshotIndex,
     compact_when_due,
@@ -97,6 +99,83 @@ def test_snapshot_and_delta_answer_as_the_memory_index(
     assert_same_postings(other, memory, asked)  # it follows the next snapshot
     assert index.delta.generation()[1] == 0  # the delta merged whole, nothing lost
     assert index.generation()[1] == memory.generation()[1] > 0
+
+
+def _batch(rng: random.Random, masters: range, pool: list[int]) -> list:
+    return [(m, sorted(set(rng.sample(pool, rng.randrange(20, 200))))) for m in masters]
+
+
+def test_a_batch_larger_than_the_snapshot_goes_straight_into_a_new_one(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The first batch of a library is written as a snapshot, not into the delta; a small
+    batch after it goes into the delta; one that would leave the delta larger than the
+    snapshot takes the delta with it into the next. Every posting answered throughout."""
+    rng = random.Random(5)
+    pool = [rng.getrandbits(BITS) | rng.getrandbits(CHECK_BITS) << BITS for _ in range(4000)]
+    index, memory = snapshot_index(redis_client, tmp_path), MemoryIndex(BITS, CHECK_BITS)
+    index.ensure_version("v1")
+    asked = pool[:1500] + [fp ^ 1 << BITS for fp in pool[:50]]
+
+    first = _batch(rng, range(0, 100), pool)
+    assert index.add_many(first, fresh=True) == memory.add_many(first, fresh=True)
+    assert index.delta.generation()[1] == 0  # nothing went through the delta's blocks
+    assert redis_client.hget("test:snap:{snap}:state", "name") is not None
+    assert_same_postings(index, memory, asked)
+
+    small = _batch(rng, range(100, 110), pool)
+    assert index.add_many(small, fresh=True) == memory.add_many(small, fresh=True)
+    in_delta = index.delta.generation()[1]
+    assert in_delta > 0
+    assert_same_postings(index, memory, asked)
+
+    large = _batch(rng, range(110, 300), pool)
+    assert index.add_many(large, fresh=True) == memory.add_many(large, fresh=True)
+    assert index.delta.generation()[1] == 0  # the delta went into the new snapshot too
+    assert_same_postings(index, memory, asked)
+    assert index.generation()[1] == memory.generation()[1]
+    # Another host copies the snapshot built so from Valkey.
+    assert_same_postings(snapshot_index(redis_client, tmp_path / "b"), memory, asked)
+
+
+def test_a_batch_goes_into_the_delta_while_another_process_compacts(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    rng = random.Random(6)
+    pool = [rng.getrandbits(BITS) for _ in range(2000)]
+    index, memory = snapshot_index(redis_client, tmp_path), MemoryIndex(BITS, CHECK_BITS)
+    other = Lease(index)
+    assert other.take()
+    works = _batch(rng, range(50), pool)
+    assert index.add_many(works, fresh=True) == memory.add_many(works, fresh=True)
+    assert index.delta.generation()[1] == memory.generation()[1]  # all of it in the delta
+    assert not compact_when_due(index, always=True)  # the lease is the other's
+    assert_same_postings(index, memory, pool[:500])
+    other.give_back()
+    assert compact_when_due(index, always=True)
+    assert index.delta.generation()[1] == 0
+    assert_same_postings(index, memory, pool[:500])
+
+
+def test_a_compaction_that_lost_its_lease_switches_nothing(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A compaction that stalled past its lease while another process took it over (or
+    whose index was cleared) leaves the snapshot named and its own chunks gone."""
+    index = snapshot_index(redis_client, tmp_path)
+    index.add_many([(1, [5, 6, 7])], fresh=True)
+    index.add(2, [6, 9])
+    name = redis_client.hget("test:snap:{snap}:state", "name")
+    lease = Lease(index, seconds=60)
+    assert lease.take()
+    redis_client.set(lease.key, "another process's token")  # as after an expiry
+    with pytest.raises(CompactionLost):
+        index.compact(lease=lease)
+    assert redis_client.hget("test:snap:{snap}:state", "name") == name
+    assert index.delta.generation()[1] == 2  # work 2's postings still in the delta
+    chunks = {k.decode() for k in redis_client.scan_iter(match="test:snap:snap:*")}
+    assert chunks == {f"test:snap:snap:{name.decode()}:0"}
+    assert index.lookup([5, 6, 9]) == [(1,), (1, 2), (2,)]
 
 
 def test_a_page_reads_only_the_delta_from_valkey(redis_client: redis.Redis, tmp_path: Path) -> None:
