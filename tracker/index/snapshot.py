@@ -663,6 +663,32 @@ def compact_when_due(index: InvertedIndex, always: bool = False) -> bool:
     return build(index, None, strays=True)
 
 
+def claim_compaction(index: InvertedIndex, hold: float) -> bool:
+    """Whether a worker is to queue a compaction of the index now: a `SnapshotIndex` whose
+    delta passed its share, no process holding the lease, and no compaction queued in the
+    last ``hold`` seconds (a mark taken here, given back by `compact_queued`): works
+    added through the API or the admin reach the snapshot without a `library add`."""
+    if not isinstance(index, SnapshotIndex) or index.client.exists(Lease(index).key):
+        return False
+    if not index.compaction_due():
+        return False
+    return bool(index.client.set(_queued_key(index), 1, nx=True, px=int(1000 * hold)))
+
+
+def compact_queued(index: InvertedIndex) -> bool:
+    """The queued compaction (`claim_compaction`): `compact_when_due`, then the mark given
+    back. Returns whether it compacted."""
+    try:
+        return compact_when_due(index)
+    finally:
+        if isinstance(index, SnapshotIndex):
+            index.client.delete(_queued_key(index))
+
+
+def _queued_key(index: SnapshotIndex) -> str:
+    return f"{index.prefix}:{{snap}}:compaction-queued"
+
+
 def build(
     index: SnapshotIndex, fresh: tuple[np.ndarray, np.ndarray] | None, strays: bool = False
 ) -> bool:
