@@ -186,11 +186,7 @@ def reindex() -> dict[str, Any]:
 def compact_index() -> dict[str, Any]:
     """Merge the snapshot index's delta into its snapshot, if it is due and no other process
     compacts it (queued by `CompactionSweep`)."""
-    ctx = process_context()
-    try:
-        return {"compacted": compact_queued(ctx.index)}
-    finally:
-        ctx.close()
+    return {"compacted": compact_queued(process_context().index)}
 
 
 @app.task(**_RETRY, **_limits("tracker.stamp_captures"))
