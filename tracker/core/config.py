@@ -358,8 +358,10 @@ SETTINGS: tuple[Setting, ...] = (
             "host's data dir once per compaction) and only the postings added since in "
             "Redis's blocks: a page reads the blocks of the recent postings and searches the "
             "snapshot in memory, and an add rewrites only the recent blocks. A compaction "
-            "follows `copytrack reindex`, and `library add` once the recent postings pass a "
-            "tenth of the snapshot. Each process maps the snapshot (the OS shares its pages). "
+            "follows `copytrack reindex`, and `library add` or a `maintenance` worker (works "
+            "added through the API or the admin) once the recent postings pass a tenth of the "
+            "snapshot; the first batches of a library are written straight into a snapshot. "
+            "Each process maps the snapshot (the OS shares its pages). "
             "The index's layout differs: run `copytrack reindex` after changing this.")),
     Setting("COPYTRACK_SYNONYMS", "synonyms", _boolean, "false", "false",
             "also fingerprint Chinese texts with their words mapped to synonym classes and "
