@@ -38,7 +38,18 @@ from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
 SYNONYM_BIT = 2 * ALPHABET_SIZE
 
 jieba.setLogLevel(60)  # jieba announces its dictionary load on stderr
-_TOKENIZER = jieba.Tokenizer()
+
+
+@lru_cache(maxsize=1)
+def _tokenizer() -> jieba.Tokenizer:
+    """jieba's tokenizer on its own dictionary, built from the package's data. Left to
+    itself, its first use reads and writes a marshal cache in the shared temp directory:
+    I/O the fingerprinter does not do, and a file another user of the machine could plant."""
+    tokenizer = jieba.Tokenizer()
+    with tokenizer.get_dict_file() as words:
+        tokenizer.FREQ, tokenizer.total = tokenizer.gen_pfdict(words)
+    tokenizer.initialized = True
+    return tokenizer
 
 
 def _groups() -> list[tuple[str, list[str]]]:
@@ -84,7 +95,7 @@ def _class_letters() -> dict[str, bytes]:
 
 def segment_words(text: str) -> list[str]:
     """The text segmented into words as the synonym stream segments it."""
-    return list(_TOKENIZER.lcut(text, HMM=False))
+    return list(_tokenizer().lcut(text, HMM=False))
 
 
 def are_synonyms(word: str, other: str) -> bool:
@@ -116,7 +127,7 @@ def _synonym_letters(text: str, latin_mode: str) -> tuple[Letters, bool]:
     if not base.is_cjk.any():  # no Chinese word to map: spare the segmentation
         return base, False
     table = _class_letters()
-    words = _TOKENIZER.lcut(text, HMM=False)
+    words = _tokenizer().lcut(text, HMM=False)
     ends = np.cumsum(np.fromiter(map(len, words), np.int64, len(words)))
     mapped = [j for j, word in enumerate(words) if word in table]
     if not mapped:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import subprocess
+import sys
 
 import jieba
 import numpy as np
@@ -209,3 +212,18 @@ def test_turning_the_stream_on_takes_a_reindex_and_finds_rewrites_after_it(
         assert matches and matches[0].master.external_id == "m1"
     finally:
         on.close()
+
+
+def test_segmenting_writes_and_reads_nothing_in_the_temp_directory(tmp_path) -> None:
+    """The fingerprinter does no I/O: jieba's own start reads and writes a marshal cache in
+    the temp directory, a file another user of the machine could plant."""
+    script = (
+        "from fingerprinter.synonyms import segment_words; "
+        "print('|'.join(segment_words('小说的作者今天发表了新的章节')))"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().split("|")[:3] == ["小说", "的", "作者"]
+    assert list(tmp_path.iterdir()) == []
