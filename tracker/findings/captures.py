@@ -4,8 +4,10 @@ page's document while they are small; a whole-book download's go to GridFS (buck
 `page_capture` read them from wherever they are. The images a page's text was read from
 by OCR are GridFS files of the same bucket, named by their hash (`stored_images`).
 
-A part replaced by a new fetch is deleted once the page points at the new one; a process
-killed in between leaves an unreferenced file behind, never a page without its parts.
+A part replaced by a new fetch is deleted once the page points at the new one, an image
+once no page names it (`drop_replaced`, `drop_page_files`); a process killed in between
+leaves an unreferenced file behind (`drop_orphaned_images` sweeps images), never a page
+without its parts.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import dataclasses
 import hashlib
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +55,45 @@ def stored_parts(ctx: Context, raw: bytes, text: str, name: str) -> dict[str, An
 
 
 def drop_replaced(ctx: Context, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
-    """Delete the files a page named before an update and names no more."""
+    """Delete the files a page named before an update and names no more (its images once
+    no other page shows them either)."""
     for field in FILE_FIELDS:
         old = before.get(field)
         if old is not None and old != after.get(field):
             with contextlib.suppress(NoFile):  # deleted already (an update raced this one)
                 _bucket(ctx).delete(old)
+    dropped = _image_files(before) - _image_files(after)
+    drop_unreferenced_images(ctx, dropped)
+
+
+def _image_files(page: Mapping[str, Any]) -> set[Any]:
+    return {image["file"] for image in page.get("ocr_images") or [] if image.get("file")}
+
+
+def drop_page_files(ctx: Context, page: Mapping[str, Any]) -> None:
+    """Delete the files of a page being removed (read with FILE_FIELDS and
+    ``ocr_images.file``): its parts, and its images once no other page shows them."""
+    drop_replaced(ctx, page, {})
+
+
+def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
+    """Delete those of the image files ``file_ids`` no page names any more (a page fetched
+    again with other images, or removed); how many were deleted. An image is one file for
+    every page showing it (`stored_images`): it goes with the last of them."""
+    deleted = 0
+    for file_id in file_ids:
+        if ctx.db.pages.find_one({"ocr_images.file": file_id}, {"_id": 1}) is None:
+            with contextlib.suppress(NoFile):  # deleted already (another page let it go)
+                _bucket(ctx).delete(file_id)
+                deleted += 1
+    return deleted
+
+
+def drop_orphaned_images(ctx: Context) -> int:
+    """Delete every image file no page names (pages removed by hand, or a process killed
+    between a page's update and its clean-up); how many were deleted."""
+    images = ctx.db[f"{BUCKET}.files"].find({"filename": {"$regex": "^image-"}}, {"_id": 1})
+    return drop_unreferenced_images(ctx, [image["_id"] for image in images])
 
 
 def _read(ctx: Context, file_id: ObjectId) -> bytes:
@@ -109,6 +144,18 @@ def stored_images(ctx: Context, images: Sequence[CapturedImage]) -> list[dict[st
                     "content_type": image.content_type, "width": image.width,
                     "height": image.height, "chars": image.chars, "file": file_id})  # fmt: skip
     return out
+
+
+def restore_images(
+    ctx: Context, stored: Sequence[Mapping[str, Any]], images: Sequence[CapturedImage]
+) -> None:
+    """Upload again, under the same id, any of a page's images (``stored``: its
+    ``ocr_images``, written) that another page let go of between `stored_images` finding
+    it and the page naming it."""
+    bucket = _bucket(ctx)
+    for entry, image in zip(stored, images, strict=True):
+        if ctx.db[f"{BUCKET}.files"].find_one({"_id": entry["file"]}, {"_id": 1}) is None:
+            bucket.upload_from_stream_with_id(entry["file"], f"image-{entry['sha256']}", image.body)
 
 
 def page_image(ctx: Context, page: Mapping[str, Any], n: int) -> tuple[bytes, str] | None:
