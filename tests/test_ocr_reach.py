@@ -7,6 +7,7 @@ no image left in the store once no page names it.
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ from gridfs import GridFSBucket
 
 from copytrack.cli import main
 from crawler.digest import Digest, image_page, ocr_spans
+from crawler.fetch import fetch_page
 from extractor.ocr import OcrLimits, image_type
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
@@ -32,6 +34,7 @@ from tracker.findings.captures import (
 )
 from tracker.masters.library import Work, add_works
 from tracker.scanning.pages import PageInput, store_page
+from tracker.scanning.rechecks import recheck_page
 
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None or not FONT.exists(),
@@ -100,6 +103,11 @@ def test_a_link_to_a_picture_of_a_chapter_is_read_only_with_ocr(crawl_ctx):
 
         ctx.db.pages.delete_many({})  # fetched afresh, not reused as fresh
         run = _crawl(ctx, base, "pictures", ocr=True)
+        # Re-checked as after a notice, the picture unchanged: read again, still a copy.
+        picture = ctx.db.pages.find_one({"url": f"{base}/book/chapter-3.png"})
+        recheck_page(ctx, picture["_id"], partial(fetch_page, allow_private=True))
+        rechecked = ctx.db.findings.find_one({"page_id": picture["_id"]})
+        assert rechecked is not None and rechecked["status"] != "removed", rechecked
     assert run["state"] == "finished", run
     assert run["pages"]["read_by_ocr"] == 2, run["pages"]
     for url, work in ((f"{base}/book/chapter-3.png", "ch3"), (f"{base}/book/pic?n=2", "ch2")):
