@@ -19,9 +19,11 @@ from copytrack.cli import main
 from crawler.digest import Digest, image_page, ocr_spans
 from crawler.fetch import fetch_page
 from extractor.ocr import OcrLimits, image_type
+from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import novel_chapters
 from tests.loopback import Handler, served
 from tests.ocr_pictures import FONT, chapter_png
+from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
 from tracker.findings.captures import (
     BUCKET,
@@ -120,6 +122,15 @@ def test_a_link_to_a_picture_of_a_chapter_is_read_only_with_ocr(crawl_ctx):
         assert page_image(ctx, page, 0) == (server.pictures[work[2:]], "image/png")
         found = ctx.db.findings.distinct("master_external_id", {"page_id": page["_id"]})
         assert found == [work], (url, found, page["text"][:200])
+    # A reviewer's finding page and evidence report say so, linking the picture.
+    add_user(ctx, "vic", PASSWORD, "viewer")
+    http = client(ctx)
+    login(http, "vic")
+    finding = ctx.db.findings.find_one({"master_external_id": "ch3"})
+    for shown in (f"/findings/{finding['_id']}", f"/findings/{finding['_id']}/evidence"):
+        answer = http.get(shown)
+        assert answer.status_code == 200, (shown, answer.status_code)
+        assert "read by OCR" in answer.text and f"{base}/book/chapter-3.png" in answer.text
 
 
 def test_a_picture_is_told_by_its_type_or_its_magic_bytes():
