@@ -260,7 +260,7 @@ def _with_images(
     limits = crawl_limits(os.environ)
     ocr = ocr_limits(limits)
     if image_type(got.body, got.content_type):
-        return image_page(found, got.body, got.content_type, got.final_url, ocr)[0]
+        return _ocr_read(*image_page(found, got.body, got.content_type, got.final_url, ocr))
     if not (got.content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
         return found
     try:
@@ -285,4 +285,13 @@ def _with_images(
                 f"{image_url}: an image of the page: HTTP {err.code} {err.reason}"
             ) from None
         images.append(FetchedImage(image_url, image.content_type, image.body))
-    return with_images(found, images, ocr)[0]
+    return _ocr_read(*with_images(found, images, ocr))
+
+
+def _ocr_read(found: Digest, refused: list[tuple[str, str, str]]) -> Digest:
+    """The digest with its images read; FetchError when Tesseract could not run at all
+    (not installed, say): the page would look as if its copy were gone."""
+    for _url, reason, why in refused:
+        if reason == "ocr_failed":
+            raise FetchError(why)
+    return found

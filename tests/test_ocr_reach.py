@@ -236,3 +236,16 @@ def test_an_image_let_go_by_another_page_meanwhile_is_uploaded_again(ctx):
     restore_images(ctx, [entry], [image])
     page = {"ocr_images": [entry]}
     assert page_image(ctx, page, 0) == (image.body, "image/png")
+
+
+@pytest.mark.skipif(not FONT.exists(), reason="needs Noto CJK: scripts/system-deps.sh runtime")
+def test_check_ocr_without_tesseract_says_so_in_one_line(crawl_ctx, monkeypatch, tmp_path):
+    """No Tesseract on the machine: the check fails naming the image and what to do, rather
+    than find nothing (a re-check would take the copy for gone)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with _site() as server:
+        url = f"http://127.0.0.1:{server.server_port}/book/1.html"
+        result = CliRunner().invoke(main, ["check", url, "--ocr"])
+    assert result.exit_code == 2, result.output
+    assert "/img/1.png: tesseract is not installed: run scripts/system-deps.sh" in result.output
+    assert "Traceback" not in result.output and "no match" not in result.output
