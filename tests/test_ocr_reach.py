@@ -25,11 +25,13 @@ from tests.loopback import Handler, served
 from tests.ocr_pictures import FONT, chapter_png
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, save_campaign, trigger_run, wait_for_run
+from tracker.findings import captures
 from tracker.findings.captures import (
     BUCKET,
     CapturedImage,
     drop_orphaned_images,
     drop_page_files,
+    drop_unreferenced_images,
     page_image,
     restore_images,
     stored_images,
@@ -249,3 +251,25 @@ def test_check_ocr_without_tesseract_says_so_in_one_line(crawl_ctx, monkeypatch,
     assert result.exit_code == 2, result.output
     assert "/img/1.png: tesseract is not installed: run scripts/system-deps.sh" in result.output
     assert "Traceback" not in result.output and "no match" not in result.output
+
+
+def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkeypatch):
+    """The page's write lands between the first look for pages naming the image and its
+    deletion: the second look puts it back, under its id, byte for byte; putting it back
+    twice (two processes at once) leaves one whole file."""
+    image = _image(1)
+    page_id = _store(ctx, "http://pirate.example/a", image)
+    page = ctx.db.pages.find_one({"_id": page_id})
+    looks = iter([False])  # the first look does not see the page yet
+    real = captures._named
+    monkeypatch.setattr(captures, "_named", lambda c, f: next(looks, None) or real(c, f))
+    assert drop_unreferenced_images(ctx, [page["ocr_images"][0]["file"]]) == 0
+    assert page_image(ctx, page, 0) == (image.body, "image/png")
+    big = CapturedImage("http://pirate.example/big.png", "image/png", bytes(range(256)) * 3000)
+    [entry] = stored_images(ctx, [big])
+    GridFSBucket(ctx.db, bucket_name=BUCKET).delete(entry["file"])
+    restore_images(ctx, [entry], [big])
+    restore_images(ctx, [entry], [big])
+    ctx.db[f"{BUCKET}.files"].delete_one({"_id": entry["file"]})  # as if the first had not
+    restore_images(ctx, [entry], [big])  # finished: its chunks there, its file not yet
+    assert page_image(ctx, {"ocr_images": [entry]}, 0) == (big.body, "image/png")

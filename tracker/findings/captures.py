@@ -18,11 +18,13 @@ import hashlib
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from bson import Binary, ObjectId
-from gridfs import GridFSBucket
+from gridfs import DEFAULT_CHUNK_SIZE, GridFSBucket
 from gridfs.errors import NoFile
+from pymongo.errors import DuplicateKeyError
 
 from ..context import Context
 
@@ -80,13 +82,45 @@ def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
     """Delete those of the image files ``file_ids`` no page names any more (a page fetched
     again with other images, or removed); how many were deleted. An image is one file for
     every page showing it (`stored_images`): it goes with the last of them."""
+    bucket = _bucket(ctx)
     deleted = 0
     for file_id in file_ids:
-        if ctx.db.pages.find_one({"ocr_images.file": file_id}, {"_id": 1}) is None:
-            with contextlib.suppress(NoFile):  # deleted already (another page let it go)
-                _bucket(ctx).delete(file_id)
-                deleted += 1
+        if _named(ctx, file_id):
+            continue
+        try:
+            grid = bucket.open_download_stream(file_id)
+            body = grid.read()
+            bucket.delete(file_id)
+        except NoFile:  # deleted already (another page let it go)
+            continue
+        if _named(ctx, file_id):
+            # A page came to name it meanwhile (its `stored_images` found it before the
+            # delete, its write came after the first look): it is put back.
+            _upload(ctx, file_id, grid.filename or "image", body)
+        else:
+            deleted += 1
     return deleted
+
+
+def _named(ctx: Context, file_id: Any) -> bool:
+    return ctx.db.pages.find_one({"ocr_images.file": file_id}, {"_id": 1}) is not None
+
+
+def _upload(ctx: Context, file_id: Any, name: str, body: bytes) -> None:
+    """An image file put back under its id, written as GridFS writes one but chunk by
+    chunk, each kept if there already (a file's id names its bytes' hash): two processes
+    putting it back at once leave it whole (GridFS's own upload, failing on the other's
+    chunk, would delete them all)."""
+    chunks = ctx.db[f"{BUCKET}.chunks"]
+    for n, at in enumerate(range(0, len(body), DEFAULT_CHUNK_SIZE)):
+        with contextlib.suppress(DuplicateKeyError):
+            piece = Binary(body[at : at + DEFAULT_CHUNK_SIZE])
+            chunks.insert_one({"files_id": file_id, "n": n, "data": piece})
+    with contextlib.suppress(DuplicateKeyError):
+        ctx.db[f"{BUCKET}.files"].insert_one({
+            "_id": file_id, "length": len(body), "chunkSize": DEFAULT_CHUNK_SIZE,
+            "uploadDate": datetime.now(UTC), "filename": name,
+        })  # fmt: skip
 
 
 def drop_orphaned_images(ctx: Context) -> int:
@@ -152,10 +186,9 @@ def restore_images(
     """Upload again, under the same id, any of a page's images (``stored``: its
     ``ocr_images``, written) that another page let go of between `stored_images` finding
     it and the page naming it."""
-    bucket = _bucket(ctx)
     for entry, image in zip(stored, images, strict=True):
         if ctx.db[f"{BUCKET}.files"].find_one({"_id": entry["file"]}, {"_id": 1}) is None:
-            bucket.upload_from_stream_with_id(entry["file"], f"image-{entry['sha256']}", image.body)
+            _upload(ctx, entry["file"], f"image-{entry['sha256']}", image.body)
 
 
 def page_image(ctx: Context, page: Mapping[str, Any], n: int) -> tuple[bytes, str] | None:
