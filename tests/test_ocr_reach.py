@@ -124,7 +124,7 @@ def test_a_link_to_a_picture_of_a_chapter_is_read_only_with_ocr(crawl_ctx):
         assert page_image(ctx, page, 0) == (server.pictures[work[2:]], "image/png")
         found = ctx.db.findings.distinct("master_external_id", {"page_id": page["_id"]})
         assert found == [work], (url, found, page["text"][:200])
-    # A reviewer's finding page and evidence report say so, linking the picture.
+    # A reviewer's finding page and evidence report say the page is the picture OCR read.
     add_user(ctx, "vic", PASSWORD, "viewer")
     http = client(ctx)
     login(http, "vic")
@@ -132,7 +132,8 @@ def test_a_link_to_a_picture_of_a_chapter_is_read_only_with_ocr(crawl_ctx):
     for shown in (f"/findings/{finding['_id']}", f"/findings/{finding['_id']}/evidence"):
         answer = http.get(shown)
         assert answer.status_code == 200, (shown, answer.status_code)
-        assert "read by OCR" in answer.text and f"{base}/book/chapter-3.png" in answer.text
+        said = "The page is a picture: all its text was read from it by OCR"
+        assert said in answer.text and f"{base}/book/chapter-3.png" in answer.text
 
 
 def test_a_picture_is_told_by_its_type_or_its_magic_bytes():
