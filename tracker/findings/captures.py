@@ -5,9 +5,9 @@ page's document while they are small; a whole-book download's go to GridFS (buck
 by OCR are GridFS files of the same bucket, named by their hash (`stored_images`).
 
 A part replaced by a new fetch is deleted once the page points at the new one, an image
-once no page names it (`drop_replaced`, `drop_page_files`); a process killed in between
-leaves an unreferenced file behind (`drop_orphaned_images` sweeps images), never a page
-without its parts.
+once no page names it (`drop_replaced`); a process killed in between leaves an
+unreferenced file behind (`drop_orphaned_images`, `copytrack evidence sweep-images`, sweeps
+images), never a page without its parts.
 """
 
 from __future__ import annotations
@@ -72,15 +72,9 @@ def _image_files(page: Mapping[str, Any]) -> set[Any]:
     return {image["file"] for image in page.get("ocr_images") or [] if image.get("file")}
 
 
-def drop_page_files(ctx: Context, page: Mapping[str, Any]) -> None:
-    """Delete the files of a page being removed (read with FILE_FIELDS and
-    ``ocr_images.file``): its parts, and its images once no other page shows them."""
-    drop_replaced(ctx, page, {})
-
-
 def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
     """Delete those of the image files ``file_ids`` no page names any more (a page fetched
-    again with other images, or removed); how many were deleted. An image is one file for
+    again with other images, or gone); how many were deleted. An image is one file for
     every page showing it (`stored_images`): it goes with the last of them."""
     bucket = _bucket(ctx)
     deleted = 0
