@@ -13,7 +13,7 @@ from extractor.books import book_format, book_text
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.decoding import UnusableContent, decode_html
 from extractor.extraction import extract
-from extractor.ocr import ImageRefused, OcrLimits, read_image
+from extractor.ocr import ImageRefused, OcrLimits, image_type, read_image
 from tracker.findings.captures import CapturedImage
 from tracker.scanning.pages import PageInput
 
@@ -169,3 +169,29 @@ def with_images(
     extractor = f"{found.extractor}+ocr" if found.text else "ocr"
     return replace(found, text=text, extractor=extractor, skip=None, detail="",
                    images=tuple(kept)), refused  # fmt: skip
+
+
+def image_page(
+    found: Digest, body: bytes, content_type: str | None, url: str, limits: OcrLimits
+) -> tuple[Digest, list[tuple[str, str, str]]]:
+    """A response that is itself a picture (a chapter list linking ``chapter-3.png``): its
+    text read by OCR, as an article's image is (`with_images`), kept as the page's image;
+    anything else, or a picture OCR gives nothing for, keeps its digest ``found``."""
+    media = image_type(body, content_type)
+    if media is None:
+        return found, []
+    bare = Digest(skip="no_main_text", detail=f"a picture ({media})")
+    read, refused = with_images(bare, [FetchedImage(url, media, body)], limits)
+    return (found if read.skip else read), refused
+
+
+def ocr_spans(text: str, images: Sequence[CapturedImage]) -> list[tuple[int, int, str]]:
+    """Where in a page's ``text`` each image's reading is (start, end, the image's
+    address): `with_images` puts them after the page's own text, in order, a blank line
+    apart."""
+    spans = []
+    start = len(text) - sum(image.chars for image in images) - 2 * (len(images) - 1)
+    for image in images:
+        spans.append((start, start + image.chars, image.url))
+        start += image.chars + 2
+    return spans

@@ -27,13 +27,14 @@ from typing import IO, Any
 
 from extractor import UnusableContent, decode_html, html_to_text
 from extractor.books import book_format
+from extractor.ocr import image_type
 from tracker.core.config import CRAWL_DEFAULTS, Settings, crawl_limits
 from tracker.core.netguard import Lookup, PrivateAddressError, system_lookup
 from tracker.scanning.pages import PageInput
 
 from . import settings as crawl_settings
 from .connections import guarded_opener
-from .digest import GONE_STATUSES, Digest, digest, names_a_book, with_images
+from .digest import GONE_STATUSES, Digest, digest, image_page, names_a_book, with_images
 from .heads import HEAD_LIMITS, HeadLimits, HeadRefused
 from .images import article_images, inline_image, ocr_limits, parse_page
 from .items import FetchedImage
@@ -254,15 +255,18 @@ def _with_images(
 ) -> Digest:
     """The page's digest with the text OCR reads in its article's images, as a campaign
     with ``ocr`` stored it. An image that cannot be fetched fails the fetch: without its
-    text the page would look as if its copy were gone."""
+    text the page would look as if its copy were gone. A URL that is a picture is read
+    itself."""
+    limits = crawl_limits(os.environ)
+    ocr = ocr_limits(limits)
+    if image_type(got.body, got.content_type):
+        return _ocr_read(*image_page(found, got.body, got.content_type, got.final_url, ocr))
     if not (got.content_type or "text/html").lower().startswith(("text/html", "application/xhtml")):
         return found
     try:
         page = parse_page(decode_html(got.body, got.content_type).text)
     except UnusableContent:
         return found
-    limits = crawl_limits(os.environ)
-    ocr = ocr_limits(limits)
     urls, _ = article_images(
         page, got.final_url, int(limits["COPYTRACK_OCR_IMAGES"]), ocr.min_pixels
     )
@@ -281,4 +285,13 @@ def _with_images(
                 f"{image_url}: an image of the page: HTTP {err.code} {err.reason}"
             ) from None
         images.append(FetchedImage(image_url, image.content_type, image.body))
-    return with_images(found, images, ocr)[0]
+    return _ocr_read(*with_images(found, images, ocr))
+
+
+def _ocr_read(found: Digest, refused: list[tuple[str, str, str]]) -> Digest:
+    """The digest with its images read; FetchError when Tesseract could not run at all
+    (not installed, say): the page would look as if its copy were gone."""
+    for _url, reason, why in refused:
+        if reason == "ocr_failed":
+            raise FetchError(why)
+    return found

@@ -59,7 +59,7 @@ from tracker.scanning.chains import join_chain, join_run_chains
 from tracker.scanning.pages import PageInput, header, store_page
 from tracker.tasks import enqueue_scan
 
-from .digest import GONE_STATUSES, digest, with_images
+from .digest import GONE_STATUSES, digest, image_page, with_images
 from .extraction_server import start_extraction_server
 from .image_downloads import fetch_images
 from .images import ocr_limits
@@ -113,8 +113,12 @@ def store_fetched(
     found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book,
                    rendered=item.rendered)  # fmt: skip
     refused: list[str | Problem] = []
-    if images and ocr is not None:
-        found, not_read = with_images(found, images, ocr)
+    if ocr is not None:
+        # A link to a picture (chapter-3.png) is a page read by OCR; a page's images are too.
+        found, not_read = image_page(found, item.body, content_type, item.final_url, ocr)
+        if images:
+            found, more = with_images(found, images, ocr)
+            not_read += more
         refused = [Problem(url, "skipped", reason, why) for url, reason, why in not_read]
     page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
                       campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip

@@ -72,6 +72,25 @@ class ImageRefused(Exception):
         self.reason = reason
 
 
+#: The media types of a response read as a picture of text (a chapter posted as an image).
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+#: Their magic bytes, for a server that sends them under another type (or none).
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+          (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))  # fmt: skip
+
+
+def image_type(body: bytes, content_type: str | None) -> str | None:
+    """The media type of a response that is a picture (PNG, JPEG, GIF, WebP), by its
+    Content-Type or, whatever that says, its magic bytes; None for anything else."""
+    for magic, media in _MAGIC:
+        if body.startswith(magic):
+            return media
+    if body[:4] == b"RIFF" and body[8:12] == b"WEBP":
+        return "image/webp"
+    media = (content_type or "").split(";")[0].strip().lower()
+    return media if media in IMAGE_TYPES and body else None
+
+
 def tesseract_path() -> str | None:
     """Where the ``tesseract`` binary is, or None when it is not installed."""
     return shutil.which("tesseract")

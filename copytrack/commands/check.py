@@ -55,7 +55,37 @@ def _read_source(source: str) -> str:
         raise click.BadParameter(f"{source}: {err}") from None
 
 
-def _print_matches(ctx: Context, text: str, matches: list[Match]) -> None:
+def _read_url_with_ocr(source: str) -> tuple[str, list[tuple[int, int, str]]]:
+    """A URL's text with what OCR read in its article's images (or in the URL itself, a
+    picture), as a campaign with ``ocr`` reads it; and where OCR's readings are."""
+    from crawler.digest import ocr_spans
+    from crawler.fetch import fetch_page
+
+    if not source.startswith(("http://", "https://")):
+        raise click.BadParameter(f"{source}: --ocr reads the images of a URL: give one")
+    try:
+        page = fetch_page(source, ocr=True)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    if page.skip_reason:
+        raise click.BadParameter(f"{source}: no text, none read by OCR ({page.skip_reason})")
+    spans = ocr_spans(page.text, page.images)
+    if spans:
+        read = sum(end - start for start, end, _ in spans)
+        click.echo(f"read by OCR: {read} of {len(page.text)} characters, from "
+                   f"{len(spans)} image(s): {', '.join(url for _, _, url in spans)}")  # fmt: skip
+    return page.text, spans
+
+
+def _ocr_note(spans: list[tuple[int, int, str]], start: int, end: int) -> str:
+    """`` (read by OCR from URL)`` for a passage of the text OCR read, else nothing."""
+    images = [url for first, last, url in spans if first < end and start < last]
+    return f" (read by OCR from {', '.join(images)})" if images else ""
+
+
+def _print_matches(
+    ctx: Context, text: str, matches: list[Match], ocr: list[tuple[int, int, str]] | None = None
+) -> None:
     if not matches:
         click.echo("no match: this text copies no work of the library")
         return
@@ -81,6 +111,7 @@ def _print_matches(ctx: Context, text: str, matches: list[Match]) -> None:
             click.echo(
                 f"    text [{span.suspect_start}:{span.suspect_end}] "
                 f"{_snippet(text, span.suspect_start, span.suspect_end)}"
+                f"{_ocr_note(ocr or [], span.suspect_start, span.suspect_end)}"
             )
 
 
@@ -161,7 +192,13 @@ def _print_pairs(suspect_ids: list[object], matched: Future[list[Timed]]) -> Non
         "caches of works (COPYTRACK_MASTER_CACHE_MB, and up to 512 MB of their letters)."
     ),
 )
-def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
+@click.option(
+    "--ocr",
+    is_flag=True,
+    help="With a URL: read its article's images (or the URL, a picture) with OCR too, as "
+    "a campaign with ocr does; the output says which text OCR read.",
+)
+def check(source: str | None, jsonl_path: Path | None, processes: int, ocr: bool) -> None:
     """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
     if (source is None) == (jsonl_path is None):
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
@@ -192,5 +229,9 @@ def check(source: str | None, jsonl_path: Path | None, processes: int) -> None:
     assert source is not None  # SOURCE or --jsonl, as checked above
     ctx = open_ready()
     audit_sample(ctx, every=0)  # "no match" must not come of an index that lost postings
-    text = _read_source(source)
-    _print_matches(ctx, text, match_text(ctx, text))
+    spans: list[tuple[int, int, str]] = []
+    if ocr:
+        text, spans = _read_url_with_ocr(source)
+    else:
+        text = _read_source(source)
+    _print_matches(ctx, text, match_text(ctx, text), spans)

@@ -10,6 +10,7 @@ import click
 from admin.bundles import make_bundle
 from admin.i18n import LANGUAGES, language
 from tracker.evidence.bundle import BundleError
+from tracker.findings.captures import drop_orphaned_images
 from tracker.masters.generation import open_ready
 
 
@@ -55,3 +56,11 @@ def bundle(
         f"wrote {output}: {made.findings} finding(s), {made.files} files; manifest SHA-256 "
         f"{made.manifest_sha256} ({stamped})"
     )
+
+
+@evidence.command("sweep-images")
+def sweep_images() -> None:
+    """Delete the stored images no page names: a process killed between storing a page's
+    images and the page (or between a page letting one go and deleting it) leaves them."""
+    deleted = drop_orphaned_images(open_ready())
+    click.echo(f"deleted {deleted} image file(s) that no page names")

@@ -77,7 +77,9 @@ _NEXT_PAGE_ANCHORS = (
 )
 _BOOK_LINK_URL = re.compile(BOOK_URL, re.IGNORECASE)
 _BOOK_LINK_WORDS = re.compile(BOOK_WORDS)
-_SKIPPED_EXTENSIONS = {f".{extension}" for extension in IGNORED_EXTENSIONS}
+_SKIPPED_EXTENSIONS = frozenset(f".{extension}" for extension in IGNORED_EXTENSIONS)
+#: Links followed when the campaign reads images (``ocr``): a chapter posted as a picture.
+_PICTURE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp"})
 #: ``X.html`` continues in ``X_2.html``, ``X_2.html`` in ``X_3.html``.
 _PAGE_NUMBER = re.compile(r"^(?P<stem>.+?)(?:_(?P<n>\d{1,3}))?(?P<ext>\.s?html?)$")
 FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
@@ -114,6 +116,7 @@ class CampaignSpider(SitemapSpider):
     #: Images of a page's article read by OCR (the campaign's ``ocr``); 0: none.
     ocr_images = 0
     ocr_min_pixels = 0  # smaller ones (by their width and height) are not fetched
+    skipped_extensions = _SKIPPED_EXTENSIONS  # links to media and documents: not followed
 
     def __init__(
         self,
@@ -156,6 +159,7 @@ class CampaignSpider(SitemapSpider):
         if crawler.settings.getbool("COPYTRACK_OCR"):
             spider.ocr_images = crawler.settings.getint("COPYTRACK_OCR_IMAGES")
             spider.ocr_min_pixels = crawler.settings.getint("COPYTRACK_OCR_MIN_PIXELS")
+            spider.skipped_extensions = _SKIPPED_EXTENSIONS - _PICTURE_EXTENSIONS
         return spider
 
     async def start(self) -> AsyncIterator[Request]:
@@ -273,7 +277,8 @@ class CampaignSpider(SitemapSpider):
         # Binary bodies served as text/html hold no links. The decoder's rule: a few stray
         # NUL bytes do not make a page binary (nor stop its links from being followed).
         if text_page is not None and not self._at_max_depth(response):
-            books, links = _books_and_pages(self.link_extractor.extract_links(text_page))
+            found = self.link_extractor.extract_links(text_page)
+            books, links = _books_and_pages(found, self.skipped_extensions)
             # First: a book linked as a page too would be fetched under the page's cap.
             yield from self._follow_links(
                 response, books, self.parse_page, self.max_links, meta=self.book_meta
@@ -342,15 +347,17 @@ class CampaignSpider(SitemapSpider):
         return problem
 
 
-def _books_and_pages(links: list[Link]) -> tuple[list[str], list[str]]:
+def _books_and_pages(
+    links: list[Link], skipped: frozenset[str] = _SKIPPED_EXTENSIONS
+) -> tuple[list[str], list[str]]:
     """The links to whole-book downloads, and the links to pages (not to other media or
-    documents, which Scrapy's list of extensions names)."""
+    documents, whose extensions ``skipped`` names: Scrapy's list)."""
     books: list[str] = []
     pages: list[str] = []
     for link in links:
         if _BOOK_LINK_URL.search(link.url) or _BOOK_LINK_WORDS.search(link.text):
             books.append(link.url)
-        elif not url_has_any_extension(link.url, _SKIPPED_EXTENSIONS):
+        elif not url_has_any_extension(link.url, skipped):
             pages.append(link.url)
     return books, pages
 

@@ -51,6 +51,8 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict[str, Any]]]] = {
         ([("scan_due", ASCENDING)], {"sparse": True}),
         # Captures still to be time-stamped, by when to ask (tracker.evidence.timestamps).
         ([("timestamp_due", ASCENDING)], {"sparse": True}),
+        # The pages showing an image read by OCR: it is deleted with the last of them.
+        ([("ocr_images.file", ASCENDING)], {"sparse": True}),
     ],
     "findings": [
         ([("page_id", ASCENDING), ("master_id", ASCENDING)], {"unique": True}),

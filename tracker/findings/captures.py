@@ -4,8 +4,10 @@ page's document while they are small; a whole-book download's go to GridFS (buck
 `page_capture` read them from wherever they are. The images a page's text was read from
 by OCR are GridFS files of the same bucket, named by their hash (`stored_images`).
 
-A part replaced by a new fetch is deleted once the page points at the new one; a process
-killed in between leaves an unreferenced file behind, never a page without its parts.
+A part replaced by a new fetch is deleted once the page points at the new one, an image
+once no page names it (`drop_replaced`); a process killed in between leaves an
+unreferenced file behind (`drop_orphaned_images`, `copytrack evidence sweep-images`, sweeps
+images), never a page without its parts.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import contextlib
 import dataclasses
 import hashlib
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from bson import Binary, ObjectId
-from gridfs import GridFSBucket
+from gridfs import DEFAULT_CHUNK_SIZE, GridFSBucket
 from gridfs.errors import NoFile
+from pymongo.errors import DuplicateKeyError
 
 from ..context import Context
 
@@ -53,12 +57,71 @@ def stored_parts(ctx: Context, raw: bytes, text: str, name: str) -> dict[str, An
 
 
 def drop_replaced(ctx: Context, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
-    """Delete the files a page named before an update and names no more."""
+    """Delete the files a page named before an update and names no more (its images once
+    no other page shows them either)."""
     for field in FILE_FIELDS:
         old = before.get(field)
         if old is not None and old != after.get(field):
             with contextlib.suppress(NoFile):  # deleted already (an update raced this one)
                 _bucket(ctx).delete(old)
+    dropped = _image_files(before) - _image_files(after)
+    drop_unreferenced_images(ctx, dropped)
+
+
+def _image_files(page: Mapping[str, Any]) -> set[Any]:
+    return {image["file"] for image in page.get("ocr_images") or [] if image.get("file")}
+
+
+def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
+    """Delete those of the image files ``file_ids`` no page names any more (a page fetched
+    again with other images, or gone); how many were deleted. An image is one file for
+    every page showing it (`stored_images`): it goes with the last of them."""
+    bucket = _bucket(ctx)
+    deleted = 0
+    for file_id in file_ids:
+        if _named(ctx, file_id):
+            continue
+        try:
+            grid = bucket.open_download_stream(file_id)
+            body = grid.read()
+            bucket.delete(file_id)
+        except NoFile:  # deleted already (another page let it go)
+            continue
+        if _named(ctx, file_id):
+            # A page came to name it meanwhile (its `stored_images` found it before the
+            # delete, its write came after the first look): it is put back.
+            _upload(ctx, file_id, grid.filename or "image", body)
+        else:
+            deleted += 1
+    return deleted
+
+
+def _named(ctx: Context, file_id: Any) -> bool:
+    return ctx.db.pages.find_one({"ocr_images.file": file_id}, {"_id": 1}) is not None
+
+
+def _upload(ctx: Context, file_id: Any, name: str, body: bytes) -> None:
+    """An image file put back under its id, written as GridFS writes one but chunk by
+    chunk, each kept if there already (a file's id names its bytes' hash): two processes
+    putting it back at once leave it whole (GridFS's own upload, failing on the other's
+    chunk, would delete them all)."""
+    chunks = ctx.db[f"{BUCKET}.chunks"]
+    for n, at in enumerate(range(0, len(body), DEFAULT_CHUNK_SIZE)):
+        with contextlib.suppress(DuplicateKeyError):
+            piece = Binary(body[at : at + DEFAULT_CHUNK_SIZE])
+            chunks.insert_one({"files_id": file_id, "n": n, "data": piece})
+    with contextlib.suppress(DuplicateKeyError):
+        ctx.db[f"{BUCKET}.files"].insert_one({
+            "_id": file_id, "length": len(body), "chunkSize": DEFAULT_CHUNK_SIZE,
+            "uploadDate": datetime.now(UTC), "filename": name,
+        })  # fmt: skip
+
+
+def drop_orphaned_images(ctx: Context) -> int:
+    """Delete every image file no page names (pages removed by hand, or a process killed
+    between a page's update and its clean-up); how many were deleted."""
+    images = ctx.db[f"{BUCKET}.files"].find({"filename": {"$regex": "^image-"}}, {"_id": 1})
+    return drop_unreferenced_images(ctx, [image["_id"] for image in images])
 
 
 def _read(ctx: Context, file_id: ObjectId) -> bytes:
@@ -109,6 +172,17 @@ def stored_images(ctx: Context, images: Sequence[CapturedImage]) -> list[dict[st
                     "content_type": image.content_type, "width": image.width,
                     "height": image.height, "chars": image.chars, "file": file_id})  # fmt: skip
     return out
+
+
+def restore_images(
+    ctx: Context, stored: Sequence[Mapping[str, Any]], images: Sequence[CapturedImage]
+) -> None:
+    """Upload again, under the same id, any of a page's images (``stored``: its
+    ``ocr_images``, written) that another page let go of between `stored_images` finding
+    it and the page naming it."""
+    for entry, image in zip(stored, images, strict=True):
+        if ctx.db[f"{BUCKET}.files"].find_one({"_id": entry["file"]}, {"_id": 1}) is None:
+            _upload(ctx, entry["file"], f"image-{entry['sha256']}", image.body)
 
 
 def page_image(ctx: Context, page: Mapping[str, Any], n: int) -> tuple[bytes, str] | None:

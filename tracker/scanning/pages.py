@@ -20,6 +20,7 @@ from ..findings.captures import (
     drop_replaced,
     page_capture,
     page_text,
+    restore_images,
     stored_images,
     stored_parts,
 )
@@ -106,13 +107,14 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
     }
     if page.ip:  # kept from an earlier capture when a fetch does not say
         fields["ip"] = page.ip
+    images = stored_images(ctx, page.images)
     # Set only when there is one, or else taken away: the indexes on them stay small.
     unset: dict[str, str] = {}
     sparse = (("next_url", page.next_url), ("parts", list(page.parts)),
               ("skip_reason", page.skip_reason), ("rendered", page.rendered),
               ("chained", page.chained), ("listing", page.listing),
               ("redirected_from", list(page.redirected_from)),
-              ("ocr_images", stored_images(ctx, page.images)))  # fmt: skip
+              ("ocr_images", images))  # fmt: skip
     for name, value in sparse:
         if value:
             fields[name] = value
@@ -144,6 +146,7 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
             "raw_sha256": 1,
             "scan_due": 1,
             **dict.fromkeys(FILE_FIELDS, 1),
+            "ocr_images": 1,
         },
     )
     if before is None:
@@ -152,7 +155,9 @@ def store_page(ctx: Context, page: PageInput) -> tuple[ObjectId, bool]:
         new_id = ctx.db.pages.insert_one(
             {"_id": ObjectId(), "url": page.url, "first_fetched_at": now, **fields, **due, **stamp}
         ).inserted_id
+        restore_images(ctx, images, page.images)
         return new_id, True
+    restore_images(ctx, images, page.images)
     drop_replaced(ctx, before, fields)
     return before["_id"], before.get("content_sha256") != content_sha or "scan_due" in before
 
