@@ -50,13 +50,13 @@ class FingerprintParams:
     align_min_span: shortest span, in letters, that the alignment reports.
     latin_weight: what a Latin letter counts for against ``align_min_span`` (a pinyin
                   initial counts 1): English letters are more predictable than initials.
-    synonyms:     also index and query the synonym stream (``fingerprinter.synonyms``:
-                  Chinese words mapped to their thesaurus class), so rewrites that swap
-                  words for synonyms (洗稿) are found. Off by default: ~5× the CPU of a
-                  Chinese page and ~2.4× its postings (docs/accuracy.md, "Rewrites");
-                  an installation turns it on with ``COPYTRACK_SYNONYMS``.
-    synonym_granule: letters per granule of the synonym stream: shorter than ``granule``,
-                  as a rewrite swapping most words leaves few long stretches whole.
+    synonyms:     also index and query the rewrite stream (``fingerprinter.synonyms``:
+                  a Chinese text's skeleton, every common word one letter), so rewrites
+                  that swap words for synonyms (洗稿) are found. Off by default (its cost:
+                  docs/accuracy.md, "Rewrites"); ``COPYTRACK_SYNONYMS`` turns it on.
+    synonym_granule: letters per granule of the rewrite stream.
+    synonym_min_known: letters a granule of the rewrite stream needs that are no class
+                  letter (names, numbers, rare words) to be indexed or queried.
     """
 
     granule: int = 20
@@ -73,7 +73,8 @@ class FingerprintParams:
     align_min_span: int = 24
     latin_weight: float = 0.5
     synonyms: bool = False
-    synonym_granule: int = 14
+    synonym_granule: int = 20
+    synonym_min_known: int = 4
 
     def __post_init__(self) -> None:
         # Up to 255: per-letter counts are bytes, and querying costs O(granule) per letter.
@@ -85,6 +86,11 @@ class FingerprintParams:
             raise ValueError(
                 f"synonym_granule must be between 8 and {MAX_GRANULE} letters, "
                 f"not {self.synonym_granule}"
+            )
+        if not 0 <= self.synonym_min_known <= self.synonym_granule:
+            raise ValueError(
+                f"synonym_min_known must be between 0 and synonym_granule, "
+                f"not {self.synonym_min_known}"
             )
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
@@ -142,7 +148,7 @@ class FingerprintParams:
         """Stable id of these parameters (an index built with another version is refused)."""
         fields = {**asdict(self), "letters": LETTERS_VERSION}
         if not self.synonyms:  # without the stream, the version the pinyin stream always had
-            del fields["synonyms"], fields["synonym_granule"]
+            del fields["synonyms"], fields["synonym_granule"], fields["synonym_min_known"]
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return "fp1-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import combinations
@@ -57,6 +57,7 @@ from fingerprinter import (
     Letters,
     Span,
     align_letters,
+    kept_share,
     kgram_codes,
     known_kgram_share,
     query_granule_fingerprints,
@@ -181,6 +182,11 @@ class MatchSettings:
     # A text with quotation-sized matches of this many works is a listing (headlines and
     # first lines, search snippets): those matches are dropped, copies kept.
     listing_works: int = 3
+    # A match in the rewrite stream (the text's skeleton, `fingerprinter.skeleton`) needs
+    # this share of its page passages' characters in runs of two or more that the work's
+    # passages have in the same order (`fingerprinter.kept_share`): a rewrite keeps the
+    # words it did not swap, skeletons that align by chance share scattered characters.
+    min_rewrite_kept: float = 0.2
 
     def df_cut(self, library_size: int) -> int:
         """Fingerprints listed by more masters than this are ignored (see max_df)."""
@@ -620,6 +626,10 @@ def _match(
         return None
     if _in_heading(master, spans, settings):
         return None
+    if stream is _SYNONYMS and kept_share(_span_texts(master["text"], text, spans)) < (
+        settings.min_rewrite_kept
+    ):
+        return None
     return Match(
         master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
         score=round(coverage, 4),
@@ -629,6 +639,11 @@ def _match(
         spans=spans,
         copied_chars=copied,
     )
+
+
+def _span_texts(master: str, text: str, spans: Iterable[Span]) -> Iterator[tuple[str, str]]:
+    return ((master[s.master_start : s.master_end], text[s.suspect_start : s.suspect_end])
+            for s in spans)  # fmt: skip
 
 
 def heading_end(text: str, title: str | None, settings: MatchSettings) -> int:
