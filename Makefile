@@ -59,7 +59,7 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
 # of a test's time is spent waiting on servers, crawls and browsers, not on a core, so
-# four on two cores finish sooner than three (the suite: 9:50 against 11:15).
+# four on two cores finish sooner than three.
 TEST_WORKERS ?= 4
 # mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml). The
 # slowest tests are listed at the end, so that one growing slower shows in every run.

@@ -32,12 +32,14 @@ def measure(texts: Sequence[str]) -> dict[str, list[float]]:
     """Milliseconds of every stage a page, the blocks and bytes each page read, and the
     postings it got."""
     ctx = open_context()
+    # With COPYTRACK_INDEX_SNAPSHOT the blocks read are the delta's.
+    blocks = getattr(ctx.index, "delta", ctx.index)
     index = ctx.index
     settings = DEFAULT_MATCH_SETTINGS
     got: dict[str, list[float]] = {name: [] for name in (*STAGES, "blocks", "block bytes",
                                                          "postings", "fingerprints n")}  # fmt: skip
     read_sizes: list[int] = []
-    original = index._block_reads
+    original = blocks._block_reads
 
     def counted(read, cut, names):
         blocks, states = original(read, cut, names)
@@ -45,7 +47,7 @@ def measure(texts: Sequence[str]) -> dict[str, list[float]]:
         read_sizes.append(len(blocks))
         return blocks, states
 
-    index._block_reads = counted
+    blocks._block_reads = counted
     try:
         sample = [texts[i] for i in latency_sample(texts)]
         for n, text in enumerate([sample[0], *sample]):
@@ -100,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     got = measure(read_texts(args.suspects))
     ctx = open_context()
     try:
-        record_bytes = ctx.index.record_bytes
+        record_bytes = getattr(ctx.index, "delta", ctx.index).record_bytes
     finally:
         ctx.close()
     print(report(got, record_bytes))

@@ -13,6 +13,13 @@ from .align import (
     kgram_codes,
     kgrams_within,
 )
+from .english import (
+    english_letters,
+    english_synonyms,
+    rewrite_letters,
+    rewrite_stream,
+    words_are_synonyms,
+)
 from .fingerprint import (
     Fingerprint,
     FingerprintArray,
@@ -26,7 +33,7 @@ from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
-from .skeleton import kept_share
+from .skeleton import Skeleton, kept_share
 from .synonyms import (
     SYNONYM_BIT,
     are_synonyms,
@@ -49,10 +56,13 @@ __all__ = [
     "KgramIndex",
     "Letters",
     "ReferenceFrame",
+    "Skeleton",
     "Span",
     "align",
     "align_letters",
     "are_synonyms",
+    "english_letters",
+    "english_synonyms",
     "fingerprint",
     "fit_reference",
     "index_array",
@@ -64,10 +74,13 @@ __all__ = [
     "query_array",
     "query_fingerprints",
     "query_granule_fingerprints",
+    "rewrite_letters",
+    "rewrite_stream",
     "segment_words",
     "synonym_index_array",
     "synonym_letters",
     "synonym_query",
     "synonym_stream",
     "to_letters",
+    "words_are_synonyms",
 ]

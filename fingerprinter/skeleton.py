@@ -20,6 +20,7 @@ syllable starts with, or seldom does.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
@@ -42,6 +43,12 @@ _CLASS_CODES = np.array([WORD, CLAUSE, STOP, NUMBER], np.uint8) | np.uint8(CJK_F
 _STOP_MARKS = frozenset("。！？!?…")
 
 jieba.setLogLevel(60)  # jieba announces its dictionary load on stderr
+
+
+@dataclass(frozen=True)
+class Skeleton(Letters):
+    """A Chinese text's skeleton stream: fingerprinted with its own granules, only those
+    holding enough letters that are no class letter (`known_granules`)."""
 
 
 @lru_cache(maxsize=1)
@@ -72,7 +79,7 @@ def segment(text: str) -> list[str]:
     return list(segmenter().lcut(text, HMM=False))
 
 
-def skeleton_letters(text: str, latin_mode: str = "letters") -> Letters:
+def skeleton_letters(text: str, latin_mode: str = "letters") -> Skeleton:
     """The skeleton stream of a text; offsets point into ``text`` (a class letter at its
     word's first character)."""
     base = to_letters(text, latin_mode)
@@ -88,7 +95,7 @@ def skeleton_letters(text: str, latin_mode: str = "letters") -> Letters:
     offsets = np.concatenate((own, starts[marked]))
     order = np.argsort(offsets, kind="stable")
     codes = np.concatenate((own_codes, classes[marked] | np.uint8(CJK_FLAG)))
-    return Letters(codes[order], offsets[order])
+    return Skeleton(codes[order], offsets[order])
 
 
 def _class_of(word: str, freq: dict[str, int], proper: frozenset[str]) -> int:

@@ -5,7 +5,7 @@ differ, so the granules around every swap break. The stream here is the text's s
 (`fingerprinter.skeleton`: every common word one letter, names, numbers, rare words and
 punctuation kept), which a swap of one word for another leaves as it was, whatever word
 list the rewriting tool drew on. It is fingerprinted like the pinyin stream, with its own
-granule length and only the granules holding ``FingerprintParams.synonym_min_known``
+granule length and only the granules holding ``FingerprintParams.skeleton_min_known``
 letters that are no class letter (`synonym_index_array`, `synonym_query`), with
 ``SYNONYM_BIT`` set on its values: the two streams share one index without ever matching
 each other's granules. The stream is off by default (``FingerprintParams.synonyms``;
@@ -33,7 +33,7 @@ from .fingerprint import FingerprintArray, granule_fingerprints, index_starts
 from .fingerprint import query_granule_fingerprints as _query_granules
 from .initials import Letters, to_letters
 from .params import ALPHABET_SIZE, DEFAULT_PARAMS, FingerprintParams
-from .skeleton import known_granules, segment, skeleton_letters
+from .skeleton import Skeleton, known_granules, segment, skeleton_letters
 
 #: Set on the values of the synonym stream's fingerprints: the bit between the packed
 #: letter levels (26 × 2 bits) and the script bit, which no pinyin granule sets.
@@ -71,7 +71,8 @@ def _classes_of() -> dict[str, frozenset[str]]:
 
 
 def segment_words(text: str) -> list[str]:
-    """The text segmented into words as the rewrite stream segments it."""
+    """The text segmented into words as the rewrite stream segments it (jieba's tokenizer
+    built in memory, `fingerprinter.skeleton.segmenter`: no cache file read or written)."""
     return segment(text)
 
 
@@ -102,24 +103,32 @@ def _tagged(fingerprints: FingerprintArray) -> FingerprintArray:
                             fingerprints.first_letters)  # fmt: skip
 
 
-def _stream_params(params: FingerprintParams) -> FingerprintParams:
-    """The parameters the synonym stream is fingerprinted with: its own granule length."""
-    stride = max(1, round(params.synonym_granule * (1.0 - params.overlap)))
-    return replace(params, granule=params.synonym_granule,
-                   query_window=min(params.query_window, stride))  # fmt: skip
+def _stream_params(params: FingerprintParams, skeleton: bool) -> FingerprintParams:
+    """The parameters a rewrite stream is fingerprinted with: its own granule length (the
+    skeleton's, or the English stream's)."""
+    granule = params.skeleton_granule if skeleton else params.synonym_granule
+    stride = max(1, round(granule * (1.0 - params.overlap)))
+    return replace(params, granule=granule, query_window=min(params.query_window, stride))
+
+
+def _kept(found: FingerprintArray, letters: Letters, params: FingerprintParams) -> FingerprintArray:
+    """The granules a stream indexes and queries: of a skeleton, those holding enough own
+    letters (`known_granules`); of another stream, all."""
+    if not isinstance(letters, Skeleton):
+        return _tagged(found)
+    return _tagged(known_granules(found, letters, params.granule, params.skeleton_min_known))
 
 
 def synonym_index_array(
     letters: Letters, params: FingerprintParams = DEFAULT_PARAMS
 ) -> FingerprintArray:
-    """Index fingerprints of a synonym stream (`synonym_letters`), ``SYNONYM_BIT`` set."""
-    params = _stream_params(params)
-    found = granule_fingerprints(letters, params, index_starts(letters, params))
-    return _tagged(known_granules(found, letters, params.granule, params.synonym_min_known))
+    """Index fingerprints of a rewrite stream (`rewrite_stream`), ``SYNONYM_BIT`` set."""
+    params = _stream_params(params, isinstance(letters, Skeleton))
+    return _kept(granule_fingerprints(letters, params, index_starts(letters, params)), letters,
+                 params)  # fmt: skip
 
 
 def synonym_query(letters: Letters, params: FingerprintParams = DEFAULT_PARAMS) -> FingerprintArray:
-    """Query fingerprints of a synonym stream, ``SYNONYM_BIT`` set."""
-    params = _stream_params(params)
-    found = _query_granules(letters, params)
-    return _tagged(known_granules(found, letters, params.granule, params.synonym_min_known))
+    """Query fingerprints of a rewrite stream, ``SYNONYM_BIT`` set."""
+    params = _stream_params(params, isinstance(letters, Skeleton))
+    return _kept(_query_granules(letters, params), letters, params)

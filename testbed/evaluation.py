@@ -17,6 +17,7 @@ import datetime
 import json
 import math
 import multiprocessing
+import multiprocessing.pool
 import platform
 import random
 import re
@@ -34,6 +35,7 @@ import numpy as np
 
 from fingerprinter import CHECK_BITS, FingerprintParams
 from tracker.context import Context
+from tracker.core.config import Settings
 from tracker.core.jsonl import BadLine, read_jsonl
 from tracker.index import MemoryIndex
 from tracker.masters.generation import open_ready
@@ -43,6 +45,7 @@ from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS, MasterLoader, Match
 
 from .attacks import ATTACKS, insert_ads, is_cjk, reflow
 from .corpus import default_corpus_dir
+from .paraphrase import PARAPHRASE_ATTACKS, PARAPHRASE_RATES
 from .rewrite import REWRITE_ATTACKS, SYNONYM_RATES
 from .testweb.listings import LISTING_KINDS, listing_page
 
@@ -141,9 +144,14 @@ POSITIVES: tuple[Variant, ...] = (
     Variant("clause reorder", "clause_reorder", langs=("zh",)),
     Variant("names scrubbed", "scrub_names", langs=("zh",)),
     *(Variant(f"rewrite {p}%", "rewrite", {"rate": p / 100}, ("zh",)) for p in (50, 70)),
+    *(
+        Variant(f"paraphrase {p}%", "paraphrase", {"rate": p / 100}, ("en",))
+        for p in PARAPHRASE_RATES
+    ),
 )
-#: Every attack a positive can be made with: the pirate edits and the 洗稿 rewrites.
-_ATTACKS = {**ATTACKS, **REWRITE_ATTACKS}
+#: Every attack a positive can be made with: the pirate edits, the 洗稿 rewrites and the
+#: English heavy revisions.
+_ATTACKS = {**ATTACKS, **REWRITE_ATTACKS, **PARAPHRASE_ATTACKS}
 
 UNRELATED, HARD, HARD_ADS = "unrelated", "hard negative", "hard negative + ads"
 NEGATIVES = (UNRELATED, HARD, HARD_ADS)
@@ -512,30 +520,53 @@ def _register(ctx: Context, masters: Sequence[Document]) -> None:
 
 @dataclass
 class _Run:
-    """What the matching processes share (inherited through fork, never pickled)."""
+    """What the matching processes share: inherited through fork in memory, sent to each
+    worker from a forkserver on the servers."""
 
     ctx: Context
     load: MasterLoader
     settings: MatchSettings
     suspects: Sequence[Suspect]
-    own_connections: bool  # True: each worker connects to the servers itself
 
 
 _RUN: _Run | None = None
 
 
-def _start_worker() -> None:
-    assert _RUN is not None
+def _worker_pool(
+    ctx: Context, jobs: int, in_memory: bool, settings: MatchSettings, suspects: Sequence[Suspect]
+) -> multiprocessing.pool.Pool:
+    """``jobs`` processes that match suspects with ``_match``.
+
+    In memory they inherit the library through fork. On the servers they connect by
+    themselves, started from a forkserver: a fork of this process would inherit its client
+    sockets and the after-fork hooks of the libraries holding them (kombu closes its pools
+    in the child by reading their sockets: two children read one socket and waited forever).
+    """
+    if in_memory:
+        return multiprocessing.get_context("fork").Pool(jobs, initializer=_start_forked)
+    # The servers' URLs, so that a worker connects and never starts servers itself.
+    urls = replace(
+        ctx.settings, mongo_url=ctx.endpoints.mongo_url, redis_url=ctx.endpoints.redis_url
+    )
+    server = multiprocessing.get_context("forkserver")
+    server.set_forkserver_preload([__name__])
+    return server.Pool(
+        jobs, initializer=_connect_worker, initargs=(urls, ctx.params, settings, suspects)
+    )
+
+
+def _start_forked() -> None:
     # A caller's SIGTERM handler (the CLI's, which stops the servers) is not the worker's:
     # Pool.terminate() must end a worker at once.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if _RUN.own_connections:  # client sockets must not be shared across processes
-        ctx = _RUN.ctx
-        # The servers' URLs, so that the worker connects and never starts servers itself.
-        urls = replace(
-            ctx.settings, mongo_url=ctx.endpoints.mongo_url, redis_url=ctx.endpoints.redis_url
-        )
-        _RUN.ctx = open_ready(urls, ctx.params)
+
+
+def _connect_worker(
+    urls: Settings, params: FingerprintParams, settings: MatchSettings, suspects: Sequence[Suspect]
+) -> None:
+    global _RUN
+    _start_forked()
+    _RUN = _Run(open_ready(urls, params), cached_masters, settings, suspects)
 
 
 def _match(i: int) -> Outcome:
@@ -560,7 +591,7 @@ def evaluate(
     By default the masters go into ``ctx``'s library (MongoDB and the Redis index), which
     must be empty; ``in_memory`` keeps them in a ``MemoryIndex`` and a dict instead, for
     sweeps (same fingerprints, same matcher code). ``jobs`` > 1 matches in that many
-    forked processes.
+    processes (`_worker_pool`).
     """
     global _RUN
     started = time.perf_counter()
@@ -570,13 +601,12 @@ def evaluate(
     else:
         _register(ctx, bench.masters)
     index_seconds = time.perf_counter() - started
-    _RUN = _Run(ctx, load, settings, bench.suspects, own_connections=not in_memory)
+    _RUN = _Run(ctx, load, settings, bench.suspects)
     started = time.perf_counter()
     outcomes: list[Outcome] = []
     try:
         if jobs > 1:
-            pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_start_worker)
-            with pool:
+            with _worker_pool(ctx, jobs, in_memory, settings, bench.suspects) as pool:
                 for outcome in pool.imap(_match, range(len(bench.suspects)), chunksize=8):
                     outcomes.append(outcome)
                     if progress:
@@ -849,7 +879,11 @@ def report_markdown(evaluation: Evaluation) -> str:
 
 def _settings_text(evaluation: Evaluation) -> str:
     p, s = evaluation.params, evaluation.settings
-    stream = f"on ({p.synonym_granule}-letter granules)" if p.synonyms else "off"
+    stream = (
+        f"on ({p.skeleton_granule}-letter granules in Chinese, {p.synonym_granule} in English)"
+        if p.synonyms
+        else "off"
+    )
     return (
         f"granule {p.granule}, overlap {p.overlap}, levels {p.levels}, width {p.width}, "
         f"latin {p.latin_mode} (weight {p.latin_weight}); synonym stream "

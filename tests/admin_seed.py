@@ -15,13 +15,14 @@ from fastapi.testclient import TestClient
 
 from admin.app import create_app
 from testbed.attacks import combine, excerpt, insert_ads, reflow
+from tests.adding import add_all
 from tests.corpus import texts
 from tracker import campaigns as tracker_campaigns
 from tracker.accounts.users import add_user
 from tracker.context import Context
 from tracker.core.store import changed
 from tracker.findings import record_notice, set_notice_sender, set_status
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.scanning.pages import PageInput, scan_page, store_page
 
 PASSWORD = "correct horse battery"
@@ -75,20 +76,18 @@ def scanned_page(
 def seed(ctx: Context, pages: int = 12) -> Seeded:
     """A small, realistic installation: works, scanned pirate pages, decisions, a run."""
     rng = random.Random(5)
-    masters = [
-        add_work(
-            ctx,
-            Work(
-                text=text,
-                external_id=f"news-{i:03d}",
-                title=text.split("\n")[0][:20],
-                author="本报记者",
-                lang="zh",
-                kind="news",
-            ),
-        )[0].master_id
+    works = [
+        Work(
+            text=text,
+            external_id=f"news-{i:03d}",
+            title=text.split("\n")[0][:20],
+            author="本报记者",
+            lang="zh",
+            kind="news",
+        )
         for i, text in enumerate(ZH[:8])
     ]
+    masters = [results[0].master_id for results in add_all(ctx, works)]
     seeded = Seeded(masters)
     for n in range(pages):
         work = n % 5 if n < 8 else rng.randrange(8)

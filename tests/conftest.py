@@ -137,3 +137,9 @@ def running(web: TestWeb) -> Iterator[RunningWeb]:
     """``web`` served on loopback."""
     with serve(web) as sites:
         yield sites
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first: spread over the workers (pytest-xdist) from the start,
+    they end with the quick ones instead of one of them running on alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -41,13 +41,20 @@ GENERATOR_CONFIG = {
     "content_type_overrides": {"application/pdf": "application/octet-stream"},
 }
 EXAMPLES = 15  # generated requests per operation and phase; a bound, so the suite stays quick
-ROLES = (("ada", "admin"), ("rui", "reviewer"), ("vic", "viewer"))
+# Every role gets each operation's examples and boundary cases; only the admin, who may call
+# every operation, gets the random fuzzing too: for the lower roles it mostly draws refusals
+# the coverage phase already checks, at two thirds of the suite's time for this test.
+ROLES = (
+    ("ada", "admin", "examples,coverage,fuzzing"),
+    ("rui", "reviewer", "examples,coverage"),
+    ("vic", "viewer", "examples,coverage"),
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "role"), ROLES)
+@pytest.mark.parametrize(("name", "role", "phases"), ROLES, ids=[r[1] for r in ROLES])
 def test_the_api_keeps_its_documented_contract(
-    ctx: Context, tmp_path: Path, name: str, role: str
+    ctx: Context, tmp_path: Path, name: str, role: str, phases: str
 ) -> None:
     seed(ctx, pages=6)
     token = create_token(ctx, name, f"{role} contract test", role=role)
@@ -57,7 +64,7 @@ def test_the_api_keeps_its_documented_contract(
                 str(ST), "run", f"http://127.0.0.1:{port}/api/v1/openapi.json",
                 "--header", f"Authorization: Bearer {token}",
                 "--checks", "all",
-                "--phases", "examples,coverage,fuzzing",
+                "--phases", phases,
                 "--max-examples", str(EXAMPLES),
                 "--generation-deterministic",
                 "--workers", "1",
@@ -108,7 +115,7 @@ def test_a_generated_client_drives_every_operation(
     ctx: Context, generated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seeded = seed(ctx, pages=6)
-    tokens = {role: create_token(ctx, name, f"{role} client", role=role) for name, role in ROLES}
+    tokens = {role: create_token(ctx, name, f"{role} client", role=role) for name, role, _ in ROLES}
     monkeypatch.setattr("tracker.campaigns.dispatch.launch_crawl", lambda ctx, name, run_id: None)
     with served_admin(ctx) as port:
         base = f"http://127.0.0.1:{port}"

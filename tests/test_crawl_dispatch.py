@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from testbed.testweb import RunningWeb, TestWeb, build_site, serve
+from tests.adding import add_all
 from tests.pirate_site import RUN_TIMEOUT, campaign_show, reachable_articles, save_site_campaign
 from tests.processes import kill_crawl, process_state, wait_until, worker_process
 
@@ -37,7 +38,7 @@ from tracker.campaigns import (
 )
 from tracker.celery_app import app, configure
 from tracker.context import Context
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.monitoring.health import health
 from tracker.runtime.processes import proc_stat
 
@@ -128,8 +129,7 @@ def test_a_crawler_worker_crawls_queued_runs_and_a_killed_crawl_is_resumed(
     queue_ctx: Context, site: tuple[TestWeb, RunningWeb], tmp_path: Path
 ) -> None:
     ctx, (web, running) = queue_ctx, site
-    for master in web.masters:
-        add_work(ctx, Work(text=master["text"], external_id=master["id"]))
+    add_all(ctx, [Work(text=m["text"], external_id=m["id"]) for m in web.masters])
     # One request at a time, a quarter of a second apart: slow enough to kill midway.
     save_site_campaign(ctx, web, running, "fleet", delay=0.25, concurrency=1)
     first = trigger_run(ctx, "fleet")

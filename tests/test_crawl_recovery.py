@@ -14,6 +14,7 @@ import pytest
 
 from crawler.urls import canonicalize
 from testbed.testweb import RunningWeb, TestWeb
+from tests.adding import add_all
 from tests.pirate_site import (
     RUN_TIMEOUT,
     SITE,
@@ -31,7 +32,7 @@ from tracker.campaigns import (
     wait_for_run,
 )
 from tracker.context import Context
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -98,8 +99,7 @@ def test_a_crawl_pauses_while_the_scan_queue_is_full(
 def test_a_killed_crawl_is_resumed_without_refetching_what_it_stored(
     crawl_ctx: Context, web: TestWeb, running: RunningWeb
 ) -> None:
-    for master in web.masters:
-        add_work(crawl_ctx, Work(text=master["text"], external_id=master["id"]))
+    add_all(crawl_ctx, [Work(text=m["text"], external_id=m["id"]) for m in web.masters])
     # One request at a time, a quarter of a second apart: slow enough to kill midway.
     save_site_campaign(crawl_ctx, web, running, "resume", delay=0.25, concurrency=1)
     first = trigger_run(crawl_ctx, "resume")

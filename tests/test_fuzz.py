@@ -40,9 +40,10 @@ from crawler.spiders.campaign import CampaignSpider
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from extractor.extraction import extract
 from fingerprinter import fingerprint, query_fingerprints
+from tests.adding import add_all
 from tests.corpus import texts
 from tracker.context import Context
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.matching.matcher import match_text
 
 pytestmark = pytest.mark.slow
@@ -424,8 +425,10 @@ MARKUP_TRICKS = st.one_of(
 
 @pytest.fixture
 def library(ctx: Context) -> Context:
-    for external_id, text in library_texts().items():
-        add_work(ctx, Work(text=text, external_id=external_id))
+    add_all(
+        ctx,
+        [Work(text=text, external_id=external_id) for external_id, text in library_texts().items()],
+    )
     return ctx
 
 

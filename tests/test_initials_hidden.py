@@ -15,8 +15,8 @@ from fingerprinter.reference import load_reference
 from fingerprinter.sliding import sliding_values
 from fingerprinter.unknown import MAX_COMPLETIONS, MAX_UNKNOWN, completed_values
 from testbed.attacks import ATTACKS, reflow
+from tests.adding import add_texts
 from tests.corpus import texts
-from tracker.masters.library import Work, add_work
 from tracker.matching.matcher import match_text
 
 
@@ -171,8 +171,7 @@ def chapters(ctx):
     # Pages of 600 characters, as sites cut chapters: without reading hidden characters,
     # most of these copies share no fingerprint with their work at these rates.
     works = [reflow(text[:600], 200) for text in texts("zh_novel", 12)]
-    for i, text in enumerate(works):
-        add_work(ctx, Work(text=text, external_id=f"ch{i}"))
+    add_texts(ctx, works, "ch")
     return ctx, works
 
 

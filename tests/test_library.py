@@ -12,6 +12,7 @@ import pymongo
 import pytest
 
 from fingerprinter import FingerprintParams
+from tests.adding import add_texts
 from tests.corpus import texts
 from tests.test_books import _epub
 from tracker.core import store
@@ -164,9 +165,8 @@ def test_works_are_taken_in_turn_round_the_library_each_once(ctx):
 def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, monkeypatch):
     """The matcher's threshold scales with the library's size: one process counts it and
     the others read the count from Redis (the embedded MongoDB counts by reading the whole
-    collection); adding or removing a work makes the next reader count again."""
-    for i, text in enumerate(ZH[:5]):
-        add_work(ctx, Work(text=text, external_id=f"w{i}"))
+    collection); adding or removing a work keeps the count without counting again."""
+    add_texts(ctx, ZH[:5], "w")
     assert library.library_size(ctx) == 5
     counted = []
     count = pymongo.collection.Collection.estimated_document_count
@@ -186,17 +186,19 @@ def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, mo
 
     assert size_seen_by_another_process() == 5 and counted == []
     add_work(ctx, Work(text=ZH[5], external_id="w5"))
-    assert size_seen_by_another_process() == 6 and counted == ["masters"]
-    assert size_seen_by_another_process() == 6 and counted == ["masters"]
+    add_texts(ctx, [ZH[5], ZH[6], ZH[7]], "v")  # one already in the library
+    assert size_seen_by_another_process() == 8 and counted == []
     delete_works(ctx, "w0", "rui")
-    assert size_seen_by_another_process() == 5 and counted == ["masters"] * 2
+    assert size_seen_by_another_process() == 7 and counted == []
+    # Once lost (Redis restarted empty), counted again by the next reader.
+    ctx.redis.delete(ctx.keys.library_size)
+    assert size_seen_by_another_process() == 7 and counted == ["masters"]
 
 
 def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_env, monkeypatch):
     """Workers starting together after an add find no shared count: one counts, the others
     wait for its count instead of each reading the whole collection."""
-    for i, text in enumerate(ZH[:3]):
-        add_work(ctx, Work(text=text, external_id=f"w{i}"))
+    add_texts(ctx, ZH[:3], "w")
     counted = []
     count = pymongo.collection.Collection.estimated_document_count
 
@@ -218,8 +220,7 @@ def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_en
 
 def test_reindex_after_losing_redis_gives_identical_results(ctx, monkeypatch):
     monkeypatch.setattr(library, "REINDEX_BATCH", 4)  # 15 works: four batches
-    for i, text in enumerate(ZH[:15]):
-        add_work(ctx, Work(text=text, external_id=f"n{i}"))
+    add_texts(ctx, ZH[:15], "n")
     queries = [ZH[2][50:400], ZH[7], ZH[20], ZH[11][:200] + ZH[12][200:500]]
     before = [match_text(ctx, q) for q in queries]
     stats = ctx.index.stats()

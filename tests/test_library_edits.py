@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.adding import add_all
 from tests.copies import ZH, found_on
 from tracker.core.config import Settings
 from tracker.findings import set_status
 from tracker.masters.generation import open_ready
-from tracker.masters.library import ARCHIVE, Work, add_work
+from tracker.masters.library import ARCHIVE, Work
 from tracker.masters.master_cache import masters_kept
 from tracker.matching.matcher import match_text
 from tracker.scanning.library_edits import delete_work, edit_work, findings_fate
@@ -17,8 +18,13 @@ from tracker.scanning.library_edits import delete_work, edit_work, findings_fate
 @pytest.fixture
 def copied(ctx):
     """Work w0 copied on three pages; w1 on one."""
-    for i, text in enumerate(ZH[:2]):
-        add_work(ctx, Work(text=text, external_id=f"w{i}", title=f"作品{i}", author="记者"))
+    add_all(
+        ctx,
+        [
+            Work(text=text, external_id=f"w{i}", title=f"作品{i}", author="记者")
+            for i, text in enumerate(ZH[:2])
+        ],
+    )
     found = [found_on(ctx, f"https://copy.example/{n}", 0) for n in range(3)]
     found.append(found_on(ctx, "https://copy.example/other", 1))
     master_id = ctx.db.masters.find_one({"external_id": "w0"})["_id"]

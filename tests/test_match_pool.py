@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
+from tests.adding import add_texts
 from tests.corpus import texts
-from tracker.masters.library import Work, add_work
 from tracker.matching.match_pool import MatchPool
 from tracker.matching.matcher import match_texts
 
@@ -13,8 +13,7 @@ ZH = texts("zh_news", 40)
 
 
 def test_batches_matched_here_and_in_workers_get_what_this_process_gets(ctx):
-    for i, text in enumerate(ZH[:20]):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_texts(ctx, ZH[:20], "m")
     batches = [[ZH[n % 40][100:1500], ZH[(n + 7) % 40]] for n in range(40)]
     expected = [match_texts(ctx, batch) for batch in batches]
 

@@ -12,6 +12,7 @@ import pytest
 from fingerprinter import CHECK_BITS, query_array, to_letters
 from fingerprinter.initials import DROP, initial_table
 from fingerprinter.params import VALUE_BITS
+from tests.adding import add_all, add_texts
 from tests.corpus import texts
 from tracker.index import PLACE_LETTERS, PLACES, places_of
 from tracker.masters.library import Work, add_work
@@ -30,8 +31,7 @@ FOOTER = (
 
 @pytest.fixture
 def library(ctx):
-    for i, text in enumerate(MASTERS):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_texts(ctx, MASTERS, "m")
     return ctx
 
 
@@ -99,8 +99,13 @@ def test_unrelated_texts_match_nothing(library):
 
 
 def test_boilerplate_shared_by_masters_does_not_match_on_its_own(ctx):
-    for i, text in enumerate(ZH[:40]):
-        add_work(ctx, Work(text=text + (FOOTER if i % 4 == 0 else ""), external_id=f"m{i}"))
+    add_all(
+        ctx,
+        [
+            Work(text=text + (FOOTER if i % 4 == 0 else ""), external_id=f"m{i}")
+            for i, text in enumerate(ZH[:40])
+        ],
+    )
     assert match_text(ctx, UNRELATED[3] + FOOTER) == []
     # A real copy of a master with the footer is still found.
     assert match_text(ctx, ZH[8] + FOOTER)[0].master.external_id == "m8"
@@ -111,10 +116,10 @@ def test_the_df_cut_grows_with_the_library(ctx):
     masters; once the library is big enough for that to be a small share of it, its copy
     is found in each of the six."""
     story = ZH[30]
-    for i in range(6):
-        add_work(ctx, Work(text=f"本报记者{i}号报道：\n{story}", external_id=f"s{i}"))
-    for i, text in enumerate(ZH[:34]):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_all(
+        ctx, [Work(text=f"本报记者{i}号报道：\n{story}", external_id=f"s{i}") for i in range(6)]
+    )
+    add_texts(ctx, ZH[:34], "m")
     fixed = MatchSettings(max_df=4, max_df_share=0.0)
     scaled = MatchSettings(max_df=4, max_df_share=0.2)  # 20% of 40 works: 8
     assert fixed.df_cut(40) == 4 and scaled.df_cut(40) == 8 and scaled.df_cut(10) == 4
@@ -179,8 +184,7 @@ BRIEFS = [brief for brief in map(_brief, ZH[60:80]) if len(brief) >= 200]
 
 
 def _brief_library(ctx):
-    for i, text in enumerate(BRIEFS):
-        add_work(ctx, Work(text=text, external_id=f"b{i}"))
+    add_texts(ctx, BRIEFS, "b")
     return ctx
 
 
@@ -312,8 +316,13 @@ def test_a_few_hits_deep_in_a_long_work_are_aligned_where_their_places_put_them(
 
 def _headed_library(ctx):
     """Works of the brief kind that open with a headline line, as news articles do."""
-    for i, text in enumerate(BRIEFS):
-        add_work(ctx, Work(text=f"{text[:36]}\n{text[36:]}", external_id=f"h{i}"))
+    add_all(
+        ctx,
+        [
+            Work(text=f"{text[:36]}\n{text[36:]}", external_id=f"h{i}")
+            for i, text in enumerate(BRIEFS)
+        ],
+    )
     return ctx
 
 

@@ -13,6 +13,7 @@ from bson import ObjectId
 from click.testing import CliRunner
 
 from copytrack.cli import main
+from tests.adding import add_all
 from tests.copies import ZH, found_on
 from tests.loopback import Handler, served
 from tracker.core.times import now
@@ -36,8 +37,10 @@ from tracker.scanning.rechecks import due_pages, recheck_due, recheck_page
 @pytest.fixture
 def noticed(ctx):
     """Four pages copying a work each, every finding confirmed and its notice sent."""
-    for i, text in enumerate(ZH[:4]):
-        add_work(ctx, Work(text=text, external_id=f"w{i}", title=f"作品{i}"))
+    add_all(
+        ctx,
+        [Work(text=text, external_id=f"w{i}", title=f"作品{i}") for i, text in enumerate(ZH[:4])],
+    )
     set_notice_sender(ctx, organization="示例报业集团", email="legal@news.example")
     findings = {}
     for i, name in enumerate(("kept", "edited", "gone", "down")):

@@ -23,17 +23,23 @@ from click.testing import CliRunner
 from copytrack.cli import main
 from fingerprinter import CHECK_BITS
 from tests.corpus import texts
+from tests.processes import wait_until, worker_process
 from tracker.core.config import Settings
 from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex
 from tracker.index.snapshot import (
     SNAPSHOT_LAYOUT,
     STEP,
+    CompactionLost,
+    Lease,
     SnapshotArrays,
     SnapshotIndex,
+    claim_compaction,
+    compact_queued,
     compact_when_due,
     find,
 )
 from tracker.masters.generation import open_ready
+from tracker.masters.library import Work, add_work
 from tracker.matching.matcher import match_text
 from tracker.runtime.servers import Endpoints
 
@@ -97,6 +103,83 @@ def test_snapshot_and_delta_answer_as_the_memory_index(
     assert_same_postings(other, memory, asked)  # it follows the next snapshot
     assert index.delta.generation()[1] == 0  # the delta merged whole, nothing lost
     assert index.generation()[1] == memory.generation()[1] > 0
+
+
+def _batch(rng: random.Random, masters: range, pool: list[int]) -> list:
+    return [(m, sorted(set(rng.sample(pool, rng.randrange(20, 200))))) for m in masters]
+
+
+def test_a_batch_larger_than_the_snapshot_goes_straight_into_a_new_one(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The first batch of a library is written as a snapshot, not into the delta; a small
+    batch after it goes into the delta; one that would leave the delta larger than the
+    snapshot takes the delta with it into the next. Every posting answered throughout."""
+    rng = random.Random(5)
+    pool = [rng.getrandbits(BITS) | rng.getrandbits(CHECK_BITS) << BITS for _ in range(4000)]
+    index, memory = snapshot_index(redis_client, tmp_path), MemoryIndex(BITS, CHECK_BITS)
+    index.ensure_version("v1")
+    asked = pool[:1500] + [fp ^ 1 << BITS for fp in pool[:50]]
+
+    first = _batch(rng, range(0, 100), pool)
+    assert index.add_many(first, fresh=True) == memory.add_many(first, fresh=True)
+    assert index.delta.generation()[1] == 0  # nothing went through the delta's blocks
+    assert redis_client.hget("test:snap:{snap}:state", "name") is not None
+    assert_same_postings(index, memory, asked)
+
+    small = _batch(rng, range(100, 110), pool)
+    assert index.add_many(small, fresh=True) == memory.add_many(small, fresh=True)
+    in_delta = index.delta.generation()[1]
+    assert in_delta > 0
+    assert_same_postings(index, memory, asked)
+
+    large = _batch(rng, range(110, 300), pool)
+    assert index.add_many(large, fresh=True) == memory.add_many(large, fresh=True)
+    assert index.delta.generation()[1] == 0  # the delta went into the new snapshot too
+    assert_same_postings(index, memory, asked)
+    assert index.generation()[1] == memory.generation()[1]
+    # Another host copies the snapshot built so from Valkey.
+    assert_same_postings(snapshot_index(redis_client, tmp_path / "b"), memory, asked)
+
+
+def test_a_batch_goes_into_the_delta_while_another_process_compacts(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    rng = random.Random(6)
+    pool = [rng.getrandbits(BITS) for _ in range(2000)]
+    index, memory = snapshot_index(redis_client, tmp_path), MemoryIndex(BITS, CHECK_BITS)
+    other = Lease(index)
+    assert other.take()
+    works = _batch(rng, range(50), pool)
+    assert index.add_many(works, fresh=True) == memory.add_many(works, fresh=True)
+    assert index.delta.generation()[1] == memory.generation()[1]  # all of it in the delta
+    assert not compact_when_due(index, always=True)  # the lease is the other's
+    assert_same_postings(index, memory, pool[:500])
+    other.give_back()
+    assert compact_when_due(index, always=True)
+    assert index.delta.generation()[1] == 0
+    assert_same_postings(index, memory, pool[:500])
+
+
+def test_a_compaction_that_lost_its_lease_switches_nothing(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A compaction that stalled past its lease while another process took it over (or
+    whose index was cleared) leaves the snapshot named and its own chunks gone."""
+    index = snapshot_index(redis_client, tmp_path)
+    index.add_many([(1, [5, 6, 7])], fresh=True)
+    index.add(2, [6, 9])
+    name = redis_client.hget("test:snap:{snap}:state", "name")
+    lease = Lease(index, seconds=60)
+    assert lease.take()
+    redis_client.set(lease.key, "another process's token")  # as after an expiry
+    with pytest.raises(CompactionLost):
+        index.compact(lease=lease)
+    assert redis_client.hget("test:snap:{snap}:state", "name") == name
+    assert index.delta.generation()[1] == 2  # work 2's postings still in the delta
+    chunks = {k.decode() for k in redis_client.scan_iter(match="test:snap:snap:*")}
+    assert chunks == {f"test:snap:snap:{name.decode()}:0"}
+    assert index.lookup([5, 6, 9]) == [(1,), (1, 2), (2,)]
 
 
 def test_a_page_reads_only_the_delta_from_valkey(redis_client: redis.Redis, tmp_path: Path) -> None:
@@ -171,6 +254,8 @@ _COMPACTING_CHILD = textwrap.dedent(
     from fingerprinter import CHECK_BITS
     from tracker.index import RedisIndex
     from tracker.index.snapshot import SNAPSHOT_LAYOUT, SnapshotIndex
+    import tracker.index.snapshot as snapshot
+    snapshot.LEASE_SECONDS = 1.0  # a killed child's lease soon lapses for the next
     client = redis.Redis.from_url(sys.argv[1])
     index = SnapshotIndex(
         RedisIndex(client, "test:snap", 54, CHECK_BITS, layout_tag=SNAPSHOT_LAYOUT),
@@ -182,7 +267,7 @@ _COMPACTING_CHILD = textwrap.dedent(
         index.add_many([(master, fps)], fresh=True)
         print(master, flush=True)  # as `library add` prints what it added
         master += 1
-        index.compact()
+        assert snapshot.compact_when_due(index, always=True)  # as a worker does, leased
     """
 )
 
@@ -200,6 +285,7 @@ def test_a_compaction_killed_at_any_point_loses_no_posting(
     added = list(range(300))
     for _ in range(6):
         start = added[-1] + 1 if added else 0
+        time.sleep(1.2)  # the lease of the child killed before lapses
         child = subprocess.Popen(
             [sys.executable, "-c", _COMPACTING_CHILD, url, str(data_dir), str(start)],
             stdout=subprocess.PIPE,
@@ -207,9 +293,12 @@ def test_a_compaction_killed_at_any_point_loses_no_posting(
         )
         try:
             assert child.stdout is not None
-            # Past a few compactions, then killed at a random moment of the next.
+            # Past a few compactions, then killed at a random moment of the next (the lease
+            # the last child left lapses first).
             for _ in range(rng.randrange(2, 5)):
-                added.append(int(child.stdout.readline()))
+                line = child.stdout.readline()
+                assert line, "the child stopped: its compaction was refused"
+                added.append(int(line))
             time.sleep(rng.random() * 0.25)
         finally:
             child.send_signal(signal.SIGKILL)
@@ -220,10 +309,71 @@ def test_a_compaction_killed_at_any_point_loses_no_posting(
                 found = index.postings(_fingerprints(master))
                 assert (found.master == master).sum() == 2000, master
     # A later compaction tidies whatever the kills left: still every posting.
+    time.sleep(1.2)
     assert compact_when_due(index, always=True)
     assert index.delta.generation()[1] == 0
     for master in added:
         assert (index.postings(_fingerprints(master)[:50]).master == master).sum() == 50
+
+
+_BUILDING_CHILD = textwrap.dedent(
+    """
+    import sys, numpy as np, redis
+    from pathlib import Path
+    from fingerprinter import CHECK_BITS
+    from tracker.index import RedisIndex
+    import tracker.index.snapshot as snapshot
+    snapshot.LEASE_SECONDS = 1.0
+    client = redis.Redis.from_url(sys.argv[1])
+    index = snapshot.SnapshotIndex(
+        RedisIndex(client, sys.argv[3], 54, CHECK_BITS, layout_tag=snapshot.SNAPSHOT_LAYOUT),
+        Path(sys.argv[2]),
+    )
+    masters = range(int(sys.argv[4]), int(sys.argv[4]) + 300)
+    rng = np.random.default_rng
+    index.add_many([(m, rng(m).integers(0, 2**54, 2000, dtype=np.uint64)) for m in masters],
+                   fresh=True)
+    print(index.delta.generation()[1], flush=True)  # as `library add` prints what it added
+    """
+)
+
+
+def test_a_batch_built_into_a_snapshot_killed_at_any_point_loses_no_posting(
+    redis_client: redis.Redis, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """A first batch of 600,000 postings, built straight into a snapshot, killed with
+    SIGKILL at a random moment: once it returned, every posting is found (from its host
+    and a fresh one); killed before, the index still answers and a later batch (once the
+    lease lapsed) is built whole."""
+    rng = random.Random(12)
+    for round_ in range(6):
+        prefix = f"test:snap{round_}"
+        child = subprocess.Popen(
+            [sys.executable, "-c", _BUILDING_CHILD, endpoints.redis_url, str(tmp_path / "host"),
+             prefix, "0"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(0.3 + rng.random() * 1.5)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert child.stdout is not None
+        printed = child.stdout.read()
+        for host in ("host", f"fresh{round_}"):
+            index = snapshot_index(redis_client, tmp_path / host, prefix)
+            found = index.postings(_fingerprints(299))
+            if printed:
+                assert int(printed) == 0  # built straight into the snapshot, not the delta
+                assert (found.master == 299).sum() == 2000
+        time.sleep(1.2)  # the lease of a child killed while building lapses
+        done = subprocess.run(
+            [sys.executable, "-c", _BUILDING_CHILD, endpoints.redis_url, str(tmp_path / "host"),
+             prefix, "1000"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert int(done.stdout) == 0 or printed  # into a snapshot, unless one was there
+        index = snapshot_index(redis_client, tmp_path / "fresh", prefix)
+        for master in (1000, 1150, 1299) + ((0, 299) if printed else ()):
+            assert (index.postings(_fingerprints(master)).master == master).sum() == 2000
 
 
 def _fingerprints(master: int) -> np.ndarray:
@@ -294,3 +444,53 @@ def test_the_sampled_search_finds_what_a_binary_search_of_all_keys_finds(size: i
     want_query, want_master, _, _ = find(plain, asked, CHECK_BITS)
     assert query.tolist() == want_query.tolist() and master.tolist() == want_master.tolist()
     assert len(query) >= (300 if size else 0)
+
+
+def test_one_compaction_is_queued_at_a_time_and_only_when_due(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    index = snapshot_index(redis_client, tmp_path)
+    rng = np.random.default_rng(8)
+    index.add_many([(1, rng.integers(0, 2**BITS, 100, dtype=np.uint64))], fresh=True)
+    assert not claim_compaction(index, 60)  # the delta is empty
+    index.add_many([(m, rng.integers(0, 2**BITS, 2000, dtype=np.uint64)) for m in range(2, 110)])
+    lease = Lease(index)
+    assert lease.take()
+    assert not claim_compaction(index, 60)  # another process compacts it
+    lease.give_back()
+    assert claim_compaction(index, 60)
+    assert not claim_compaction(index, 60)  # queued already
+    assert compact_queued(index)
+    assert index.delta.generation()[1] == 0
+    assert not claim_compaction(index, 60)  # not due any more
+
+
+@pytest.mark.slow
+def test_a_worker_compacts_what_was_added_without_library_add(
+    tracker_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Works added one at a time (as `POST /api/v1/works` does) stay in the delta until a
+    worker consuming the maintenance queue finds it past its share and compacts it."""
+    monkeypatch.setenv("COPYTRACK_INDEX_SNAPSHOT", "true")
+    ctx = open_ready(Settings.from_env())
+    try:
+        assert isinstance(ctx.index, SnapshotIndex)
+        work = texts("zh_news", 3)[2]
+        [added] = add_work(ctx, Work(external_id="pushed", text=work), index_on_disk=True)
+        assert added.status == "added"
+        # Past COMPACT_MIN_POSTINGS in the delta: postings of other ids, as many works
+        # pushed one at a time would bring.
+        rng = np.random.default_rng(4)
+        many = [(10_000 + m, rng.integers(0, 2**BITS, 2000, dtype=np.uint64)) for m in range(110)]
+        for batch in (many[:55], many[55:]):
+            ctx.index.add_many(batch)
+        assert ctx.index.compaction_due()
+        log = tmp_path / "worker.log"
+        with worker_process(ctx, log, queues="maintenance"):
+            wait_until(lambda: ctx.index.delta.generation()[1] == 0, 90, "compaction", log)
+        assert [m.master.external_id for m in match_text(ctx, work[:2000])] == ["pushed"]
+        found = ctx.index.postings(many[-1][1])
+        assert (found.master == many[-1][0]).sum() == 2000
+        assert not ctx.index.compaction_due()
+    finally:
+        ctx.close()

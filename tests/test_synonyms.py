@@ -4,8 +4,10 @@ finds."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
-import tempfile
+import subprocess
+import sys
 
 import jieba
 import numpy as np
@@ -18,7 +20,6 @@ from fingerprinter import (
     SYNONYM_BIT,
     index_array,
     kept_share,
-    segment_words,
     synonym_index_array,
     synonym_letters,
     synonym_query,
@@ -26,8 +27,8 @@ from fingerprinter import (
     to_letters,
 )
 from fingerprinter.params import VALUE_BITS, FingerprintParams
-from fingerprinter.skeleton import segmenter
 from fingerprinter.synonyms import canonical_words
+from tests.adding import add_texts
 from tests.admin_seed import PASSWORD, client, login
 from tests.corpus import texts
 from tracker.accounts.users import add_user
@@ -101,7 +102,7 @@ def test_the_stream_is_off_when_the_parameters_say_so_or_the_text_has_no_chinese
 def test_only_granules_with_names_or_numbers_in_them_are_fingerprinted() -> None:
     text = ZH[0]
     letters = synonym_letters(text)
-    everything = dataclasses.replace(ON, synonym_min_known=0)
+    everything = dataclasses.replace(ON, skeleton_min_known=0)
     indexed, every = synonym_index_array(letters, ON), synonym_index_array(letters, everything)
     assert 0 < len(indexed) < len(every)
     # A text of common words only has a skeleton, but no granule of it is fingerprinted:
@@ -135,16 +136,6 @@ def test_deterministic_across_calls() -> None:
     assert np.array_equal(first.codes, again.codes) and np.array_equal(first.offsets, again.offsets)
 
 
-def test_segmenting_writes_no_cache_file(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    segmenter.cache_clear()
-    try:
-        assert segment_words("由于下雨，北京的航班取消了。")[:2] == ["由于", "下雨"]
-    finally:
-        segmenter.cache_clear()
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_a_rewrite_keeps_its_unswapped_words_in_order_and_a_stranger_does_not() -> None:
     work = ZH[3][:800]
     rewritten = _class_swaps(work, 1.0, random.Random(3))
@@ -160,8 +151,7 @@ def test_a_rewrite_keeps_its_unswapped_words_in_order_and_a_stranger_does_not() 
 def test_a_rewritten_copy_is_found_and_rewritten_strangers_are_not(synonyms_ctx) -> None:
     ctx = synonyms_ctx
     masters = ZH[:20]
-    for i, text in enumerate(masters):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_texts(ctx, masters, "m")
     rng = random.Random(4)
     # The same index, queried in the pinyin stream alone.
     pinyin_only = dataclasses.replace(ctx, params=FingerprintParams(synonyms=False))
@@ -239,8 +229,7 @@ def test_turning_the_stream_on_takes_a_reindex_and_finds_rewrites_after_it(
     ctx, tracker_env, monkeypatch
 ) -> None:
     masters = ZH[:5]
-    for i, text in enumerate(masters):
-        add_work(ctx, Work(text=text, external_id=f"m{i}"))
+    add_texts(ctx, masters, "m")
     before = ctx.index.stats().postings
     monkeypatch.setenv("COPYTRACK_SYNONYMS", "true")
     turned_on = Settings.from_env({**tracker_env, "COPYTRACK_SYNONYMS": "true"})
@@ -257,3 +246,18 @@ def test_turning_the_stream_on_takes_a_reindex_and_finds_rewrites_after_it(
         assert matches and matches[0].master.external_id == "m1"
     finally:
         on.close()
+
+
+def test_segmenting_writes_and_reads_nothing_in_the_temp_directory(tmp_path) -> None:
+    """The fingerprinter does no I/O: jieba's own start reads and writes a marshal cache in
+    the temp directory, a file another user of the machine could plant."""
+    script = (
+        "from fingerprinter.synonyms import segment_words; "
+        "print('|'.join(segment_words('小说的作者今天发表了新的章节')))"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().split("|")[:3] == ["小说", "的", "作者"]
+    assert list(tmp_path.iterdir()) == []

@@ -29,6 +29,7 @@ from bson import ObjectId
 from pymongo.database import Database
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
+from tests.adding import add_all
 from tests.corpus import texts
 from tests.processes import clean_env, installation_env, process_group, wait_until
 from tracker import tasks
@@ -36,7 +37,7 @@ from tracker.celery_app import app, configure
 from tracker.context import Context
 from tracker.core.config import Settings
 from tracker.masters.generation import open_ready
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.runtime.processes import records_dir
 from tracker.runtime.servers import Endpoints
 from tracker.scanning.pages import PageInput, store_page
@@ -132,8 +133,10 @@ def ctx(
     )
     configure(app, endpoints, settings)
     context = open_ready(settings)
-    for n, text in enumerate(texts("zh_news", 3)):
-        add_work(context, Work(text=text, external_id=f"news-{n}"))
+    add_all(
+        context,
+        [Work(text=text, external_id=f"news-{n}") for n, text in enumerate(texts("zh_news", 3))],
+    )
     yield context
     context.close()
 

@@ -10,6 +10,7 @@ from datetime import date, timedelta
 import pytest
 from bson import ObjectId
 
+from tests.adding import add_all
 from tests.copies import ZH, found_on
 from tracker.findings import (
     TRANSITIONS,
@@ -39,14 +40,19 @@ from tracker.findings import (
     suppress_licensed,
     work_report,
 )
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.scanning.pages import PageInput, scan_page, store_page
 
 
 @pytest.fixture
 def library(ctx):
-    for i, text in enumerate(ZH[:3]):
-        add_work(ctx, Work(text=text, external_id=f"w{i}", title=f"作品{i}", author="记者"))
+    add_all(
+        ctx,
+        [
+            Work(text=text, external_id=f"w{i}", title=f"作品{i}", author="记者")
+            for i, text in enumerate(ZH[:3])
+        ],
+    )
     return ctx
 
 

@@ -41,6 +41,7 @@ from .core.failures import CONNECTION_ERRORS
 from .enforcement import alerts
 from .evidence import timestamps
 from .index import IndexVersionMismatch
+from .index.snapshot import claim_compaction, compact_queued
 from .masters import generation, library
 from .monitoring import heartbeats
 from .monitoring.loops import compiled_loops, fallback_problem, summary
@@ -74,6 +75,8 @@ TIME_LIMITS = {
     "tracker.stamp_captures": (900, 960),
     # 50 deliveries, each at most a relay's or a receiver's timeouts (30 s, 15 s).
     "tracker.send_alerts": (1500, 1560),
+    # A compaction of the snapshot index: ~4 s at 10,000 works, O(postings) (scale.md).
+    "tracker.compact_index": (3000, 3300),
 }
 
 
@@ -177,6 +180,13 @@ def reindex() -> dict[str, Any]:
     finally:
         ctx.close()
     return {"masters": count, "postings": stats.postings}
+
+
+@app.task(**_RETRY, **_limits("tracker.compact_index"))
+def compact_index() -> dict[str, Any]:
+    """Merge the snapshot index's delta into its snapshot, if it is due and no other process
+    compacts it (queued by `CompactionSweep`)."""
+    return {"compacted": compact_queued(process_context().index)}
 
 
 @app.task(**_RETRY, **_limits("tracker.stamp_captures"))
@@ -365,6 +375,26 @@ class TimestampSweep(_Sweep):
             stamp_captures.apply_async(ignore_result=True)
 
 
+#: Seconds between two looks at the snapshot index's delta (two small reads), and how long a
+#: queued compaction keeps others from being queued.
+COMPACTION_SWEEP_SECONDS = 10.0
+COMPACTION_QUEUED_SECONDS = 600.0
+
+
+class CompactionSweep(_Sweep):
+    """A worker consuming the maintenance queue queues `compact_index` when the snapshot
+    index's delta passed its share (`tracker.index.snapshot.claim_compaction`)."""
+
+    queue, what = "maintenance", "a due compaction of the index"
+
+    def interval(self, settings: Settings) -> float:
+        return COMPACTION_SWEEP_SECONDS
+
+    def look(self, ctx: Context) -> None:
+        if claim_compaction(ctx.index, COMPACTION_QUEUED_SECONDS):
+            compact_index.apply_async(ignore_result=True)
+
+
 class Heartbeat(_Sweep):
     """Every worker renews the heartbeat of the queues it consumes
     (`tracker.monitoring.heartbeats`), so the admin can say when a run or a scan waits for a
@@ -388,3 +418,4 @@ class Heartbeat(_Sweep):
 app.steps["worker"].add(Heartbeat)
 app.steps["worker"].add(LostScanSweep)
 app.steps["worker"].add(TimestampSweep)
+app.steps["worker"].add(CompactionSweep)

@@ -121,6 +121,7 @@ def eval_command(
     try:
         from testbed import evaluation
         from testbed.corpus import describe
+        from testbed.paraphrase import ThesaurusMissing
         from testbed.rewrite import CilinMissing
     except ModuleNotFoundError as err:
         raise testbed_missing(err) from None
@@ -137,7 +138,7 @@ def eval_command(
     langs = evaluation.LANGS if lang == "all" else (lang,)
     try:
         bench = evaluation.build_benchmark(docs, masters, suspects, langs, seed)
-    except (ValueError, CilinMissing) as err:
+    except (ValueError, CilinMissing, ThesaurusMissing) as err:
         raise click.ClickException(str(err)) from None
     show = sys.stderr.isatty()
     data: list[dict[str, Any]] | dict[str, Any]  # a sweep's points, or one evaluation

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from copytrack.cli import main
+from tests.adding import add_all
 from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.evidence.authority import verify_with_openssl
@@ -102,8 +103,7 @@ def test_a_finding_bundle_from_the_command_line(stamping_ctx, authority, tmp_pat
 
 def test_a_domain_bundle_downloaded_from_the_admin(stamping_ctx, authority, tmp_path):
     ctx = stamping_ctx
-    for n in (1, 2):
-        add_work(ctx, Work(text=ZH[n], external_id=f"news-{n}", title=f"新闻{n}"))
+    add_all(ctx, [Work(text=ZH[n], external_id=f"news-{n}", title=f"新闻{n}") for n in (1, 2)])
     with listening() as site:
         pixel = f"http://127.0.0.1:{site.server_address[1]}"
         for n in (1, 2):

@@ -17,6 +17,7 @@ from pymongo.errors import OperationFailure
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed.testweb import RunningWeb, TestWeb
+from tests.adding import add_all
 from tests.faults.helpers import copytrack, data_dir_env, fill_disk
 from tests.pirate_site import SITE, reachable_articles, save_site_campaign
 from tests.processes import wait_until
@@ -24,7 +25,7 @@ from tracker.campaigns import get_run, trigger_run, wait_for_run
 from tracker.context import Context
 from tracker.core.config import Settings
 from tracker.masters.generation import open_ready
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -49,8 +50,7 @@ def test_a_disk_full_during_a_crawl_loses_no_page(
     env = {**data_dir_env(small_disk), "COPYTRACK_ALLOW_PRIVATE_NETWORKS": "1"}
     ctx = open_ready(Settings.from_env(env))
     try:
-        for master in web.masters:
-            add_work(ctx, Work(text=master["text"], external_id=master["id"]))
+        add_all(ctx, [Work(text=m["text"], external_id=m["id"]) for m in web.masters])
         save_site_campaign(ctx, web, running, "full", delay=0.5, concurrency=1)
     finally:
         ctx.close()

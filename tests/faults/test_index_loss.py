@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.adding import add_all
 from tests.corpus import texts
 from tests.faults.helpers import (
     SCAN_WORKER,
@@ -50,8 +51,7 @@ def test_a_wiped_index_closes_nothing_and_reindex_then_rescan_recover(
     ctx = open_ready(own)
     log = tmp_path / "worker.log"
     try:
-        for n, text in enumerate(works):
-            add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+        add_all(ctx, [Work(text=text, external_id=f"news-{n}") for n, text in enumerate(works)])
         copies = pirate_copies(works, 1)
         pages = store_pages(ctx, copies + texts("zh_news", 12)[10:], "pirate")
         for page_id in pages:
@@ -129,8 +129,7 @@ def test_an_index_of_another_build_or_short_of_postings_is_refused(ctx: Context)
 def test_a_copy_seen_again_reopens_only_what_copytrack_closed(ctx: Context) -> None:
     works = texts("zh_news", 2)
     other = texts("zh_news", 12)[10:]
-    for n, text in enumerate(works):
-        add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+    add_all(ctx, [Work(text=text, external_id=f"news-{n}") for n, text in enumerate(works)])
     urls = ["http://a.example/1", "http://b.example/2", "http://c.example/3"]
     copying = [works[0], works[1], works[0]]
 
@@ -166,8 +165,7 @@ def _three_copied_works(ctx: Context) -> tuple[list[str], list[str], dict]:
     """Three works added, a page copying each stored and scanned: the works, the copies
     and the findings' statuses."""
     works = texts("zh_news", 3)
-    for n, text in enumerate(works):
-        add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+    add_all(ctx, [Work(text=text, external_id=f"news-{n}") for n, text in enumerate(works)])
     copies = pirate_copies(works, 1)
     for page_id in store_pages(ctx, copies, "pirate"):
         scan_page(ctx, page_id)
@@ -217,8 +215,7 @@ def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -
     the findings looks their works up first, refuses, and records the loss for every
     process. (A process that keeps no index blocks: one that does still has them.)"""
     works = texts("zh_news", 2)
-    for n, text in enumerate(works):
-        add_work(ctx, Work(text=text, external_id=f"news-{n}"))
+    add_all(ctx, [Work(text=text, external_id=f"news-{n}") for n, text in enumerate(works)])
     pages = store_pages(ctx, pirate_copies(works, 1), "pirate")
     scanner = open_ready(replace(ctx.settings, index_cache_mb=0))
     try:

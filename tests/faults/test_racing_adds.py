@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
+from tests.adding import add_texts
 from tests.corpus import texts
 from tracker.context import Context, open_context
 from tracker.core.config import Settings
@@ -87,8 +88,7 @@ def test_a_removal_between_the_two_counts_is_no_loss(
     """The check reads the library's count; a racer then takes a work out (its discount,
     then its postings); then the check reads the index's count, lower than the library's
     it read: not a loss, since the racer's removal is noted beside the postings."""
-    for n, text in enumerate(TEXTS[:3]):
-        add_work(ctx, Work(text=text, external_id=f"w{n}"))
+    add_texts(ctx, TEXTS[:3], "w")
     racer = open_ready(Settings.from_env(tracker_env))
     read_library = generation._read_library
     raced: list[str] = []
@@ -118,8 +118,7 @@ def test_a_racing_add_giving_its_postings_back_between_the_two_counts_is_no_loss
     removal) exactly between the check's reading of the library's count and the index's.
     Read once, the index's count is below the library's ("Redis lost recent writes"): the
     check sees the give-back noted beside the postings and reads both counts again."""
-    for n, text in enumerate(TEXTS[:2]):
-        add_work(ctx, Work(text=text, external_id=f"w{n}"))
+    add_texts(ctx, TEXTS[:2], "w")
     settings = Settings.from_env(tracker_env)
     racer, checker = open_context(settings), open_context(settings)
     indexed, stored, counted, read, given_back = (threading.Event() for _ in range(5))

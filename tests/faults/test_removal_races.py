@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from tests.adding import add_texts
 from tests.corpus import texts
 from tests.faults.helpers import pirate_copies, store_pages
 from tracker.context import Context
@@ -32,8 +33,7 @@ def _orphans(ctx: Context) -> list[dict]:
 def test_a_work_removed_between_the_match_and_the_finding_leaves_none(
     ctx: Context, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for n, text in enumerate(WORKS):
-        add_work(ctx, Work(text=text, external_id=f"w{n}"))
+    add_texts(ctx, WORKS, "w")
     [page] = store_pages(ctx, ["\n".join(pirate_copies(WORKS, 1))], "pirate")
     remover = open_ready(Settings.from_env(tracker_env))
     record_findings = pages.record_findings
@@ -59,8 +59,7 @@ def test_removals_and_re_adds_under_forced_scans_leave_no_orphan(
     ctx: Context, tracker_env: dict[str, str]
 ) -> None:
     """25 removals and re-adds of a work while its copies are scanned again and again."""
-    for n, text in enumerate(WORKS):
-        add_work(ctx, Work(text=text, external_id=f"w{n}"))
+    add_texts(ctx, WORKS, "w")
     copies = store_pages(ctx, pirate_copies(WORKS[:1], 6), "pirate")
     done = threading.Event()
     errors: list[BaseException] = []

@@ -11,13 +11,14 @@ import pytest
 
 from copytrack.commands.ops import COPYTRACK_COMMAND
 from testbed.testweb import RunningWeb, TestWeb
+from tests.adding import add_all
 from tests.faults.helpers import copytrack, data_dir_env, servers_of
 from tests.pirate_site import save_site_campaign
 from tests.processes import process_group, process_state, wait_until
 from tracker.campaigns import get_run, trigger_run
 from tracker.core.config import Settings
 from tracker.masters.generation import open_ready
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.runtime.servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -34,8 +35,9 @@ def test_down_under_up_stops_the_stack_crawls_included(
         wait_until(lambda: "copytrack is up" in log.read_text(), 90, "the stack", log)
         ctx = open_ready(Settings.from_env(env))
         try:
-            for master in web.masters:  # the worker has copies to find: it is busy
-                add_work(ctx, Work(text=master["text"], external_id=master["id"]))
+            add_all(
+                ctx, [Work(text=m["text"], external_id=m["id"]) for m in web.masters]
+            )  # the worker has copies to find: it is busy
             save_site_campaign(ctx, web, running, "slow", delay=1.0, concurrency=1)
             run_id = trigger_run(ctx, "slow")
             crawl = get_run(ctx, run_id)["pid"]

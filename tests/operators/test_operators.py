@@ -10,13 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.adding import add_all
 from tests.admin_seed import PASSWORD, client, login
 from tests.copies import ZH
 from tests.operators.web import BAIDU_SHARED, OperatorWeb, operator_web
 from tests.security.fakes import scripted_crawl
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, save_campaign
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work
 from tracker.operators.grouping import update_operators
 
 pytestmark = pytest.mark.slow  # two real crawls
@@ -41,8 +42,7 @@ def domains_of(operator: dict) -> set[str]:
 
 def test_domains_grouped_by_shared_signals_and_a_split_kept_across_a_recrawl(crawl_ctx, web):
     ctx = crawl_ctx
-    for n in range(6):
-        add_work(ctx, Work(text=ZH[n], external_id=f"work-{n}", title=f"作品{n}"))
+    add_all(ctx, [Work(text=ZH[n], external_id=f"work-{n}", title=f"作品{n}") for n in range(6)])
     crawl(ctx, web)
     assert update_operators(ctx) > 0
 

@@ -358,18 +358,25 @@ SETTINGS: tuple[Setting, ...] = (
             "host's data dir once per compaction) and only the postings added since in "
             "Redis's blocks: a page reads the blocks of the recent postings and searches the "
             "snapshot in memory, and an add rewrites only the recent blocks. A compaction "
-            "follows `copytrack reindex`, and `library add` once the recent postings pass a "
-            "tenth of the snapshot. Each process maps the snapshot (the OS shares its pages). "
+            "follows `copytrack reindex`, and `library add` or a `maintenance` worker (works "
+            "added through the API or the admin) once the recent postings pass a tenth of the "
+            "snapshot; the first batches of a library are written straight into a snapshot. "
+            "Each process maps the snapshot (the OS shares its pages). "
             "The index's layout differs: run `copytrack reindex` after changing this.")),
     Setting("COPYTRACK_SYNONYMS", "synonyms", _boolean, "false", "false",
-            "also fingerprint Chinese texts with their words mapped to synonym classes, to "
-            "find rewrites (洗稿); ~5× the CPU of a Chinese page; needs `copytrack reindex`",
+            "also fingerprint Chinese texts with their words mapped to synonym classes and "
+            "English ones by their function words, to find rewrites (洗稿, heavy revisions); "
+            "~5× the CPU of a Chinese page; needs `copytrack reindex`",
             detail=(
             "`true`: Chinese works and pages get a second fingerprint stream, their words "
             "mapped to CC-CEDICT synonym classes (`fingerprinter.synonyms`), so copies that "
             "swap words for synonyms (洗稿) are found (docs/accuracy.md, \"Rewrites\"). It "
             "costs ~5× the CPU of matching a Chinese page and ~2.4× a Chinese work's "
-            "postings in the index. Turning it on or off changes the fingerprint version: "
+            "postings in the index. English works and pages get one of their function "
+            "words (`fingerprinter.english`), so heavily revised copies are found "
+            "(docs/accuracy.md, \"English heavy revision\"), for ~1.5× the CPU of an English "
+            "page and ~1.24× an English work's postings. Turning it on or off changes the "
+            "fingerprint version: "
             "run `copytrack reindex` after changing it (the index refuses other versions).")),
     Setting("COPYTRACK_TIME_ZONE", "time_zone", _time_zone, "UTC", "UTC",
             "the installation's time zone (IANA, e.g. `Asia/Shanghai`): the admin shows times "

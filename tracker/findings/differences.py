@@ -9,7 +9,8 @@ found with difflib on words first (segmented as the synonym stream segments them
 a replaced run of the same length is classified character by character:
 
 - ``synonym``: a word swapped for another of its thesaurus class (`fingerprinter.are_synonyms`:
-  the words a rewrite swaps and the synonym stream sees through);
+  the words a rewrite swaps and the synonym stream sees through), or an English word for
+  one sharing a WordNet synset with it (`fingerprinter.english_synonyms`);
 - ``traditional``: the page's character is the traditional form of the work's (OpenCC);
 - ``homophone``: another character with the same reading (pypinyin, tones ignored);
 - ``changed``, ``added`` (on the page only), ``omitted`` (in the work only);
@@ -24,7 +25,8 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
-from fingerprinter import are_synonyms, segment_words
+from fingerprinter import segment_words
+from fingerprinter import words_are_synonyms as are_synonyms
 
 SAME, SYNONYM, TRADITIONAL, HOMOPHONE, CHANGED, ADDED, OMITTED = (
     "same", "synonym", "traditional", "homophone", "changed", "added", "omitted"

@@ -22,8 +22,9 @@
    ``FingerprintParams.latin_weight``) or, for masters too short to hold that many, cover
    ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of the
    master or of the suspect;
-5. Chinese text has a second letter stream (`fingerprinter.synonyms`: words mapped to their
-   thesaurus class), looked up in the same round trip; its candidates that step 4 did not
+5. with the synonym stream on, a text has a second letter stream (`fingerprinter.synonyms`:
+   Chinese words mapped to their thesaurus class; `fingerprinter.english`: English function
+   words), looked up in the same round trip; its candidates that step 4 did not
    match are aligned again in that stream, from one hit on (a rewrite that swaps most words
    for synonyms, 洗稿, leaves few granules whole; docs/accuracy.md, "Rewrites");
 6. what copies nothing is no match: a match confined to the work's heading (its title, or
@@ -55,15 +56,16 @@ from fingerprinter import (
     FingerprintParams,
     KgramIndex,
     Letters,
+    Skeleton,
     Span,
     align_letters,
     kept_share,
     kgram_codes,
     known_kgram_share,
     query_granule_fingerprints,
-    synonym_letters,
+    rewrite_letters,
+    rewrite_stream,
     synonym_query,
-    synonym_stream,
     to_letters,
 )
 
@@ -118,7 +120,7 @@ class _Stream:
 
 
 _PINYIN = _Stream("pinyin", lambda text, params: to_letters(text, params.latin_mode))
-_SYNONYMS = _Stream("synonyms", lambda text, params: synonym_letters(text, params.latin_mode))
+_SYNONYMS = _Stream("synonyms", rewrite_letters)
 
 
 @dataclass(frozen=True)
@@ -626,8 +628,9 @@ def _match(
         return None
     if _in_heading(master, spans, settings):
         return None
-    if stream is _SYNONYMS and kept_share(_span_texts(master["text"], text, spans)) < (
-        settings.min_rewrite_kept
+    if (
+        isinstance(suspect.letters, Skeleton)
+        and kept_share(_span_texts(master["text"], text, spans)) < settings.min_rewrite_kept
     ):
         return None
     return Match(
@@ -710,7 +713,7 @@ def match_texts(
     page)."""
     # Each text's letters, made once for its fingerprints and its alignments.
     letters = [to_letters(text, ctx.params.latin_mode) for text in texts]
-    synonyms = [synonym_stream(text, ctx.params) for text in texts]
+    synonyms = [rewrite_stream(text, ctx.params) for text in texts]
     found = _candidates_of(ctx, texts, letters, synonyms, settings)
     wanted = [c.master_id for of_text in found for side in of_text for c in side]
     masters = load_masters(ctx, list(dict.fromkeys(wanted))) if wanted else {}
