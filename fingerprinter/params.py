@@ -82,7 +82,7 @@ class FingerprintParams:
     synonyms: bool = False
     synonym_granule: int = 14
     skeleton_granule: int = 20
-    skeleton_min_known: int = 4
+    skeleton_min_known: int = 3
 
     def __post_init__(self) -> None:
         # Up to 255: per-letter counts are bytes, and querying costs O(granule) per letter.

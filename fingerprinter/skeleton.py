@@ -28,7 +28,7 @@ import jieba
 import numpy as np
 
 from .fingerprint import FingerprintArray
-from .initials import CJK_FLAG, DROP, Letters, to_letters
+from .initials import CJK_FLAG, DROP, UNKNOWN, Letters, to_letters
 
 #: Letters of the skeleton's classes (codes 0..25, flagged as Chinese letters).
 WORD = ord("i") - ord("a")
@@ -40,6 +40,9 @@ NUMBER = ord("e") - ord("a")
 PROPER_TAGS = frozenset({"ns", "nt", "nz"})
 _CLAUSE_MARKS = frozenset("，,、；;：:")
 _CLASS_CODES = np.array([WORD, CLAUSE, STOP, NUMBER], np.uint8) | np.uint8(CJK_FLAG)
+# Letters that say nothing of a text: the classes, and unknown letters (private-use code
+# points, which align with any letter: granules of them would match every skeleton).
+_NOT_OWN = np.append(_CLASS_CODES, np.uint8(UNKNOWN))
 _STOP_MARKS = frozenset("。！？!?…")
 
 jieba.setLogLevel(60)  # jieba announces its dictionary load on stderr
@@ -116,7 +119,7 @@ def known_granules(
     """The granules of ``granule`` letters holding at least ``minimum`` that are no class
     letter (a name, a number, a rare word): a run of ``WORD`` letters and commas is what
     every text has, so its fingerprints would only make chance candidates."""
-    own = ~np.isin(letters.codes, _CLASS_CODES)
+    own = ~np.isin(letters.codes, _NOT_OWN)
     total = np.concatenate(([0], np.cumsum(own)))
     first = fingerprints.first_letters
     last = np.minimum(first + granule, len(own))
