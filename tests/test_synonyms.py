@@ -261,3 +261,10 @@ def test_segmenting_writes_and_reads_nothing_in_the_temp_directory(tmp_path) -> 
     )
     assert done.stdout.strip().split("|")[:3] == ["小说", "的", "作者"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_private_use_characters_do_not_make_a_granule_worth_indexing() -> None:
+    """A custom web font's private-use code points are unknown letters, which align with
+    any letter: granules of them would match every skeleton."""
+    hidden = "".join(f"我们的{chr(0xE000 + i)}在" for i in range(80)) + "。"
+    assert len(synonym_index_array(synonym_letters(hidden), ON)) == 0
