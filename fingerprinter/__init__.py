@@ -1,5 +1,5 @@
 """Pure fingerprinting functions: text → pinyin-initial granule fingerprints (and those of
-the synonym stream), and alignment.
+the rewrite stream), and alignment.
 
 No I/O, no storage: the tracker package stores and queries what this package computes.
 """
@@ -33,6 +33,7 @@ from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
+from .skeleton import Skeleton, kept_share
 from .synonyms import (
     SYNONYM_BIT,
     are_synonyms,
@@ -55,6 +56,7 @@ __all__ = [
     "KgramIndex",
     "Letters",
     "ReferenceFrame",
+    "Skeleton",
     "Span",
     "align",
     "align_letters",
@@ -64,6 +66,7 @@ __all__ = [
     "fingerprint",
     "fit_reference",
     "index_array",
+    "kept_share",
     "kgram_codes",
     "kgrams_within",
     "known_kgram_share",

@@ -19,8 +19,9 @@ MAX_GRANULE = 255
 #: 2: words written in pinyin inside Chinese text give their syllables' initials, and
 #: private-use code points an unknown letter in their place (they gave none).
 LETTERS_VERSION = 2
-#: What the synonym stream is, when on: 2: English text has one too (`fingerprinter.english`).
-REWRITE_STREAMS_VERSION = 2
+#: What the synonym stream is, when on: 2: English text has one too (`fingerprinter.english`);
+#: 3: Chinese text's is its skeleton (`fingerprinter.skeleton`).
+REWRITE_STREAMS_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -52,15 +53,17 @@ class FingerprintParams:
     align_min_span: shortest span, in letters, that the alignment reports.
     latin_weight: what a Latin letter counts for against ``align_min_span`` (a pinyin
                   initial counts 1): English letters are more predictable than initials.
-    synonyms:     also index and query the synonym stream (``fingerprinter.synonyms``:
-                  Chinese words mapped to their thesaurus class), so rewrites that swap
-                  words for synonyms (洗稿) are found; English text's is its function
-                  words (``fingerprinter.english``), so heavy revisions are. Off by
-                  default: ~5× the CPU of a Chinese page and ~2.4× its postings
-                  (docs/accuracy.md, "Rewrites");
-                  an installation turns it on with ``COPYTRACK_SYNONYMS``.
-    synonym_granule: letters per granule of the synonym stream: shorter than ``granule``,
-                  as a rewrite swapping most words leaves few long stretches whole.
+    synonyms:     also index and query the rewrite stream: a Chinese text's skeleton
+                  (``fingerprinter.skeleton``: every common word one letter), so rewrites
+                  that swap words for synonyms (洗稿) are found; English text's is its
+                  function words (``fingerprinter.english``), so heavy revisions are. Off
+                  by default (its cost: docs/accuracy.md, "Rewrites"); an installation
+                  turns it on with ``COPYTRACK_SYNONYMS``.
+    synonym_granule: letters per granule of the English rewrite stream: shorter than
+                  ``granule``, as a revision leaves few long stretches whole.
+    skeleton_granule: letters per granule of the Chinese rewrite stream (the skeleton).
+    skeleton_min_known: letters a granule of the skeleton needs that are no class letter
+                  (names, numbers, rare words) to be indexed or queried.
     """
 
     granule: int = 20
@@ -78,6 +81,8 @@ class FingerprintParams:
     latin_weight: float = 0.5
     synonyms: bool = False
     synonym_granule: int = 14
+    skeleton_granule: int = 20
+    skeleton_min_known: int = 3
 
     def __post_init__(self) -> None:
         # Up to 255: per-letter counts are bytes, and querying costs O(granule) per letter.
@@ -85,10 +90,15 @@ class FingerprintParams:
             raise ValueError(
                 f"granule must be between 8 and {MAX_GRANULE} letters, not {self.granule}"
             )
-        if not 8 <= self.synonym_granule <= MAX_GRANULE:
+        for name in ("synonym_granule", "skeleton_granule"):
+            if not 8 <= getattr(self, name) <= MAX_GRANULE:
+                raise ValueError(
+                    f"{name} must be between 8 and {MAX_GRANULE} letters, not {getattr(self, name)}"
+                )
+        if not 0 <= self.skeleton_min_known <= self.skeleton_granule:
             raise ValueError(
-                f"synonym_granule must be between 8 and {MAX_GRANULE} letters, "
-                f"not {self.synonym_granule}"
+                f"skeleton_min_known must be between 0 and skeleton_granule, "
+                f"not {self.skeleton_min_known}"
             )
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
@@ -146,7 +156,8 @@ class FingerprintParams:
         """Stable id of these parameters (an index built with another version is refused)."""
         fields = {**asdict(self), "letters": LETTERS_VERSION}
         if not self.synonyms:  # without the stream, the version the pinyin stream always had
-            del fields["synonyms"], fields["synonym_granule"]
+            for name in ("synonyms", "synonym_granule", "skeleton_granule", "skeleton_min_known"):
+                del fields[name]
         else:
             fields["streams"] = REWRITE_STREAMS_VERSION
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))

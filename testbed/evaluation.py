@@ -879,7 +879,11 @@ def report_markdown(evaluation: Evaluation) -> str:
 
 def _settings_text(evaluation: Evaluation) -> str:
     p, s = evaluation.params, evaluation.settings
-    stream = f"on ({p.synonym_granule}-letter granules)" if p.synonyms else "off"
+    stream = (
+        f"on ({p.skeleton_granule}-letter granules in Chinese, {p.synonym_granule} in English)"
+        if p.synonyms
+        else "off"
+    )
     return (
         f"granule {p.granule}, overlap {p.overlap}, levels {p.levels}, width {p.width}, "
         f"latin {p.latin_mode} (weight {p.latin_weight}); synonym stream "

@@ -1,4 +1,5 @@
-"""The synonym stream (fingerprinter.synonyms) and the matches it finds."""
+"""The rewrite stream (fingerprinter.synonyms, fingerprinter.skeleton) and the matches it
+finds."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fingerprinter import (
     DEFAULT_PARAMS,
     SYNONYM_BIT,
     index_array,
+    kept_share,
     synonym_index_array,
     synonym_letters,
     synonym_query,
@@ -60,41 +62,60 @@ def _class_swaps(text: str, rate: float, rng: random.Random) -> str:
     return "".join(out)
 
 
-def test_synonyms_give_the_same_letters_and_other_words_keep_theirs() -> None:
-    canonical = canonical_words()
-    # Two words of one CC-CEDICT class share their class's letters ...
-    assert canonical["由于"] == canonical["因为"]
+def test_a_swapped_word_leaves_the_skeleton_and_names_and_numbers_keep_their_letters() -> None:
+    # Any common word for any other: the rewriting tool's word list does not matter.
     assert (
-        synonym_letters("由于下雨他没来").as_string()
-        == synonym_letters("因为下雨他没来").as_string()
+        synonym_letters("由于下雨，北京的航班3日取消。").as_string()
+        == synonym_letters("因为下雨，北京的班机3日取消。").as_string()
+        == synonym_letters("鉴于降雨，北京之航班3日撤销。").as_string()
     )
-    # ... which the pinyin stream does not give them.
-    assert to_letters("由于下雨他没来").as_string() != to_letters("因为下雨他没来").as_string()
-    # Latin text and digits are the pinyin stream's own.
-    assert synonym_letters("copy 2026").as_string() == to_letters("copy 2026").as_string()
+    # ... which the pinyin stream does not see through.
+    assert to_letters("由于下雨").as_string() != to_letters("因为下雨").as_string()
+    letters = synonym_letters("由于下雨，北京的航班3日取消。").as_string()
+    assert letters == "iivbjiieiio"  # 北京 (a place) keeps its initials, 3 is a number
+    # Another place, another number, other punctuation: another skeleton.
+    assert synonym_letters("由于下雨，上海的航班4日取消！").as_string() != letters
+    assert synonym_letters("由于下雨。北京的航班3日取消。").as_string() != letters
+    # Latin words keep their letters.
+    assert synonym_letters("copy 机器").as_string() == "copyi"
 
 
-def test_offsets_point_at_the_characters_of_the_word_they_stand_for() -> None:
-    text = "——由于下雨，他离开了会场。"
+def test_offsets_point_at_the_characters_of_the_words_they_stand_for() -> None:
+    text = "——由于下雨，北京的航班取消了。"
     letters = synonym_letters(text)
-    assert np.all(np.diff(letters.offsets) >= 0)
-    assert letters.offsets.min() >= text.index("由") and letters.offsets.max() < len(text)
-    start = text.index("由于")
-    inside = letters.offsets[(letters.offsets >= start) & (letters.offsets < start + 2)]
-    assert len(inside) == len(to_letters(canonical_words()["由于"]))
+    assert np.all(np.diff(letters.offsets) > 0)
+    assert letters.offsets.min() == text.index("由") and letters.offsets.max() < len(text)
+    # A class letter at its word's first character, a place's initials at its characters.
+    at = dict(zip(letters.offsets.tolist(), letters.as_string(), strict=True))
+    assert at[text.index("由于")] == "i" and text.index("由于") + 1 not in at
+    assert at[text.index("北")] == "b" and at[text.index("京")] == "j"
+    assert at[text.index("，")] == "v" and at[text.index("。")] == "o"
 
 
-def test_the_stream_is_off_when_the_parameters_say_so_or_nothing_maps() -> None:
+def test_the_stream_is_off_when_the_parameters_say_so_or_the_text_has_no_chinese() -> None:
     assert synonym_stream("由于下雨，他离开了会场。", ON) is not None
     assert synonym_stream("由于下雨，他离开了会场。") is None  # off by default
     assert synonym_stream("由于下雨，他离开了会场。", FingerprintParams(synonyms=False)) is None
     assert synonym_stream("An English sentence has no Chinese words at all.", ON) is None
 
 
-def test_synonym_fingerprints_carry_their_bit_and_never_equal_pinyin_ones() -> None:
-    text = "记者从市政府获悉，今年全市经济运行总体平稳，居民收入稳步增长，消费市场持续回暖。" * 3
+def test_only_granules_with_names_or_numbers_in_them_are_fingerprinted() -> None:
+    text = ZH[0]
     letters = synonym_letters(text)
-    indexed, queried = synonym_index_array(letters), synonym_query(letters)
+    everything = dataclasses.replace(ON, skeleton_min_known=0)
+    indexed, every = synonym_index_array(letters, ON), synonym_index_array(letters, everything)
+    assert 0 < len(indexed) < len(every)
+    # A text of common words only has a skeleton, but no granule of it is fingerprinted:
+    # every text has such runs.
+    plain = "我们认为这个问题十分重要，必须迅速解决，大家都同意这个看法。" * 20
+    assert len(synonym_letters(plain)) > 100
+    assert len(synonym_index_array(synonym_letters(plain), ON)) == 0
+
+
+def test_synonym_fingerprints_carry_their_bit_and_never_equal_pinyin_ones() -> None:
+    text = ZH[1]
+    letters = synonym_letters(text)
+    indexed, queried = synonym_index_array(letters, ON), synonym_query(letters, ON)
     bit = np.uint64(1 << SYNONYM_BIT)
     assert len(indexed) and np.all(indexed.values & bit) and np.all(queried.values & bit)
     assert np.all(indexed.values < np.uint64(1 << VALUE_BITS))
@@ -107,11 +128,24 @@ def test_synonym_fingerprints_carry_their_bit_and_never_equal_pinyin_ones() -> N
 
 def test_deterministic_across_calls() -> None:
     text = "".join(
-        random.Random(1).choice("我们认为这个问题十分重要必须迅速解决") for _ in range(300)
+        random.Random(1).choice("我们认为这个问题十分重要必须迅速解决北京上海，。")
+        for _ in range(300)
     )
     first = synonym_letters(text)
     again = synonym_letters(text)
     assert np.array_equal(first.codes, again.codes) and np.array_equal(first.offsets, again.offsets)
+
+
+def test_a_rewrite_keeps_its_unswapped_words_in_order_and_a_stranger_does_not() -> None:
+    work = ZH[3][:800]
+    rewritten = _class_swaps(work, 1.0, random.Random(3))
+    assert rewritten != work
+    assert kept_share([(work, rewritten)]) > 0.5
+    # The same characters shuffled, or another article: no runs in the work's order.
+    shuffled = "".join(random.Random(3).sample(work, len(work)))
+    assert kept_share([(work, shuffled)]) < 0.2
+    assert kept_share([(work, ZH[4][:800])]) < 0.2
+    assert kept_share([]) == 0.0
 
 
 def test_a_rewritten_copy_is_found_and_rewritten_strangers_are_not(synonyms_ctx) -> None:
@@ -227,3 +261,10 @@ def test_segmenting_writes_and_reads_nothing_in_the_temp_directory(tmp_path) -> 
     )
     assert done.stdout.strip().split("|")[:3] == ["小说", "的", "作者"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_private_use_characters_do_not_make_a_granule_worth_indexing() -> None:
+    """A custom web font's private-use code points are unknown letters, which align with
+    any letter: granules of them would match every skeleton."""
+    hidden = "".join(f"我们的{chr(0xE000 + i)}在" for i in range(80)) + "。"
+    assert len(synonym_index_array(synonym_letters(hidden), ON)) == 0

@@ -39,8 +39,8 @@ from __future__ import annotations
 import math
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from itertools import combinations
 from typing import Any
@@ -56,8 +56,10 @@ from fingerprinter import (
     FingerprintParams,
     KgramIndex,
     Letters,
+    Skeleton,
     Span,
     align_letters,
+    kept_share,
     kgram_codes,
     known_kgram_share,
     query_granule_fingerprints,
@@ -138,6 +140,8 @@ class MatchSettings:
     max_df: int = 20
     max_df_share: float = 0.0002
     min_shared_hits: int = 12
+    # The same for candidates of the skeleton stream (`fingerprinter.skeleton`).
+    skeleton_min_shared_hits: int = 1
     # A candidate needs this many hits whose granule has the master's very letters in its
     # middle, not only their counts (`Postings.exact`; a check of 6 bits: a chance
     # collision passes once in 64), unless it has exact_unneeded_hits hits (a copy edited
@@ -182,6 +186,14 @@ class MatchSettings:
     # A text with quotation-sized matches of this many works is a listing (headlines and
     # first lines, search snippets): those matches are dropped, copies kept.
     listing_works: int = 3
+    # A match in the rewrite stream (the text's skeleton, `fingerprinter.skeleton`) needs
+    # this share of its page passages' characters in runs of two or more that the work's
+    # passages have in the same order (`fingerprinter.kept_share`): a rewrite keeps the
+    # words it did not swap, skeletons that align by chance share scattered characters.
+    min_rewrite_kept: float = 0.2
+    # The same for a candidate of one hit, weaker evidence: seed 0 of the eval, rewrites
+    # found from one hit keep 0.42 and up, chance alignments from one 0.24 at most.
+    min_rewrite_kept_one_hit: float = 0.4
 
     def df_cut(self, library_size: int) -> int:
         """Fingerprints listed by more masters than this are ignored (see max_df)."""
@@ -294,8 +306,13 @@ def _candidates_of(
     found = ctx.index.postings(values, settings.df_cut(library_size(ctx)))
     # Postings come in query order: each query's are one slice.
     cuts = np.searchsorted(found.query, bounds)
+    # Skeleton granules are shared by works as a matter of course (中国 and 北京 are
+    # proper nouns of every other article): the kept-in-order gate judges their matches.
+    skeleton = replace(settings, min_shared_hits=settings.skeleton_min_shared_hits)
+    of_stream = [settings] * len(texts) + [skeleton if isinstance(of_text, Skeleton) else
+                                           settings for of_text in synonyms]  # fmt: skip
     ranked = [
-        _ranked(text, query, found, slice(cuts[n], cuts[n + 1]), int(bounds[n]), settings)
+        _ranked(text, query, found, slice(cuts[n], cuts[n + 1]), int(bounds[n]), of_stream[n])
         if len(query) else []
         for n, (text, query) in enumerate(zip([*texts, *texts], queries, strict=True))
     ]  # fmt: skip
@@ -393,6 +410,15 @@ def _is_excerpt(
         settings.min_excerpt_latin_chars if latin * 2 > len(words) else settings.min_excerpt_chars
     )
     return stretch.size >= needed
+
+
+def _explained(match: Match, copied: np.ndarray) -> bool:
+    """Whether most of the page text of ``match`` is in ``copied`` (a mask of the page)."""
+    if not copied.any():
+        return False
+    inside = sum(int(copied[s.suspect_start : s.suspect_end].sum()) for s in match.spans)
+    total = sum(s.suspect_end - s.suspect_start for s in match.spans)
+    return inside * 2 > total
 
 
 def _copied_chars(spans: Iterable[Span]) -> int:
@@ -621,6 +647,11 @@ def _match(
         return None
     if _in_heading(master, spans, settings):
         return None
+    kept = settings.min_rewrite_kept if candidate.hits > 1 else settings.min_rewrite_kept_one_hit
+    if isinstance(suspect.letters, Skeleton) and (
+        kept_share(_span_texts(master["text"], text, spans)) < kept
+    ):
+        return None
     return Match(
         master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
         score=round(coverage, 4),
@@ -630,6 +661,11 @@ def _match(
         spans=spans,
         copied_chars=copied,
     )
+
+
+def _span_texts(master: str, text: str, spans: Iterable[Span]) -> Iterator[tuple[str, str]]:
+    return ((master[s.master_start : s.master_end], text[s.suspect_start : s.suspect_end])
+            for s in spans)  # fmt: skip
 
 
 def heading_end(text: str, title: str | None, settings: MatchSettings) -> int:
@@ -725,11 +761,17 @@ def _matches(
         if of_text is None or not todo:
             continue
         suspect = _Suspect.of(of_text, ctx.params)
+        # Page text a verbatim copy explains is no rewrite of another work: a skeleton
+        # aligns by chance with many, its letters being most texts' (`fingerprinter.skeleton`).
+        copied = np.zeros(len(text) if isinstance(of_text, Skeleton) else 0, dtype=bool)
+        for m in matches:
+            for span in m.spans:
+                copied[span.suspect_start : span.suspect_end] = True
         for candidate in todo:
             master = masters.get(candidate.master_id)
             if master is not None:  # else removed between the index lookup and now
                 match = _match(ctx, text, suspect, candidate, master, settings, stream)
-                if match is not None:
+                if match is not None and not _explained(match, copied):
                     matches.append(match)
     matches.sort(key=lambda m: (-m.score, -m.hits, m.master.id))
     return _without_listing(matches, settings)
