@@ -364,14 +364,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Each process maps the snapshot (the OS shares its pages). "
             "The index's layout differs: run `copytrack reindex` after changing this.")),
     Setting("COPYTRACK_SYNONYMS", "synonyms", _boolean, "false", "false",
-            "also fingerprint Chinese texts with their words mapped to synonym classes and "
-            "English ones by their function words, to find rewrites (洗稿, heavy revisions); "
-            "~5× the CPU of a Chinese page; needs `copytrack reindex`",
+            "also fingerprint Chinese texts by their skeleton and English ones by their "
+            "function words, to find rewrites (洗稿, heavy revisions); ~2.4× the CPU of "
+            "matching a Chinese page, ~7× of adding a Chinese work; needs `copytrack reindex`",
             detail=(
-            "`true`: Chinese works and pages get a second fingerprint stream, their words "
-            "mapped to CC-CEDICT synonym classes (`fingerprinter.synonyms`), so copies that "
-            "swap words for synonyms (洗稿) are found (docs/accuracy.md, \"Rewrites\"). It "
-            "costs ~5× the CPU of matching a Chinese page and ~2.4× a Chinese work's "
+            "`true`: Chinese works and pages get a second fingerprint stream, their "
+            "skeleton: every common word one letter, names, numbers, rare words and "
+            "punctuation kept (`fingerprinter.skeleton`), so copies that swap words for "
+            "synonyms (洗稿) are found (docs/accuracy.md, \"Rewrites\"). It costs ~2.4× the "
+            "CPU of matching a Chinese page, ~7× that of adding a Chinese work and ~1.07× its "
             "postings in the index. English works and pages get one of their function "
             "words (`fingerprinter.english`), so heavily revised copies are found "
             "(docs/accuracy.md, \"English heavy revision\"), for ~1.5× the CPU of an English "

@@ -22,11 +22,12 @@
    ``FingerprintParams.latin_weight``) or, for masters too short to hold that many, cover
    ``whole_master_coverage`` of the master; and cover at least ``min_coverage`` of the
    master or of the suspect;
-5. with the synonym stream on, a text has a second letter stream (`fingerprinter.synonyms`:
-   Chinese words mapped to their thesaurus class; `fingerprinter.english`: English function
-   words), looked up in the same round trip; its candidates that step 4 did not
-   match are aligned again in that stream, from one hit on (a rewrite that swaps most words
-   for synonyms, 洗稿, leaves few granules whole; docs/accuracy.md, "Rewrites");
+5. with the synonym stream on, a text has a second letter stream (`fingerprinter.skeleton`:
+   a Chinese text's common words one letter each, its names and numbers kept;
+   `fingerprinter.english`: English function words), looked up in the same round trip;
+   its candidates that step 4 did not match are aligned again in that stream, from one hit
+   on (a rewrite that swaps most words for synonyms, 洗稿, leaves few granules whole;
+   docs/accuracy.md, "Rewrites");
 6. what copies nothing is no match: a match confined to the work's heading (its title, or
    its first line: what a list of headlines or a "related articles" block shows of it;
    ``heading_chars``), and the quotation-sized matches of a text that has
