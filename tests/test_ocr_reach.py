@@ -251,6 +251,13 @@ def test_check_ocr_without_tesseract_says_so_in_one_line(crawl_ctx, monkeypatch,
     assert "Traceback" not in result.output and "no match" not in result.output
 
 
+def _first_look_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first look for pages naming an image finds none: the page's write lands after it."""
+    looks = iter([False])
+    real = captures._named
+    monkeypatch.setattr(captures, "_named", lambda c, f: next(looks, real(c, f)))
+
+
 def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkeypatch):
     """The page's write lands between the first look for pages naming the image and its
     deletion: the second look puts it back, under its id, byte for byte; putting it back
@@ -258,9 +265,7 @@ def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkey
     image = _image(1)
     page_id = _store(ctx, "http://pirate.example/a", image)
     page = ctx.db.pages.find_one({"_id": page_id})
-    looks = iter([False])  # the first look does not see the page yet
-    real = captures._named
-    monkeypatch.setattr(captures, "_named", lambda c, f: next(looks, None) or real(c, f))
+    _first_look_misses(monkeypatch)
     assert drop_unreferenced_images(ctx, [page["ocr_images"][0]["file"]]) == 0
     assert page_image(ctx, page, 0) == (image.body, "image/png")
     big = CapturedImage("http://pirate.example/big.png", "image/png", bytes(range(256)) * 3000)
