@@ -276,3 +276,28 @@ def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkey
     ctx.db[f"{BUCKET}.files"].delete_one({"_id": entry["file"]})  # as if the first had not
     restore_images(ctx, [entry], [big])  # finished: its chunks there, its file not yet
     assert page_image(ctx, {"ocr_images": [entry]}, 0) == (big.body, "image/png")
+
+
+def test_an_image_put_back_while_another_process_deletes_it_is_left_whole(ctx, monkeypatch):
+    """Two processes let go of one image as a page comes to name it: the other one deleted
+    it and is putting it back (its chunks written, its file document not yet) when this
+    one's delete finds no file document, yet deletes those chunks all the same. This one
+    puts it back too, or the page would name an image without its bytes."""
+    image = _image(1)
+    page = ctx.db.pages.find_one({"_id": _store(ctx, "http://pirate.example/c", image)})
+    files = ctx.db[f"{BUCKET}.files"]
+    real_delete = GridFSBucket.delete
+
+    def delete_racing_a_put_back(bucket: GridFSBucket, file_id: Any) -> None:
+        putting_back = files.find_one({"_id": file_id})
+        files.delete_one({"_id": file_id})  # the other process's delete, its chunks rewritten
+        try:
+            real_delete(bucket, file_id)
+        finally:
+            files.insert_one(putting_back)  # the other process's putting back ends
+
+    _first_look_misses(monkeypatch)
+    monkeypatch.setattr(GridFSBucket, "delete", delete_racing_a_put_back)
+    assert drop_unreferenced_images(ctx, [page["ocr_images"][0]["file"]]) == 0
+    monkeypatch.undo()
+    assert page_image(ctx, page, 0) == (image.body, "image/png")

@@ -84,14 +84,20 @@ def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
         try:
             grid = bucket.open_download_stream(file_id)
             body = grid.read()
-            bucket.delete(file_id)
         except NoFile:  # deleted already (another page let it go)
             continue
+        try:
+            bucket.delete(file_id)
+            gone = True
+        except NoFile:
+            # Deleted by another process meanwhile: this delete still took the chunks, and
+            # they may be those of that process putting it back, so it is looked at again.
+            gone = False
         if _named(ctx, file_id):
             # A page came to name it meanwhile (its `stored_images` found it before the
             # delete, its write came after the first look): it is put back.
             _upload(ctx, file_id, grid.filename or "image", body)
-        else:
+        elif gone:
             deleted += 1
     return deleted
 
