@@ -301,3 +301,24 @@ def test_an_image_put_back_while_another_process_deletes_it_is_left_whole(ctx, m
     assert drop_unreferenced_images(ctx, [page["ocr_images"][0]["file"]]) == 0
     monkeypatch.undo()
     assert page_image(ctx, page, 0) == (image.body, "image/png")
+
+
+def test_a_sweep_goes_past_an_image_another_process_deletes_as_it_is_read(ctx, monkeypatch):
+    """Another process deletes an image between this one finding its file and reading its
+    bytes: the sweep leaves it to that one and goes on with the others, rather than stop
+    on a 'corrupt' file."""
+    stored_images(ctx, [_image(1), _image(2)])  # neither named by a page
+    real_open = GridFSBucket.open_download_stream
+    raced: list[Any] = []
+
+    def deleted_once_open(bucket: GridFSBucket, file_id: Any) -> Any:
+        grid = real_open(bucket, file_id)
+        if not raced:
+            raced.append(file_id)
+            bucket.delete(file_id)  # the other process
+        return grid
+
+    monkeypatch.setattr(GridFSBucket, "open_download_stream", deleted_once_open)
+    assert drop_orphaned_images(ctx) == 1
+    monkeypatch.undo()
+    assert _images_left(ctx) == []

@@ -23,7 +23,7 @@ from typing import Any
 
 from bson import Binary, ObjectId
 from gridfs import DEFAULT_CHUNK_SIZE, GridFSBucket
-from gridfs.errors import NoFile
+from gridfs.errors import CorruptGridFile, NoFile
 from pymongo.errors import DuplicateKeyError
 
 from ..context import Context
@@ -84,7 +84,9 @@ def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
         try:
             grid = bucket.open_download_stream(file_id)
             body = grid.read()
-        except NoFile:  # deleted already (another page let it go)
+        except (NoFile, CorruptGridFile):
+            # Deleted already, or as it was read, by another process letting it go: that
+            # one puts it back should a page name it.
             continue
         try:
             bucket.delete(file_id)
