@@ -240,6 +240,24 @@ def test_a_work_counted_before_its_add_keeps_the_count_is_counted_once(
     assert _size_seen_by_another_process(tracker_env) == 6
 
 
+def test_a_count_left_short_by_a_killed_add_is_counted_again_in_time(
+    ctx, tracker_env, monkeypatch
+):
+    """A process killed between storing works and keeping the shared count leaves it
+    short; adds and removals since keep it, without making it last: it is counted again
+    LIBRARY_RECOUNT_SECONDS after it was counted."""
+    monkeypatch.setattr(library, "LIBRARY_RECOUNT_SECONDS", 1.0)
+    add_texts(ctx, ZH[:3], "w")
+    assert library.library_size(ctx, fresh=True) == 3
+    with monkeypatch.context() as killed:
+        killed.setattr(library, "_library_size_changed", lambda *args: None)
+        add_work(ctx, Work(text=ZH[3], external_id="w3"))
+    add_work(ctx, Work(text=ZH[4], external_id="w4"))
+    assert _size_seen_by_another_process(tracker_env) == 4  # short by the killed add's
+    time.sleep(1.2)
+    assert _size_seen_by_another_process(tracker_env) == 5
+
+
 def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_env, monkeypatch):
     """Workers starting together after an add find no shared count: one counts, the others
     wait for its count instead of each reading the whole collection."""
