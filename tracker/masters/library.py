@@ -906,8 +906,9 @@ def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:
 
 
 def library_size(ctx: Context, fresh: bool = False) -> int:
-    """How many masters the library holds, counted at most twice LIBRARY_COUNT_SECONDS ago
-    (the matcher scales a threshold with it); fresh: counted since the last add or removal
+    """How many masters the library holds: the shared count, kept by adds and removals and
+    counted again every LIBRARY_RECOUNT_SECONDS, as this process read it at most
+    LIBRARY_COUNT_SECONDS ago (the matcher scales a threshold with it); fresh: read now
     (what a reviewer is shown).
 
     The embedded MongoDB counts a collection by reading it (0.7-2 s at 100,000 works), so
