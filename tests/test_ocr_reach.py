@@ -1,4 +1,4 @@
-"""Reading images beyond an article's (issue #64, item 4): a link straight to a picture of a
+"""Reading images beyond an article's: a link straight to a picture of a
 chapter (``chapter-3.png``) read like a page by a campaign with ``ocr``; `copytrack check
 URL --ocr` reading a page's images as a crawl does and saying which text OCR read; and
 no image left in the store once no page names it.
