@@ -6,6 +6,7 @@ no image left in the store once no page names it.
 
 from __future__ import annotations
 
+import json
 import shutil
 from functools import partial
 from typing import Any
@@ -322,3 +323,13 @@ def test_a_sweep_goes_past_an_image_another_process_deletes_as_it_is_read(ctx, m
     assert drop_orphaned_images(ctx) == 1
     monkeypatch.undo()
     assert _images_left(ctx) == []
+
+
+def test_check_refuses_ocr_with_jsonl_rather_than_ignore_it(ctx, tmp_path):
+    """--ocr reads the images of a URL; a file of JSON lines holds texts: the check says
+    so, rather than match them without OCR as if asked to read it."""
+    suspects = tmp_path / "suspects.jsonl"
+    suspects.write_text(json.dumps({"id": "s1", "text": CHAPTERS[0]}) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", "--jsonl", str(suspects), "--ocr"])
+    assert result.exit_code == 2, result.output
+    assert "--ocr" in result.output and "--jsonl" in result.output
