@@ -110,9 +110,9 @@ def _named(ctx: Context, file_id: Any) -> bool:
 
 def _upload(ctx: Context, file_id: Any, name: str, body: bytes) -> None:
     """An image file put back under its id, written as GridFS writes one but chunk by
-    chunk, each kept if there already (a file's id names its bytes' hash): two processes
-    putting it back at once leave it whole (GridFS's own upload, failing on the other's
-    chunk, would delete them all)."""
+    chunk, each kept if there already (a file holds one image, the one its name's hash
+    names: a chunk there is this one's): two processes putting it back at once leave it
+    whole (GridFS's own upload, failing on the other's chunk, would delete them all)."""
     chunks = ctx.db[f"{BUCKET}.chunks"]
     for n, at in enumerate(range(0, len(body), DEFAULT_CHUNK_SIZE)):
         with contextlib.suppress(DuplicateKeyError):
