@@ -6,6 +6,7 @@ import io
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from xml.sax.saxutils import escape
 
 import pymongo
@@ -162,6 +163,14 @@ def test_works_are_taken_in_turn_round_the_library_each_once(ctx):
     assert taken(0, 40) == kept
 
 
+def _size_seen_by_another_process(tracker_env: dict[str, str]) -> int:
+    other = open_ready(Settings.from_env(tracker_env))
+    try:
+        return library.library_size(other)
+    finally:
+        other.close()
+
+
 def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, monkeypatch):
     """The matcher's threshold scales with the library's size: one process counts it and
     the others read the count from Redis (the embedded MongoDB counts by reading the whole
@@ -176,14 +185,7 @@ def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, mo
         return count(collection, *args, **kwargs)
 
     monkeypatch.setattr(pymongo.collection.Collection, "estimated_document_count", counting)
-
-    def size_seen_by_another_process() -> int:
-        other = open_ready(Settings.from_env(tracker_env))
-        try:
-            return library.library_size(other)
-        finally:
-            other.close()
-
+    size_seen_by_another_process = partial(_size_seen_by_another_process, tracker_env)
     assert size_seen_by_another_process() == 5 and counted == []
     add_work(ctx, Work(text=ZH[5], external_id="w5"))
     add_texts(ctx, [ZH[5], ZH[6], ZH[7]], "v")  # one already in the library
@@ -193,6 +195,67 @@ def test_the_library_size_is_counted_once_for_every_process(ctx, tracker_env, mo
     # Once lost (Redis restarted empty), counted again by the next reader.
     ctx.redis.delete(ctx.keys.library_size)
     assert size_seen_by_another_process() == 7 and counted == ["masters"]
+
+
+def test_a_work_added_while_the_library_is_counted_is_counted(ctx, tracker_env, monkeypatch):
+    """A work stored after a process read its count of the library, and before it shared
+    the count: the add found no shared count to keep, and the count shared lacks the work.
+    The next reader counts again rather than read it short for LIBRARY_RECOUNT_SECONDS."""
+    add_texts(ctx, ZH[:5], "w")
+    ctx.redis.delete(ctx.keys.library_size)  # as it is every LIBRARY_RECOUNT_SECONDS
+    count = pymongo.collection.Collection.estimated_document_count
+
+    def counted_before_an_add(collection, *args, **kwargs):
+        counted = count(collection, *args, **kwargs)
+        monkeypatch.setattr(pymongo.collection.Collection, "estimated_document_count", count)
+        add_work(ctx, Work(text=ZH[5], external_id="w5"))  # another process's
+        return counted
+
+    monkeypatch.setattr(
+        pymongo.collection.Collection, "estimated_document_count", counted_before_an_add
+    )
+    assert library.library_size(ctx) == 5
+    assert _size_seen_by_another_process(tracker_env) == 6
+
+
+def test_a_work_counted_before_its_add_keeps_the_count_is_counted_once(
+    ctx, tracker_env, monkeypatch
+):
+    """A process counts the library between an add storing its works and keeping the
+    shared count: the count holds them already, and adding them to it again would leave
+    it too high for LIBRARY_RECOUNT_SECONDS."""
+    add_texts(ctx, ZH[:5], "w")
+    ctx.redis.delete(ctx.keys.library_size)
+    insert = pymongo.collection.Collection.insert_many
+
+    def counted_once_stored(collection, *args, **kwargs):
+        stored = insert(collection, *args, **kwargs)
+        if collection.name == "masters":
+            assert _size_seen_by_another_process(tracker_env) == 6  # counted, and shared
+        return stored
+
+    monkeypatch.setattr(pymongo.collection.Collection, "insert_many", counted_once_stored)
+    add_work(ctx, Work(text=ZH[5], external_id="w5"))
+    monkeypatch.undo()
+    assert _size_seen_by_another_process(tracker_env) == 6
+
+
+def test_a_count_left_short_by_a_killed_add_is_counted_again_in_time(
+    ctx, tracker_env, monkeypatch
+):
+    """A process killed between storing works and keeping the shared count leaves it
+    short; adds and removals since keep it, without making it last: it is counted again
+    LIBRARY_RECOUNT_SECONDS after it was counted."""
+    monkeypatch.setattr(library, "LIBRARY_RECOUNT_SECONDS", 1.0)
+    add_texts(ctx, ZH[:3], "w")
+    assert library.library_size(ctx, fresh=True) == 3
+    with monkeypatch.context() as killed:
+        killed.setattr(library, "_library_size_changed", lambda *args: None)
+        add_work(ctx, Work(text=ZH[3], external_id="w3"))
+    add_work(ctx, Work(text=ZH[4], external_id="w4"))
+    assert _size_seen_by_another_process(tracker_env) == 4  # short by the killed add's
+    time.sleep(1.2)
+    assert _size_seen_by_another_process(tracker_env) == 5
 
 
 def test_processes_asking_the_library_size_at_once_count_it_once(ctx, tracker_env, monkeypatch):

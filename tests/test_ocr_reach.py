@@ -1,4 +1,4 @@
-"""Reading images beyond an article's (issue #64, item 4): a link straight to a picture of a
+"""Reading images beyond an article's: a link straight to a picture of a
 chapter (``chapter-3.png``) read like a page by a campaign with ``ocr``; `copytrack check
 URL --ocr` reading a page's images as a crawl does and saying which text OCR read; and
 no image left in the store once no page names it.
@@ -6,6 +6,7 @@ no image left in the store once no page names it.
 
 from __future__ import annotations
 
+import json
 import shutil
 from functools import partial
 from typing import Any
@@ -251,6 +252,13 @@ def test_check_ocr_without_tesseract_says_so_in_one_line(crawl_ctx, monkeypatch,
     assert "Traceback" not in result.output and "no match" not in result.output
 
 
+def _first_look_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first look for pages naming an image finds none: the page's write lands after it."""
+    looks = iter([False])
+    real = captures._named
+    monkeypatch.setattr(captures, "_named", lambda c, f: next(looks, real(c, f)))
+
+
 def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkeypatch):
     """The page's write lands between the first look for pages naming the image and its
     deletion: the second look puts it back, under its id, byte for byte; putting it back
@@ -258,9 +266,7 @@ def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkey
     image = _image(1)
     page_id = _store(ctx, "http://pirate.example/a", image)
     page = ctx.db.pages.find_one({"_id": page_id})
-    looks = iter([False])  # the first look does not see the page yet
-    real = captures._named
-    monkeypatch.setattr(captures, "_named", lambda c, f: next(looks, None) or real(c, f))
+    _first_look_misses(monkeypatch)
     assert drop_unreferenced_images(ctx, [page["ocr_images"][0]["file"]]) == 0
     assert page_image(ctx, page, 0) == (image.body, "image/png")
     big = CapturedImage("http://pirate.example/big.png", "image/png", bytes(range(256)) * 3000)
@@ -271,3 +277,59 @@ def test_an_image_a_page_names_while_it_is_deleted_is_put_back_whole(ctx, monkey
     ctx.db[f"{BUCKET}.files"].delete_one({"_id": entry["file"]})  # as if the first had not
     restore_images(ctx, [entry], [big])  # finished: its chunks there, its file not yet
     assert page_image(ctx, {"ocr_images": [entry]}, 0) == (big.body, "image/png")
+
+
+def test_an_image_put_back_while_another_process_deletes_it_is_left_whole(ctx, monkeypatch):
+    """Two processes let go of one image as a page comes to name it: the other one deleted
+    it and is putting it back (its chunks written, its file document not yet) when this
+    one's delete finds no file document, yet deletes those chunks all the same. This one
+    puts it back too, or the page would name an image without its bytes."""
+    image = _image(1)
+    page = ctx.db.pages.find_one({"_id": _store(ctx, "http://pirate.example/c", image)})
+    files = ctx.db[f"{BUCKET}.files"]
+    real_delete = GridFSBucket.delete
+
+    def delete_racing_a_put_back(bucket: GridFSBucket, file_id: Any) -> None:
+        putting_back = files.find_one({"_id": file_id})
+        files.delete_one({"_id": file_id})  # the other process's delete, its chunks rewritten
+        try:
+            real_delete(bucket, file_id)
+        finally:
+            files.insert_one(putting_back)  # the other process's putting back ends
+
+    _first_look_misses(monkeypatch)
+    monkeypatch.setattr(GridFSBucket, "delete", delete_racing_a_put_back)
+    assert drop_unreferenced_images(ctx, [page["ocr_images"][0]["file"]]) == 0
+    monkeypatch.undo()
+    assert page_image(ctx, page, 0) == (image.body, "image/png")
+
+
+def test_a_sweep_goes_past_an_image_another_process_deletes_as_it_is_read(ctx, monkeypatch):
+    """Another process deletes an image between this one finding its file and reading its
+    bytes: the sweep leaves it to that one and goes on with the others, rather than stop
+    on a 'corrupt' file."""
+    stored_images(ctx, [_image(1), _image(2)])  # neither named by a page
+    real_open = GridFSBucket.open_download_stream
+    raced: list[Any] = []
+
+    def deleted_once_open(bucket: GridFSBucket, file_id: Any) -> Any:
+        grid = real_open(bucket, file_id)
+        if not raced:
+            raced.append(file_id)
+            bucket.delete(file_id)  # the other process
+        return grid
+
+    monkeypatch.setattr(GridFSBucket, "open_download_stream", deleted_once_open)
+    assert drop_orphaned_images(ctx) == 1
+    monkeypatch.undo()
+    assert _images_left(ctx) == []
+
+
+def test_check_refuses_ocr_with_jsonl_rather_than_ignore_it(ctx, tmp_path):
+    """--ocr reads the images of a URL; a file of JSON lines holds texts: the check says
+    so, rather than match them without OCR as if asked to read it."""
+    suspects = tmp_path / "suspects.jsonl"
+    suspects.write_text(json.dumps({"id": "s1", "text": CHAPTERS[0]}) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", "--jsonl", str(suspects), "--ocr"])
+    assert result.exit_code == 2, result.output
+    assert "--ocr" in result.output and "--jsonl" in result.output

@@ -202,6 +202,8 @@ def check(source: str | None, jsonl_path: Path | None, processes: int, ocr: bool
     """Show which works SOURCE copies: a file (.txt, .md, .html), a URL, or - for stdin."""
     if (source is None) == (jsonl_path is None):
         raise click.UsageError("give either SOURCE (file, URL or -) or --jsonl FILE")
+    if ocr and jsonl_path is not None:
+        raise click.UsageError("--ocr reads the images of a URL: give one, not --jsonl")
     if jsonl_path is not None:
         if problem := not_regular(jsonl_path):
             click.echo(f"copytrack: {jsonl_path}: {problem}: give a file of JSON lines", err=True)

@@ -47,6 +47,12 @@ class RedisKeys:
         return f"{self.prefix}:library-size"
 
     @property
+    def library_size_changes(self) -> str:
+        """How many times works began or ended being added or removed, and a count was
+        shared: a count is not kept across a change it may have missed (tracker.masters.library)."""
+        return f"{self.prefix}:library-size-changes"
+
+    @property
     def library_counting(self) -> str:
         """Held by the process counting the library's works (tracker.masters.library)."""
         return f"{self.prefix}:library-counting"

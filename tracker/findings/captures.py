@@ -23,7 +23,7 @@ from typing import Any
 
 from bson import Binary, ObjectId
 from gridfs import DEFAULT_CHUNK_SIZE, GridFSBucket
-from gridfs.errors import NoFile
+from gridfs.errors import CorruptGridFile, NoFile
 from pymongo.errors import DuplicateKeyError
 
 from ..context import Context
@@ -84,14 +84,22 @@ def drop_unreferenced_images(ctx: Context, file_ids: Iterable[Any]) -> int:
         try:
             grid = bucket.open_download_stream(file_id)
             body = grid.read()
-            bucket.delete(file_id)
-        except NoFile:  # deleted already (another page let it go)
+        except (NoFile, CorruptGridFile):
+            # Deleted already, or as it was read, by another process letting it go: that
+            # one puts it back should a page name it.
             continue
+        try:
+            bucket.delete(file_id)
+            gone = True
+        except NoFile:
+            # Deleted by another process meanwhile: this delete still took the chunks, and
+            # they may be those of that process putting it back, so it is looked at again.
+            gone = False
         if _named(ctx, file_id):
             # A page came to name it meanwhile (its `stored_images` found it before the
             # delete, its write came after the first look): it is put back.
             _upload(ctx, file_id, grid.filename or "image", body)
-        else:
+        elif gone:
             deleted += 1
     return deleted
 
@@ -102,9 +110,9 @@ def _named(ctx: Context, file_id: Any) -> bool:
 
 def _upload(ctx: Context, file_id: Any, name: str, body: bytes) -> None:
     """An image file put back under its id, written as GridFS writes one but chunk by
-    chunk, each kept if there already (a file's id names its bytes' hash): two processes
-    putting it back at once leave it whole (GridFS's own upload, failing on the other's
-    chunk, would delete them all)."""
+    chunk, each kept if there already (a file holds one image, the one its name's hash
+    names: a chunk there is this one's): two processes putting it back at once leave it
+    whole (GridFS's own upload, failing on the other's chunk, would delete them all)."""
     chunks = ctx.db[f"{BUCKET}.chunks"]
     for n, at in enumerate(range(0, len(body), DEFAULT_CHUNK_SIZE)):
         with contextlib.suppress(DuplicateKeyError):

@@ -593,19 +593,20 @@ def _insert_documents(ctx: Context, new: _NewMasters, index_on_disk: bool = Fals
     if index_on_disk:
         wait_index_durable(ctx)
     postings_added(ctx, new.postings)
+    started = _library_size_changing(ctx)
     try:
         ctx.db.masters.insert_many(new.docs, ordered=False)
     except BulkWriteError as err:
         refused = err.details.get("writeErrors", [])
         # Unordered: every document but the refused ones went in.
-        _library_size_changed(ctx, len(new.docs) - len(refused))
+        _library_size_changed(ctx, len(new.docs) - len(refused), started)
         if any(e.get("code") != DUPLICATE_KEY for e in refused):
             raise
         return {e["index"] for e in refused}
     except BaseException:
         _library_size_unknown(ctx)  # how many went in is not known
         raise
-    _library_size_changed(ctx, len(new.docs))
+    _library_size_changed(ctx, len(new.docs), started)
     return set()
 
 
@@ -817,8 +818,9 @@ def withdraw_master(ctx: Context, master: dict[str, Any]) -> None:
 
 def delete_master(ctx: Context, master_id: int) -> None:
     """Delete a withdrawn master's document."""
+    started = _library_size_changing(ctx)
     if ctx.db.masters.delete_one({"_id": master_id}).deleted_count:
-        _library_size_changed(ctx, -1)
+        _library_size_changed(ctx, -1, started)
 
 
 def master_or_archived(ctx: Context, master_id: int) -> dict[str, Any]:
@@ -904,8 +906,9 @@ def list_masters(ctx: Context) -> Iterator[dict[str, Any]]:
 
 
 def library_size(ctx: Context, fresh: bool = False) -> int:
-    """How many masters the library holds, counted at most twice LIBRARY_COUNT_SECONDS ago
-    (the matcher scales a threshold with it); fresh: counted since the last add or removal
+    """How many masters the library holds: the shared count, kept by adds and removals and
+    counted again every LIBRARY_RECOUNT_SECONDS, as this process read it at most
+    LIBRARY_COUNT_SECONDS ago (the matcher scales a threshold with it); fresh: read now
     (what a reviewer is shown).
 
     The embedded MongoDB counts a collection by reading it (0.7-2 s at 100,000 works), so
@@ -943,25 +946,53 @@ def _shared_library_size(ctx: Context) -> int:
 
 
 def _count_masters(ctx: Context) -> int:
-    """Count the masters and share the count for LIBRARY_RECOUNT_SECONDS."""
+    """Count the masters and share the count for LIBRARY_RECOUNT_SECONDS, unless works
+    were added or removed meanwhile: the count may hold them or not, so the next reader
+    counts again."""
+    changes = ctx.redis.get(ctx.keys.library_size_changes) or 0
     count = ctx.db.masters.estimated_document_count()
-    ctx.redis.set(ctx.keys.library_size, count, ex=int(LIBRARY_RECOUNT_SECONDS))
+    ctx.redis.eval(_SHARE_COUNT, 2, ctx.keys.library_size, ctx.keys.library_size_changes,
+                   count, changes, int(LIBRARY_RECOUNT_SECONDS))  # fmt: skip
     return count
 
 
-#: Adds ARGV[1] to the shared count, if there is one (else the next reader counts).
+#: Shares ARGV[1] as the count, for ARGV[3] seconds, if KEYS[2] (the changes) is still
+#: ARGV[2]; counts the sharing as a change, so an add under way when it was counted does
+#: not add its works again.
+_SHARE_COUNT = """
+if (redis.call('get', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[3])
+redis.call('incr', KEYS[2])
+return 1
+"""
+
+#: Adds ARGV[1] to the shared count, if there is one and nothing changed since this
+#: change began (KEYS[2], the changes, was ARGV[2] then); else drops it, as it may hold
+#: this change already or miss another: the next reader counts.
 _ADJUST_SHARED_COUNT = """
-if redis.call('exists', KEYS[1]) == 1 then return redis.call('incrby', KEYS[1], ARGV[1]) end
-return false
+local now = redis.call('incr', KEYS[2])
+if redis.call('exists', KEYS[1]) == 0 then return false end
+if now ~= tonumber(ARGV[2]) + 1 then
+  redis.call('del', KEYS[1])
+  return false
+end
+return redis.call('incrby', KEYS[1], ARGV[1])
 """
 
 
-def _library_size_changed(ctx: Context, by: int) -> None:
+def _library_size_changing(ctx: Context) -> int:
+    """Noted before works are stored or deleted: a count taken from here on is not kept
+    as is (`_SHARE_COUNT`, `_ADJUST_SHARED_COUNT`); what to pass `_library_size_changed`."""
+    return int(ctx.redis.incr(ctx.keys.library_size_changes))
+
+
+def _library_size_changed(ctx: Context, by: int, started: int) -> None:
     """The shared count kept as works are added and removed, rather than counted again:
     counting read the whole collection (1.1 s at 100,000 works, at the end of every
-    `library add`)."""
+    `library add`). ``started``: what `_library_size_changing` gave before the change."""
     if by:
-        ctx.redis.eval(_ADJUST_SHARED_COUNT, 1, ctx.keys.library_size, by)
+        ctx.redis.eval(_ADJUST_SHARED_COUNT, 2, ctx.keys.library_size,
+                       ctx.keys.library_size_changes, by, started)  # fmt: skip
 
 
 def _library_size_unknown(ctx: Context) -> None:

@@ -413,9 +413,19 @@ def _is_excerpt(
     return stretch.size >= needed
 
 
-def _explained(match: Match, copied: np.ndarray) -> bool:
-    """Whether most of the page text of ``match`` is in ``copied`` (a mask of the page)."""
-    if not copied.any():
+def _copied_mask(text: str, matches: Iterable[Match]) -> np.ndarray:
+    """Which characters of ``text`` the spans of ``matches`` copy."""
+    copied = np.zeros(len(text), dtype=bool)
+    for match in matches:
+        for span in match.spans:
+            copied[span.suspect_start : span.suspect_end] = True
+    return copied
+
+
+def _explained(match: Match, copied: np.ndarray | None) -> bool:
+    """Whether most of the page text of ``match`` is in ``copied`` (a mask of the page;
+    None: nothing is)."""
+    if copied is None or not copied.any():
         return False
     inside = sum(int(copied[s.suspect_start : s.suspect_end].sum()) for s in match.spans)
     total = sum(s.suspect_end - s.suspect_start for s in match.spans)
@@ -648,11 +658,11 @@ def _match(
         return None
     if _in_heading(master, spans, settings):
         return None
-    kept = settings.min_rewrite_kept if candidate.hits > 1 else settings.min_rewrite_kept_one_hit
-    if isinstance(suspect.letters, Skeleton) and (
-        kept_share(_span_texts(master["text"], text, spans)) < kept
-    ):
-        return None
+    if isinstance(suspect.letters, Skeleton):
+        one_hit = candidate.hits == 1
+        kept = settings.min_rewrite_kept_one_hit if one_hit else settings.min_rewrite_kept
+        if kept_share(_span_texts(master["text"], text, spans)) < kept:
+            return None
     return Match(
         master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
         score=round(coverage, 4),
@@ -764,10 +774,7 @@ def _matches(
         suspect = _Suspect.of(of_text, ctx.params)
         # Page text a verbatim copy explains is no rewrite of another work: a skeleton
         # aligns by chance with many, its letters being most texts' (`fingerprinter.skeleton`).
-        copied = np.zeros(len(text) if isinstance(of_text, Skeleton) else 0, dtype=bool)
-        for m in matches:
-            for span in m.spans:
-                copied[span.suspect_start : span.suspect_end] = True
+        copied = _copied_mask(text, matches) if isinstance(of_text, Skeleton) else None
         for candidate in todo:
             master = masters.get(candidate.master_id)
             if master is not None:  # else removed between the index lookup and now
