@@ -126,8 +126,14 @@ def _inflected(lemma: str, upos: str, tag: str) -> str | None:
 @lru_cache(maxsize=200_000)
 def _substitutes(lemma: str, upos: str) -> tuple[str, ...]:
     """Moby's synonyms of a lemma that lemminflect also knows in the same part of speech."""
-    lem = _lemminflect()
-    return tuple(w for w in thesaurus().get(lemma, ()) if upos in lem.getAllLemmas(w))
+    return tuple(w for w in thesaurus().get(lemma, ()) if upos in _parts_of_speech(w))
+
+
+@lru_cache(maxsize=200_000)
+def _parts_of_speech(word: str) -> frozenset[str]:
+    """The parts of speech lemminflect knows ``word`` in: asked of each synonym of every
+    lemma (~150 a lemma), each answer a deep copy of its tables."""
+    return frozenset(_lemminflect().getAllLemmas(word))
 
 
 def _cased(word: str, like: str) -> str:

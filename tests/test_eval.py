@@ -38,6 +38,7 @@ from testbed.evaluation import (
     sweep_settings,
     to_document,
 )
+from tests.built_once import made_once
 from tests.corpus import documents
 from tracker.matching.matcher import DEFAULT_MATCH_SETTINGS
 
@@ -106,8 +107,12 @@ def small_corpus() -> list[Document]:
 
 
 @pytest.fixture(scope="module")
-def bench() -> Benchmark:
-    return build_benchmark(small_corpus(), masters=200, suspects=SUSPECTS, seed=7)
+def bench(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Benchmark:
+    """The benchmark of the floors (~13 CPU s to build), built once a run."""
+    return made_once(
+        tmp_path_factory, worker_id, "eval-benchmark",
+        lambda: build_benchmark(small_corpus(), masters=200, suspects=SUSPECTS, seed=7),
+    )  # fmt: skip
 
 
 def test_the_benchmark_is_deterministic_and_covers_every_attack(bench):

@@ -9,7 +9,6 @@ with a PATH that holds no C compiler.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -17,8 +16,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from tests.built_once import built_once
 from tracker.monitoring.loops import COMPILED_LOOPS
 from tracker.runtime.servers import Endpoints
 
@@ -146,30 +144,15 @@ def _production_deps(target: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
-    """A fresh venv holding the wheel the builder stage builds, on production's packages:
-    built once a run, by the first test worker that needs it (the build takes ~50 CPU s;
-    the other workers wait for it and share it)."""
-    run = tmp_path_factory.getbasetemp()
-    base = (run if worker_id == "master" else run.parent) / "wheel"
-    with _exclusive(base.with_name("wheel.lock")):
-        if not (base / "ready").exists():
-            shutil.rmtree(base, ignore_errors=True)
-            _build_fresh(base)
-            (base / "ready").touch()
-    yield base / "venv"
-
-
-@contextmanager
-def _exclusive(lock: Path) -> Iterator[None]:
-    with lock.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes
-        yield
+def fresh(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A fresh venv holding the wheel the builder stage builds, on production's packages
+    (built once a run: ~50 CPU s)."""
+    return built_once(tmp_path_factory, worker_id, "wheel", _build_fresh) / "venv"
 
 
 def _build_fresh(base: Path) -> None:
     context = base / "context"
-    context.mkdir(parents=True)
+    context.mkdir()
     for name in BUILD_CONTEXT:
         (context / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, context / name)
