@@ -33,7 +33,7 @@ from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
-from .skeleton import Skeleton, kept_share
+from .skeleton import Skeleton, kept_numbers, kept_share
 from .synonyms import (
     SYNONYM_BIT,
     are_synonyms,
@@ -66,6 +66,7 @@ __all__ = [
     "fingerprint",
     "fit_reference",
     "index_array",
+    "kept_numbers",
     "kept_share",
     "kgram_codes",
     "kgrams_within",

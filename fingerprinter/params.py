@@ -20,8 +20,9 @@ MAX_GRANULE = 255
 #: private-use code points an unknown letter in their place (they gave none).
 LETTERS_VERSION = 2
 #: What the synonym stream is, when on: 2: English text has one too (`fingerprinter.english`);
-#: 3: Chinese text's is its skeleton (`fingerprinter.skeleton`).
-REWRITE_STREAMS_VERSION = 3
+#: 3: Chinese text's is its skeleton (`fingerprinter.skeleton`); 4: a sparse skeleton
+#: has granules of fewer own letters too (``skeleton_sparse_granules``).
+REWRITE_STREAMS_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ class FingerprintParams:
     skeleton_granule: letters per granule of the Chinese rewrite stream (the skeleton).
     skeleton_min_known: letters a granule of the skeleton needs that are no class letter
                   (names, numbers, rare words) to be indexed or queried.
+    skeleton_sparse_granules: a skeleton with fewer granules than this holding
+                  ``skeleton_min_known`` such letters (a short text, or one of few names)
+                  is indexed and queried at those holding one letter fewer too: a rewrite
+                  of it would otherwise have no granule to be found by.
     """
 
     granule: int = 20
@@ -83,6 +88,7 @@ class FingerprintParams:
     synonym_granule: int = 14
     skeleton_granule: int = 20
     skeleton_min_known: int = 3
+    skeleton_sparse_granules: int = 32
 
     def __post_init__(self) -> None:
         # Up to 255: per-letter counts are bytes, and querying costs O(granule) per letter.
@@ -99,6 +105,10 @@ class FingerprintParams:
             raise ValueError(
                 f"skeleton_min_known must be between 0 and skeleton_granule, "
                 f"not {self.skeleton_min_known}"
+            )
+        if self.skeleton_sparse_granules < 0:
+            raise ValueError(
+                f"skeleton_sparse_granules must be 0 or more, not {self.skeleton_sparse_granules}"
             )
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"overlap must be in [0, 1), not {self.overlap}")
@@ -156,7 +166,13 @@ class FingerprintParams:
         """Stable id of these parameters (an index built with another version is refused)."""
         fields = {**asdict(self), "letters": LETTERS_VERSION}
         if not self.synonyms:  # without the stream, the version the pinyin stream always had
-            for name in ("synonyms", "synonym_granule", "skeleton_granule", "skeleton_min_known"):
+            for name in (
+                "synonyms",
+                "synonym_granule",
+                "skeleton_granule",
+                "skeleton_min_known",
+                "skeleton_sparse_granules",
+            ):
                 del fields[name]
         else:
             fields["streams"] = REWRITE_STREAMS_VERSION

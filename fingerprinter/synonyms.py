@@ -116,7 +116,15 @@ def _kept(found: FingerprintArray, letters: Letters, params: FingerprintParams) 
     letters (`known_granules`); of another stream, all."""
     if not isinstance(letters, Skeleton):
         return _tagged(found)
-    return _tagged(known_granules(found, letters, params.granule, params.skeleton_min_known))
+    return _tagged(
+        known_granules(
+            found,
+            letters,
+            params.granule,
+            params.skeleton_min_known,
+            params.skeleton_sparse_granules,
+        )
+    )
 
 
 def synonym_index_array(

@@ -19,6 +19,7 @@ from fingerprinter import (
     DEFAULT_PARAMS,
     SYNONYM_BIT,
     index_array,
+    kept_numbers,
     kept_share,
     synonym_index_array,
     synonym_letters,
@@ -110,6 +111,32 @@ def test_only_granules_with_names_or_numbers_in_them_are_fingerprinted() -> None
     plain = "我们认为这个问题十分重要，必须迅速解决，大家都同意这个看法。" * 20
     assert len(synonym_letters(plain)) > 100
     assert len(synonym_index_array(synonym_letters(plain), ON)) == 0
+
+
+def test_a_skeleton_of_few_names_is_also_fingerprinted_where_granules_hold_one_fewer() -> None:
+    dense = dataclasses.replace(ON, skeleton_sparse_granules=0)
+    sizes = set()
+    for text in ZH[:20]:
+        letters = synonym_letters(text)
+        default, strict = synonym_index_array(letters, ON), synonym_index_array(letters, dense)
+        assert set(strict.values.tolist()) <= set(default.values.tolist())
+        # Only a skeleton with fewer granules of 3 own letters than the threshold changes.
+        sparse = len(strict) < ON.skeleton_sparse_granules
+        sizes.add((sparse, len(default) > len(strict)))
+        if not sparse:
+            assert np.array_equal(default.values, strict.values)
+    assert (True, True) in sizes and (False, False) in sizes
+
+
+def test_a_rewrite_keeps_the_work_s_numbers_and_a_text_of_its_template_does_not() -> None:
+    work = "3月20日统计的227只股票型基金中，188只基金净值下挫，占比82.82%。"
+    rewritten = "3月20日统算的227只股票类基金里，188只基金净值下跌，占比82.82%。"
+    template = "2月12日统计的225只股票型基金中，99只基金净值上扬，占比44.00%。"
+    assert kept_numbers([(work, rewritten)]) == 1.0
+    assert kept_numbers([(work, template)]) < 0.5
+    # Full-width digits are the same numbers; a passage without any says nothing.
+    assert kept_numbers([(work, "３月２０日")]) == 1.0
+    assert kept_numbers([(work, "没有数字")]) == 1.0
 
 
 def test_synonym_fingerprints_carry_their_bit_and_never_equal_pinyin_ones() -> None:

@@ -60,6 +60,7 @@ from fingerprinter import (
     Skeleton,
     Span,
     align_letters,
+    kept_numbers,
     kept_share,
     kgram_codes,
     known_kgram_share,
@@ -191,10 +192,19 @@ class MatchSettings:
     # this share of its page passages' characters in runs of two or more that the work's
     # passages have in the same order (`fingerprinter.kept_share`): a rewrite keeps the
     # words it did not swap, skeletons that align by chance share scattered characters.
-    min_rewrite_kept: float = 0.2
+    min_rewrite_kept: float = 0.3
+    # ... or this share when the match covers rewrite_whole_coverage of the work or of the
+    # page (a rewrite of all of it): a skeleton aligned whole by chance keeps scattered
+    # characters only.
+    min_rewrite_kept_whole: float = 0.15
+    rewrite_whole_coverage: float = 0.8
     # The same for a candidate of one hit, weaker evidence: seed 0 of the eval, rewrites
     # found from one hit keep 0.42 and up, chance alignments from one 0.24 at most.
     min_rewrite_kept_one_hit: float = 0.4
+    # ... and this share of its page passages' numbers in the work's passages
+    # (`fingerprinter.kept_numbers`): seed 0 and 5 of the eval, rewrites keep 0.89 and up,
+    # texts of the work's template (hard negatives) 0.67 at most.
+    min_rewrite_numbers: float = 0.8
 
     def df_cut(self, library_size: int) -> int:
         """Fingerprints listed by more masters than this are ignored (see max_df)."""
@@ -631,11 +641,14 @@ def _match(
             return None
         offset, part = found
         letters, kgrams = to_letters(part, ctx.params.latin_mode), None
+    skeleton = isinstance(suspect.letters, Skeleton)
     alignment = align_letters(
         letters,
         window,
         ctx.params,
-        keep=lambda span: not candidate.is_boilerplate(span, chars, settings),
+        # Skeleton granules are shared by works as a matter of course: shared hits say
+        # nothing of boilerplate there (a verbatim footer is the pinyin stream's to judge).
+        keep=None if skeleton else lambda span: not candidate.is_boilerplate(span, chars, settings),
         master_kgrams=kgrams,
         suspect_kgrams=window_kgrams,
     )
@@ -658,11 +671,9 @@ def _match(
         return None
     if _in_heading(master, spans, settings):
         return None
-    if isinstance(suspect.letters, Skeleton):
-        one_hit = candidate.hits == 1
-        kept = settings.min_rewrite_kept_one_hit if one_hit else settings.min_rewrite_kept
-        if kept_share(_span_texts(master["text"], text, spans)) < kept:
-            return None
+    if skeleton and not _kept_as_rewrite(master["text"], text, spans, candidate.hits, coverage,
+                                         settings):  # fmt: skip
+        return None
     return Match(
         master=MasterRef(candidate.master_id, master["external_id"], master.get("title")),
         score=round(coverage, 4),
@@ -671,6 +682,29 @@ def _match(
         suspect_coverage=round(suspect_coverage, 4),
         spans=spans,
         copied_chars=copied,
+    )
+
+
+def _kept_as_rewrite(
+    master: str,
+    text: str,
+    spans: Sequence[Span],
+    hits: int,
+    coverage: float,
+    settings: MatchSettings,
+) -> bool:
+    """Whether the passages of a skeleton match keep what a rewrite keeps of the work: its
+    characters in order (`kept_share`), the more so the less of it they cover, and its
+    numbers (`kept_numbers`)."""
+    if hits == 1:
+        needed = settings.min_rewrite_kept_one_hit
+    elif coverage >= settings.rewrite_whole_coverage:
+        needed = settings.min_rewrite_kept_whole
+    else:
+        needed = settings.min_rewrite_kept
+    return (
+        kept_share(_span_texts(master, text, spans)) >= needed
+        and kept_numbers(_span_texts(master, text, spans)) >= settings.min_rewrite_numbers
     )
 
 
