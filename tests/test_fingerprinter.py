@@ -41,7 +41,7 @@ from fingerprinter.align import (
     align_letters,
     kgram_codes,
 )
-from fingerprinter.fingerprint import granule_fingerprints, index_starts
+from fingerprinter.fingerprint import _first_occurrences, granule_fingerprints, index_starts
 from fingerprinter.granule_check import granule_checks
 from fingerprinter.initials import (
     CJK_FLAG,
@@ -692,3 +692,19 @@ def test_the_common_letters_class_only_holds_characters_that_make_letters() -> N
     matched = [chr(c) for c in range(0x10000) if pattern.fullmatch(chr(c))]
     assert len(matched) > 20_000 and "中" in matched and "a" in matched and "Z" in matched
     assert len(to_letters("".join(matched))) == len(matched)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2**54 - 1)), max_size=300))
+def test_a_text_with_unknown_letters_queries_each_value_once_at_its_first_granule(
+    rows: list[tuple[int, int]],
+) -> None:
+    # Few distinct values (many repeats, as completions of neighbouring granules make),
+    # and some of the full 54 bits.
+    values = np.array([v if v % 3 else v % 7 for _, v in rows], dtype=np.uint64)
+    starts = np.array([s for s, _ in rows], dtype=np.int64)
+    distinct, first = np.unique(values, return_index=True)
+    order = np.lexsort((distinct, starts[first]))
+    got_values, got_starts = _first_occurrences(values, starts)
+    assert got_values.tolist() == distinct[order].tolist()
+    assert got_starts.tolist() == starts[first][order].tolist()

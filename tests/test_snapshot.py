@@ -25,7 +25,7 @@ from fingerprinter import CHECK_BITS
 from tests.corpus import texts
 from tests.processes import wait_until, worker_process
 from tracker.core.config import Settings
-from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex
+from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex, snapshot
 from tracker.index.snapshot import (
     SNAPSHOT_LAYOUT,
     STEP,
@@ -426,8 +426,20 @@ def test_a_library_on_the_snapshot_index_matches_before_and_after_reindex(
         ctx.close()
 
 
+def test_the_install_builds_the_compiled_search_of_bounds() -> None:
+    assert snapshot._compiled_bounds is not None, (
+        "tracker/index/_snapshot_bounds.pyx was not built: run `make .venv/.installed` "
+        "(it needs a C compiler and Python's headers)"
+    )
+
+
+@pytest.mark.parametrize("way", ["compiled loop", "numpy passes"])
 @pytest.mark.parametrize("size", [0, 10, 1000, 50_000])
-def test_the_sampled_search_finds_what_a_binary_search_of_all_keys_finds(size: int) -> None:
+def test_the_sampled_search_finds_what_a_binary_search_of_all_keys_finds(
+    size: int, way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if way == "numpy passes":
+        monkeypatch.setattr(snapshot, "_compiled_bounds", None)
     rng = np.random.default_rng(size)
     # Few distinct keys (runs far longer than a sample's step) and many, ends included.
     keys = np.sort(

@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import redis
 
+from fingerprinter import compiled
+
 from .base import (
     IndexedMaster,
     IndexStats,
@@ -68,6 +70,11 @@ COMPACT_SHARE = 0.10
 COMPACT_MIN_POSTINGS = 200_000
 #: Bytes of a posting in the snapshot (key, master id, place).
 SNAPSHOT_POSTING_BYTES = 13
+#: The compiled search of a lookup's bounds (_snapshot_bounds.pyx); where it does not load,
+#: the numpy passes of `_bounds` give the same bounds.
+BOUNDS_LOOP = "tracker.index._snapshot_bounds"
+_loop = compiled.load(BOUNDS_LOOP)
+_compiled_bounds = _loop.bounds if _loop else None
 
 
 @dataclass(frozen=True)
@@ -170,8 +177,9 @@ def find(
 
 
 #: Keys a step of `SnapshotArrays.sample`: a lookup first searches the sample (every
-#: STEP-th key, a few MB that stay in the CPU's caches), then every SUB-th key of the STEP
-#: after it, then the SUB keys after that, each at once for all the page's keys. A plain
+#: STEP-th key, a few MB that stay in the CPU's caches), then the STEP keys after it (the
+#: compiled loop binary-searches them; the numpy passes take every SUB-th key of the STEP,
+#: then the SUB keys after that, each at once for all the page's keys). A plain
 #: binary search of the whole array missed the caches at most of its ~23 steps (530 keys
 #: in 2 M postings: 0.24-0.49 ms); one window of the STEP keys gathered 65 keys a search
 #: (10k works, a page's 528 keys, in turns: 2.3 ms against 1.1 ms, load 3.8).
@@ -188,6 +196,10 @@ def _bounds(
     if sample is None or n < 4 * STEP:
         return (np.searchsorted(keys, low, side="left"),
                 np.searchsorted(keys, high, side="right"))  # fmt: skip
+    if _compiled_bounds is not None:
+        return _compiled_bounds(keys, sample, np.ascontiguousarray(low, np.uint64),
+                                np.ascontiguousarray(high, np.uint64), STEP)  # fmt: skip
+    compiled.fallback_runs(BOUNDS_LOOP)
     # The first key >= low lies within the STEP + 1 keys from the sampled key before it,
     # and within the SUB + 1 from the last SUB-th of those below low.
     base = np.maximum(np.searchsorted(sample, low, side="left") - 1, 0) * STEP

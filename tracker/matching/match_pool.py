@@ -49,9 +49,9 @@ _worker_failure: Exception | None = None
 
 def load_tables() -> None:
     """Load the fingerprinter's tables that a process otherwise loads on its first text
-    (the pinyin table and the reference frame, 0.1-0.3 s): processes forked afterwards
-    share them."""
-    query_array("版权追踪 copyright tracking " * 4, DEFAULT_PARAMS)
+    (the pinyin table and the reference frame, 0.1-0.3 s) or on its first with a word in
+    pinyin inside Chinese (the syllables, ~50 ms): processes forked afterwards share them."""
+    query_array("版权追踪 copyright tracking 盗版xiaoshuo网站 " * 4, DEFAULT_PARAMS)
 
 
 def _open_worker_context(settings: Settings) -> None:

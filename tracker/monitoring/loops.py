@@ -1,15 +1,17 @@
-"""Which compiled loops this process runs: the fingerprinter's and the index's record
-search. `copytrack status`, the health report and a worker's start-up log name them, so an
-installation that runs the slower numpy fallbacks says so."""
+"""Which compiled loops this process runs: the fingerprinter's, the index's record
+search and the snapshot's search of bounds. `copytrack status`, the health report and a
+worker's start-up log name them, so an installation that runs the slower numpy fallbacks
+says so."""
 
 from __future__ import annotations
 
 from fingerprinter import compiled
 
 from ..index.record_search import LOOP as RECORD_SEARCH
+from ..index.snapshot import BOUNDS_LOOP as SNAPSHOT_BOUNDS
 
 #: Every compiled module of the package (pyproject.toml's ext-modules).
-COMPILED_LOOPS = (*compiled.LOOPS, RECORD_SEARCH)
+COMPILED_LOOPS = (*compiled.LOOPS, RECORD_SEARCH, SNAPSHOT_BOUNDS)
 
 
 def compiled_loops() -> dict[str, bool]:
