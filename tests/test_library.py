@@ -240,9 +240,7 @@ def test_a_work_counted_before_its_add_keeps_the_count_is_counted_once(
     assert _size_seen_by_another_process(tracker_env) == 6
 
 
-def test_a_count_left_short_by_a_killed_add_is_counted_again_in_time(
-    ctx, tracker_env, monkeypatch
-):
+def test_a_count_left_short_by_a_killed_add_is_counted_again_in_time(ctx, tracker_env, monkeypatch):
     """A process killed between storing works and keeping the shared count leaves it
     short; adds and removals since keep it, without making it last: it is counted again
     LIBRARY_RECOUNT_SECONDS after it was counted."""
