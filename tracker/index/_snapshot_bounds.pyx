@@ -25,6 +25,20 @@ cdef enum:
     _LINE = 8  # keys of a 64-byte cache line
 
 
+cdef inline Py_ssize_t _first_not_below(
+    const uint64_t[::1] keys, Py_ssize_t lo, Py_ssize_t hi, uint64_t key
+) noexcept nogil:
+    """The first position in keys[lo:hi] of a key >= ``key`` (``hi`` if none)."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def bounds(const uint64_t[::1] keys, const uint64_t[::1] sample, const uint64_t[::1] low,
            const uint64_t[::1] high, Py_ssize_t step):
     """For each (low, high), ``low`` ascending: the first position of a key >= low, and of
@@ -33,7 +47,7 @@ def bounds(const uint64_t[::1] keys, const uint64_t[::1] sample, const uint64_t[
     starts_out = np.empty(count, dtype=np.int64)
     stops_out = np.empty(count, dtype=np.int64)
     cdef int64_t[::1] starts = starts_out, stops = stops_out
-    cdef Py_ssize_t i, lo, hi, mid, at, reach, line, last = 0
+    cdef Py_ssize_t i, lo, at, reach, line, last = 0
     cdef uint64_t key, top
     with nogil:
         # Each key's first sampled key >= it (`samples` past them all), in stops.
@@ -43,13 +57,7 @@ def bounds(const uint64_t[::1] keys, const uint64_t[::1] sample, const uint64_t[
             while lo + reach < samples and sample[lo + reach - 1] < key:
                 lo += reach
                 reach *= 2
-            hi = min(lo + reach, samples)
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if sample[mid] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _first_not_below(sample, lo, min(lo + reach, samples), key)
             stops[i] = lo
             last = lo
         for i in range(count):
@@ -62,14 +70,8 @@ def bounds(const uint64_t[::1] keys, const uint64_t[::1] sample, const uint64_t[
             key, top, at = low[i], high[i], stops[i]
             # The first key >= low lies after the sampled key before it, up to and
             # including the sampled key it found.
-            hi = n if at >= samples else at * step
-            lo = 0 if at == 0 else (at - 1) * step + 1
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if keys[mid] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _first_not_below(keys, 0 if at == 0 else (at - 1) * step + 1,
+                                  n if at >= samples else at * step, key)
             starts[i] = lo
             at = lo
             while at < n and keys[at] <= top:  # a key's postings: a few, seldom a thousand
