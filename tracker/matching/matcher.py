@@ -152,6 +152,11 @@ class MatchSettings:
     # exact; they are neither read from MongoDB nor aligned.
     min_exact_hits: int = 1
     exact_unneeded_hits: int = 3
+    # ... and in the skeleton stream, where a rewrite that splits or merges a word shifts
+    # the class letters in a granule's middle while their counts (the fingerprint) stay:
+    # two hits in order (ordered_hits_below) need no exact one, the rewrite gates below
+    # judge the match.
+    skeleton_exact_unneeded_hits: int = 2
     # A master hit twice or more is aligned whole only when this many of the text's
     # k-grams (align_k letters) within NEAR_HIT_LETTERS of its hits occur in it: a copy
     # has its letters where its fingerprints hit, frequency fingerprints that collide by
@@ -318,8 +323,13 @@ def _candidates_of(
     # Postings come in query order: each query's are one slice.
     cuts = np.searchsorted(found.query, bounds)
     # Skeleton granules are shared by works as a matter of course (中国 and 北京 are
-    # proper nouns of every other article): the kept-in-order gate judges their matches.
-    skeleton = replace(settings, min_shared_hits=settings.skeleton_min_shared_hits)
+    # proper nouns of every other article), and their middles shift in a rewrite: the
+    # kept-in-order gate judges their matches.
+    skeleton = replace(
+        settings,
+        min_shared_hits=settings.skeleton_min_shared_hits,
+        exact_unneeded_hits=settings.skeleton_exact_unneeded_hits,
+    )
     of_stream = [settings] * len(texts) + [skeleton if isinstance(of_text, Skeleton) else
                                            settings for of_text in synonyms]  # fmt: skip
     ranked = [
