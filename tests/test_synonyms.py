@@ -130,6 +130,27 @@ def test_a_skeleton_of_few_names_is_also_fingerprinted_where_granules_hold_one_f
     assert (True, True) in sizes and (False, False) in sizes
 
 
+def test_a_brief_with_one_own_letter_is_fingerprinted_where_its_granules_hold_it() -> None:
+    """A brief of common words and a single name (here a Latin letter) has no granule of
+    two own letters: it is indexed at those holding its one, which a rewrite of it keeps
+    and another brief of that shape with another name does not have."""
+    brief = (
+        "我们认为这个问题十分重要，必须迅速解决，大家都同意X的看法。"
+        "会议随后结束，代表们陆续离开了会场。"
+    )
+    rewrite = (
+        "我们觉得这个问题非常重要，必须快速解决，大家都赞同X的看法。"
+        "会议然后结束，代表们相继离去了会场。"
+    )
+    other = brief.replace("X", "Y")
+    indexed = set(synonym_index_array(synonym_letters(brief), ON).values.tolist())
+    assert indexed
+    assert indexed & set(synonym_query(synonym_letters(rewrite), ON).values.tolist())
+    assert not indexed & set(synonym_query(synonym_letters(other), ON).values.tolist())
+    # Without the name: class letters only, no granule (every brief has such runs).
+    assert len(synonym_index_array(synonym_letters(brief.replace("X", "")), ON)) == 0
+
+
 def test_a_rewrite_keeps_the_work_s_numbers_and_a_text_of_its_template_does_not() -> None:
     work = "3月20日统计的227只股票型基金中，188只基金净值下挫，占比82.82%。"
     rewritten = "3月20日统算的227只股票类基金里，188只基金净值下跌，占比82.82%。"
