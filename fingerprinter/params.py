@@ -21,8 +21,9 @@ MAX_GRANULE = 255
 LETTERS_VERSION = 2
 #: What the synonym stream is, when on: 2: English text has one too (`fingerprinter.english`);
 #: 3: Chinese text's is its skeleton (`fingerprinter.skeleton`); 4: a sparse skeleton
-#: has granules of fewer own letters too (``skeleton_sparse_granules``).
-REWRITE_STREAMS_VERSION = 4
+#: has granules of fewer own letters too (``skeleton_sparse_granules``); 5: down to one own
+#: letter when it has none of two.
+REWRITE_STREAMS_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class FingerprintParams:
                   (names, numbers, rare words) to be indexed or queried.
     skeleton_sparse_granules: a skeleton with fewer granules than this holding
                   ``skeleton_min_known`` such letters (a short text, or one of few names)
-                  is indexed and queried at those holding one letter fewer too: a rewrite
-                  of it would otherwise have no granule to be found by.
+                  is indexed and queried at those holding one letter fewer too, and one
+                  with none of those at those holding one: a rewrite of it would
+                  otherwise have no granule to be found by.
     """
 
     granule: int = 20

@@ -120,7 +120,12 @@ def known_granules(
 ) -> FingerprintArray:
     """The granules of ``granule`` letters holding at least ``minimum`` that are no class
     letter (a name, a number, a rare word): a run of ``WORD`` letters and commas is what
-    every text has, so its fingerprints would only make chance candidates."""
+    every text has, so its fingerprints would only make chance candidates.
+
+    With fewer than ``sparse`` such granules, those holding one letter fewer are kept too
+    (a short text, or one of few names); with none even then, those holding one own letter
+    (a brief with a single name or number in it, which would otherwise have no granule at
+    all) — never granules of class letters only."""
     own = ~np.isin(letters.codes, _NOT_OWN)
     total = np.concatenate(([0], np.cumsum(own)))
     first = fingerprints.first_letters
@@ -129,6 +134,8 @@ def known_granules(
     keep = held >= minimum
     if np.count_nonzero(keep) < sparse:
         keep = held >= minimum - 1
+        if not keep.any():
+            keep = held >= max(minimum - 2, 1)
     return FingerprintArray(fingerprints.values[keep], fingerprints.starts[keep],
                             fingerprints.ends[keep], fingerprints.checks[keep],
                             fingerprints.first_letters[keep])  # fmt: skip

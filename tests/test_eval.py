@@ -78,7 +78,7 @@ REWRITE_FLOOR: dict[bool, dict[str, float | None]] = {
         **_REWRITES_KEPT,
         "synonyms 50%": 0.87,
         "synonyms 70%": 0.75,
-        "rewrite 50%": 0.62,
+        "rewrite 50%": 0.75,
         "rewrite 70%": 0.62,
     },
 }

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from copytrack.cli import main
 from fingerprinter import (
+    CHECK_BITS,
     DEFAULT_PARAMS,
     SYNONYM_BIT,
     index_array,
@@ -29,17 +30,19 @@ from fingerprinter import (
 )
 from fingerprinter.params import VALUE_BITS, FingerprintParams
 from fingerprinter.synonyms import canonical_words
+from testbed import rewrite
 from tests.adding import add_texts
 from tests.admin_seed import PASSWORD, client, login
-from tests.corpus import texts
+from tests.corpus import novel_chapters, texts
 from tracker.accounts.users import add_user
 from tracker.context import fingerprint_params, open_context
 from tracker.core.config import Settings
 from tracker.findings import differences, evidence, tally
-from tracker.index import IndexVersionMismatch
+from tracker.index import IndexVersionMismatch, places_of
 from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work, fingerprint_values
-from tracker.matching.matcher import match_text
+from tracker.masters.master_cache import cached_masters
+from tracker.matching.matcher import MatchSettings, match_text
 from tracker.scanning.pages import PageInput, scan_page, store_page
 
 ZH = texts("zh_news", 40)
@@ -128,6 +131,27 @@ def test_a_skeleton_of_few_names_is_also_fingerprinted_where_granules_hold_one_f
     assert (True, True) in sizes and (False, False) in sizes
 
 
+def test_a_brief_with_one_own_letter_is_fingerprinted_where_its_granules_hold_it() -> None:
+    """A brief of common words and a single name (here a Latin letter) has no granule of
+    two own letters: it is indexed at those holding its one, which a rewrite of it keeps
+    and another brief of that shape with another name does not have."""
+    brief = (
+        "我们认为这个问题十分重要，必须迅速解决，大家都同意X的看法。"
+        "会议随后结束，代表们陆续离开了会场。"
+    )
+    rewrite = (
+        "我们觉得这个问题非常重要，必须快速解决，大家都赞同X的看法。"
+        "会议然后结束，代表们相继离去了会场。"
+    )
+    other = brief.replace("X", "Y")
+    indexed = set(synonym_index_array(synonym_letters(brief), ON).values.tolist())
+    assert indexed
+    assert indexed & set(synonym_query(synonym_letters(rewrite), ON).values.tolist())
+    assert not indexed & set(synonym_query(synonym_letters(other), ON).values.tolist())
+    # Without the name: class letters only, no granule (every brief has such runs).
+    assert len(synonym_index_array(synonym_letters(brief.replace("X", "")), ON)) == 0
+
+
 def test_a_rewrite_keeps_the_work_s_numbers_and_a_text_of_its_template_does_not() -> None:
     work = "3月20日统计的227只股票型基金中，188只基金净值下挫，占比82.82%。"
     rewritten = "3月20日统算的227只股票类基金里，188只基金净值下跌，占比82.82%。"
@@ -192,6 +216,56 @@ def test_a_rewritten_copy_is_found_and_rewritten_strangers_are_not(synonyms_ctx)
     assert found >= 9 and found_by_pinyin <= 5, (found, found_by_pinyin)
     for text in ZH[20:40]:  # never added: their rewrites match nothing
         assert match_text(ctx, _class_swaps(text[:2500], 0.8, rng)) == []
+
+
+def test_two_skeleton_hits_in_order_make_a_candidate_without_the_very_letters(
+    synonyms_ctx,
+) -> None:
+    """A rewrite that splits or merges words shifts the class letters in a skeleton
+    granule's middle while their counts, the fingerprint, stay: a work hit twice in the
+    skeleton at the page's distance is read and aligned though neither hit's check agrees
+    (the rewrite gates judge it), as it is not in the pinyin stream."""
+    ctx = synonyms_ctx
+    other = add_work(ctx, Work(text=ZH[6], external_id="other"))[0].master_id
+    page = ZH[39]  # not in the library
+    query = synonym_query(synonym_letters(page), ON)
+    hit = [2, 6]
+    other_letters = (query.checks[hit] + 1) % 2**CHECK_BITS
+    ctx.index.add(other, query.values[hit] | other_letters << VALUE_BITS,
+                  places_of(query.first_letters[hit]))  # fmt: skip
+    read: list[int] = []
+
+    def load(ctx, ids):
+        read.extend(ids)
+        return cached_masters(ctx, ids)
+
+    assert match_text(ctx, page, MatchSettings(skeleton_exact_unneeded_hits=3), load) == []
+    assert other not in read
+    assert match_text(ctx, page, load_masters=load) == []  # read, but no rewrite of the page
+    assert other in read
+
+
+def test_rewritten_novel_chapters_the_skeleton_misses_are_found_in_pinyin_too(
+    synonyms_ctx,
+) -> None:
+    """A novel's skeleton holds few letters of its own (names), and its runs of class
+    letters align only near them: a chapter rewritten at 50% (the eval's attack) can be
+    hit many times in the skeleton and still align on too little of it there, where the
+    stretches the rewrite left whole align in the pinyin stream. Rewrites of chapters
+    never registered match nothing either way."""
+    ctx = synonyms_ctx
+    chapters = novel_chapters(20)
+    add_texts(ctx, chapters[:10], "m")
+    rng = random.Random(5)
+    skeleton_only = MatchSettings(rewrite_pinyin_hits=None)
+    found = found_by_skeleton = 0
+    for i, chapter in enumerate(chapters[:10]):
+        rewritten = rewrite.rewrite(chapter, rng, 0.5)
+        found += [m.master.external_id for m in match_text(ctx, rewritten)][:1] == [f"m{i}"]
+        found_by_skeleton += bool(match_text(ctx, rewritten, skeleton_only))
+    assert found >= 9 and found_by_skeleton < found, (found, found_by_skeleton)
+    for chapter in chapters[10:]:
+        assert match_text(ctx, rewrite.rewrite(chapter, rng, 0.5)) == []
 
 
 def test_the_evidence_names_synonym_swaps_apart_from_other_changes() -> None:

@@ -27,7 +27,8 @@
    `fingerprinter.english`: English function words), looked up in the same round trip;
    its candidates that step 4 did not match are aligned again in that stream, from one hit
    on (a rewrite that swaps most words for synonyms, 洗稿, leaves few granules whole;
-   docs/accuracy.md, "Rewrites");
+   docs/accuracy.md, "Rewrites"), and those of many hits it does not match in the pinyin
+   stream too, judged as rewrites;
 6. what copies nothing is no match: a match confined to the work's heading (its title, or
    its first line: what a list of headlines or a "related articles" block shows of it;
    ``heading_chars``), and the quotation-sized matches of a text that has
@@ -152,6 +153,11 @@ class MatchSettings:
     # exact; they are neither read from MongoDB nor aligned.
     min_exact_hits: int = 1
     exact_unneeded_hits: int = 3
+    # ... and in the skeleton stream, where a rewrite that splits or merges a word shifts
+    # the class letters in a granule's middle while their counts (the fingerprint) stay:
+    # two hits in order (ordered_hits_below) need no exact one, the rewrite gates below
+    # judge the match.
+    skeleton_exact_unneeded_hits: int = 2
     # A master hit twice or more is aligned whole only when this many of the text's
     # k-grams (align_k letters) within NEAR_HIT_LETTERS of its hits occur in it: a copy
     # has its letters where its fingerprints hit, frequency fingerprints that collide by
@@ -205,6 +211,12 @@ class MatchSettings:
     # (`fingerprinter.kept_numbers`): seed 0 and 5 of the eval, rewrites keep 0.89 and up,
     # texts of the work's template (hard negatives) 0.67 at most.
     min_rewrite_numbers: float = 0.8
+    # A skeleton candidate of this many hits that its skeleton does not match is aligned in
+    # the pinyin stream too, judged by the gates above (None: never). A novel's skeleton
+    # holds few own letters, and its runs of class letters align only near them; the
+    # stretches a rewrite left whole are the pinyin stream's, too broken for its granules.
+    # Eval seed 5: a novel chapter rewritten at 50% found from 6 hits (7% of it aligned).
+    rewrite_pinyin_hits: int | None = 4
 
     def df_cut(self, library_size: int) -> int:
         """Fingerprints listed by more masters than this are ignored (see max_df)."""
@@ -318,8 +330,13 @@ def _candidates_of(
     # Postings come in query order: each query's are one slice.
     cuts = np.searchsorted(found.query, bounds)
     # Skeleton granules are shared by works as a matter of course (中国 and 北京 are
-    # proper nouns of every other article): the kept-in-order gate judges their matches.
-    skeleton = replace(settings, min_shared_hits=settings.skeleton_min_shared_hits)
+    # proper nouns of every other article), and their middles shift in a rewrite: the
+    # kept-in-order gate judges their matches.
+    skeleton = replace(
+        settings,
+        min_shared_hits=settings.skeleton_min_shared_hits,
+        exact_unneeded_hits=settings.skeleton_exact_unneeded_hits,
+    )
     of_stream = [settings] * len(texts) + [skeleton if isinstance(of_text, Skeleton) else
                                            settings for of_text in synonyms]  # fmt: skip
     ranked = [
@@ -600,8 +617,11 @@ def _match(
     master: dict[str, Any],
     settings: MatchSettings,
     stream: _Stream = _PINYIN,
+    rewrite: bool = False,
 ) -> Match | None:
     """The candidate aligned on the text: a match, or None when it holds too little.
+    ``rewrite``: a candidate of the skeleton, judged as one (`_kept_as_rewrite`) whatever
+    stream it is aligned in.
 
     A master hit once can only be a short excerpt: it is aligned on the part of it around
     the hit's characters (found by a plain search) rather than whole, and not at all when
@@ -632,8 +652,10 @@ def _match(
             letters, kgrams, share = at_places
         else:
             letters, kgrams = _master_letters(master, ctx.params, stream)
+            # Not for a skeleton candidate in the pinyin stream: a rewrite broke its
+            # letters where the skeleton hits are.
             near = kgrams.shared_within(suspect.kgrams, first, last)
-            if near < suspect.min_kgrams(settings):
+            if near < suspect.min_kgrams(settings) and not rewrite:
                 return None
     else:
         found = _around_hit(master["text"], text, candidate)
@@ -641,7 +663,7 @@ def _match(
             return None
         offset, part = found
         letters, kgrams = to_letters(part, ctx.params.latin_mode), None
-    skeleton = isinstance(suspect.letters, Skeleton)
+    skeleton = rewrite or isinstance(suspect.letters, Skeleton)
     alignment = align_letters(
         letters,
         window,
@@ -683,6 +705,14 @@ def _match(
         spans=spans,
         copied_chars=copied,
     )
+
+
+def _in_pinyin_too(candidate: Candidate, settings: MatchSettings) -> bool:
+    """Whether a skeleton candidate the skeleton does not match is aligned in the pinyin
+    stream (`MatchSettings.rewrite_pinyin_hits`); its hits' places, the skeleton's, are
+    not read there (`_match` reads them below ``ordered_hits_below`` hits only)."""
+    wanted = settings.rewrite_pinyin_hits
+    return wanted is not None and candidate.hits >= max(wanted, settings.ordered_hits_below)
 
 
 def _kept_as_rewrite(
@@ -809,10 +839,16 @@ def _matches(
         # Page text a verbatim copy explains is no rewrite of another work: a skeleton
         # aligns by chance with many, its letters being most texts' (`fingerprinter.skeleton`).
         copied = _copied_mask(text, matches) if isinstance(of_text, Skeleton) else None
+        pinyin: _Suspect | None = None
         for candidate in todo:
             master = masters.get(candidate.master_id)
             if master is not None:  # else removed between the index lookup and now
                 match = _match(ctx, text, suspect, candidate, master, settings, stream)
+                if (match is None and isinstance(of_text, Skeleton)
+                        and _in_pinyin_too(candidate, settings)):  # fmt: skip
+                    pinyin = pinyin or _Suspect.of(letters[0], ctx.params)
+                    match = _match(ctx, text, pinyin, candidate, master, settings,
+                                   rewrite=True)  # fmt: skip
                 if match is not None and not _explained(match, copied):
                     matches.append(match)
     matches.sort(key=lambda m: (-m.score, -m.hits, m.master.id))
