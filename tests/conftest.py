@@ -6,6 +6,7 @@ COPYTRACK_*_URL of the environment: fixtures flush and drop data.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,6 +124,16 @@ def crawl_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> I
     context = open_ready(Settings.from_env())
     yield context
     context.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where a browser test saves its pictures: docs/ with COPYTRACK_UPDATE_SCREENSHOTS=1
+    (the README's pictures are refreshed on request only), else the test's own temporary
+    folder, so a test run leaves neither the tree nor the machine's temporary space fuller."""
+    if os.environ.get("COPYTRACK_UPDATE_SCREENSHOTS") == "1":
+        return Path(__file__).resolve().parent.parent / "docs"
+    return tmp_path
 
 
 @pytest.fixture(scope="module")

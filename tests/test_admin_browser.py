@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,12 +39,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-# The README's pictures are refreshed on request only, so a test run leaves the tree clean.
-DOCS = (
-    Path(__file__).resolve().parent.parent / "docs"
-    if os.environ.get("COPYTRACK_UPDATE_SCREENSHOTS") == "1"
-    else Path(tempfile.mkdtemp(prefix="copytrack-shots-"))
-)
 
 pytestmark = [
     pytest.mark.slow,
@@ -96,7 +88,7 @@ def _log_in(page, base: str, name: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-def test_a_reviewer_works_through_a_finding(server, page, ctx):
+def test_a_reviewer_works_through_a_finding(server, page, ctx, screenshots):
     base, _ = server
     problems: list[str] = []
     # The evidence frame's own scripts are blocked by its sandbox, which Chromium reports.
@@ -117,8 +109,7 @@ def test_a_reviewer_works_through_a_finding(server, page, ctx):
     )
     assert page.inner_text("#kpi-open") == str(open_count)
     assert page.inner_text("#kpi-confirmed") == "3"
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "admin-dashboard.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "admin-dashboard.png"), full_page=True)
 
     # Open a new finding from the list.
     page.goto(f"{base}/findings?status=new&domain=www.pirate-news.example&sort=-score")
@@ -135,7 +126,7 @@ def test_a_reviewer_works_through_a_finding(server, page, ctx):
     page.locator("#page-text mark.hl").first.click()
     index = page.locator("#page-text mark.hl").first.get_attribute("data-pair")
     assert "focus" in page.locator(f"#master-{index}").get_attribute("class")
-    page.screenshot(path=str(DOCS / "admin-finding.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "admin-finding.png"), full_page=True)
 
     # Confirm it, with a note: the next finding of the list opens; this one is confirmed.
     finding_url = page.url.split("?")[0]
@@ -421,7 +412,7 @@ def test_a_big_upload_is_announced_first_then_shows_its_progress(
     assert page.url == f"{base}/works/new"
 
 
-def test_the_evidence_report_of_a_finding(server, page, ctx):
+def test_the_evidence_report_of_a_finding(server, page, ctx, screenshots):
     base, seeded = server
     _log_in(page, base, "vic")
     page.goto(f"{base}/findings/{seeded.findings[0]}")
@@ -431,13 +422,15 @@ def test_the_evidence_report_of_a_finding(server, page, ctx):
     stored = ctx.db.pages.find_one({"_id": finding["page_id"]})
     assert page.inner_text("#capture-sha256").startswith(stored["raw_sha256"])
     assert page.locator("table.passage").count() >= 1
-    page.screenshot(path=str(DOCS / "admin-evidence.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "admin-evidence.png"), full_page=True)
     with page.expect_download() as download:
         page.click("#download-pdf")
     assert download.value.suggested_filename == f"copytrack-evidence-{finding['_id']}.pdf"
 
 
-def test_a_chinese_browser_gets_the_chinese_admin_and_the_switch_sticks(server, browser):
+def test_a_chinese_browser_gets_the_chinese_admin_and_the_switch_sticks(
+    server, browser, screenshots
+):
     base, seeded = server
     context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
     tab = context.new_page()
@@ -450,7 +443,7 @@ def test_a_chinese_browser_gets_the_chinese_admin_and_the_switch_sticks(server, 
         tab.wait_for_url(f"{base}/")
         assert tab.inner_text(".mainnav").split()[:3] == ["总览", "侵权发现", "检测"]
         assert tab.locator("html").get_attribute("lang") == "zh-CN"
-        tab.screenshot(path=str(DOCS / "admin-dashboard-zh.png"), full_page=True)
+        tab.screenshot(path=str(screenshots / "admin-dashboard-zh.png"), full_page=True)
         tab.goto(f"{base}/findings/{seeded.findings[6]}")
         assert tab.inner_text("#to-confirmed").strip() == "标记为已确认"
         tab.click(".languages a[hreflang=en]")

@@ -5,8 +5,6 @@ COPYTRACK_UPDATE_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,11 +19,6 @@ from tracker.scanning.pages import PageInput, scan_page, store_page
 
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is needed")
 CHROMIUM = Path("/usr/bin/chromium")
-DOCS = (
-    Path(__file__).resolve().parents[2] / "docs"
-    if os.environ.get("COPYTRACK_UPDATE_SCREENSHOTS") == "1"
-    else Path(tempfile.mkdtemp(prefix="copytrack-shots-"))
-)
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium"),
@@ -75,7 +68,7 @@ def seed_operator(ctx) -> None:
     update_operators(ctx)
 
 
-def test_a_reviewer_reads_an_operator_and_splits_a_wrong_tie(ctx):
+def test_a_reviewer_reads_an_operator_and_splits_a_wrong_tie(ctx, screenshots):
     seed_operator(ctx)
     [operator] = list(ctx.db.operators.find())
     with served_admin(ctx) as port, playwright.sync_playwright() as p:
@@ -96,8 +89,7 @@ def test_a_reviewer_reads_an_operator_and_splits_a_wrong_tie(ctx):
         ties = page.inner_text("#operator-ties")
         assert BAIDU in ties and "203.0.113.7" in ties and "Same page template" in ties
         assert "New domain of a known operator" in page.inner_text("#operator-domains")
-        DOCS.mkdir(exist_ok=True)
-        page.screenshot(path=str(DOCS / "admin-operators.png"), full_page=True)
+        page.screenshot(path=str(screenshots / "admin-operators.png"), full_page=True)
         row = page.locator("#operator-domains tr", has_text="cdn-tenant.example")
         row.locator("button", has_text="Split off").click()
         page.wait_for_selector(".flash, .message, [role=status]", state="attached")
