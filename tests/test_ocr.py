@@ -37,7 +37,7 @@ from tests.ocr_pictures import FONT, big_png, bomb_png, chapter_png, english_png
 from tracker.accounts.users import add_user
 from tracker.campaigns import Campaign, CampaignError, save_campaign, trigger_run, wait_for_run
 from tracker.evidence.bundle import write_bundle
-from tracker.findings.captures import CapturedImage, stored_images
+from tracker.findings.captures import BUCKET, CapturedImage, stored_images
 from tracker.masters.library import Work, add_works
 from tracker.scanning.rechecks import recheck_page
 
@@ -311,3 +311,9 @@ def test_a_stored_image_is_served_as_a_picture_never_as_markup(ctx):
     assert first.headers["x-content-type-options"] == "nosniff"
     assert http.get(f"/pages/{page_id}/images/1").headers["content-type"] == "image/png"
     assert http.get(f"/pages/{page_id}/images/2").status_code == 404
+    # An image whose chunks are gone (the store damaged, or a clean-up under way) is no
+    # image to show: a 404 that says so, not a server error.
+    stored = ctx.db.pages.find_one({"_id": page_id})["ocr_images"][1]["file"]
+    ctx.db[f"{BUCKET}.chunks"].delete_many({"files_id": stored})
+    broken = http.get(f"/pages/{page_id}/images/1")
+    assert broken.status_code == 404 and "no such image" in broken.text, broken.text

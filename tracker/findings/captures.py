@@ -200,6 +200,6 @@ def page_image(ctx: Context, page: Mapping[str, Any], n: int) -> tuple[bytes, st
         return None
     try:
         body = _bucket(ctx).open_download_stream(images[n]["file"]).read()
-    except NoFile:
+    except (NoFile, CorruptGridFile):  # gone, or its chunks are (a damaged store)
         return None
     return body, images[n].get("content_type") or "application/octet-stream"
