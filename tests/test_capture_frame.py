@@ -1,4 +1,4 @@
-"""The finding page's capture frame opens at the first marked passage, every time (#60).
+"""The finding page's capture frame opens at the first marked passage, every time.
 
 The frame's address ends in the first mark's fragment, and Chromium scrolled there while
 the sandboxed frame had no size yet (a 0 x 0 viewport); its load was over before the size

@@ -1,4 +1,4 @@
-"""Discovery (issue #17, item 5): a ``discover`` campaign asks a search engine for the
+"""Discovery: a ``discover`` campaign asks a search engine for the
 library's distinctive sentences, crawls the results and proposes the sites that copy.
 
 A local fake SearXNG answers like the real one (``/search?format=json``) with pages of a

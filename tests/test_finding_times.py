@@ -1,4 +1,4 @@
-"""A finding's, a work's and a campaign's times name their zone once (#60, item 3).
+"""A finding's, a work's and a campaign's times name their zone once.
 
 The pages put " UTC" after times that already carry their zone's offset: a Beijing reader
 read "2026-12-02 17:30 UTC+8 UTC", which says two different times, and a reader in UTC

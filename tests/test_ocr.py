@@ -1,4 +1,4 @@
-"""Chapters posted as images (issue #64, item 4): a loopback pirate site whose chapters are
+"""Chapters posted as images: a loopback pirate site whose chapters are
 PNGs of library text, one of them speckled and watermarked, one page nothing but images.
 With the campaign's ``ocr`` every chapter is a finding whose evidence keeps the image and
 says its text was read by OCR; without it, nothing is found and no image is fetched. The

@@ -1,4 +1,4 @@
-"""Script-rendered pages (issue #17, item 3): a pirate site whose chapter pages are empty
+"""Script-rendered pages: a pirate site whose chapter pages are empty
 shells a script fills from a JSON request. Without rendering the run says why nothing was
 found; with the campaign's ``render`` option the pages are run in Debian's Chromium
 (scrapy-playwright) and every chapter is found. Chromium fetches nothing itself: the

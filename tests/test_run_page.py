@@ -1,4 +1,4 @@
-"""A crawl run explains itself (issue #15, item 1): counts by outcome, every URL skipped or
+"""A crawl run explains itself: counts by outcome, every URL skipped or
 failed with its reason on the run's page (filtered, paginated), and a red or amber state
 when a run fetched nothing or mostly failed — in the admin, its JSON and the API.
 
@@ -138,7 +138,7 @@ def test_a_host_that_does_not_resolve_makes_a_red_run_that_says_so(ctx: Context)
     assert "does not resolve" in latest["health_message"]
 
 
-# ----------------------------------------------------------------- stopping a run (issue 60)
+# --------------------------------------------------------------------------- stopping a run
 
 SLOW_PAGES = 60  # pages of the slow site, each answered after SLOW_SECONDS
 SLOW_SECONDS = 0.3

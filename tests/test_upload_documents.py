@@ -1,4 +1,4 @@
-"""A Word, EPUB or PDF master's chapters: counted on the server, said so before (#60, item 7).
+"""A Word, EPUB or PDF master's chapters: counted on the server, said so before.
 
 The browser counts the chapters of a big .txt or .md before it goes; a .docx, .epub or .pdf
 is compressed, so its size says nothing of its text: the form says that its chapters are

@@ -1,4 +1,4 @@
-"""The library's pages say when no worker scans (#60, item 4: where a scan waits).
+"""The library's pages say when no worker scans (where a scan waits).
 
 Works uploaded to an installation without a worker were registered, but no crawled page
 was matched against them and nothing said so: the upload page and a work's page now say

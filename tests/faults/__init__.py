@@ -1,6 +1,6 @@
 """The fault suite: what survives what (docs/operations.md), on the real embedded servers.
 
-Each module reproduces one kind of failure of issue #13 and asserts that nothing
+Each module reproduces one kind of failure and asserts that nothing
 acknowledged is lost, no finding is wrongly closed, nothing is duplicated, and every failure
 prints one line that names the input or server and what to do:
 

@@ -1,4 +1,4 @@
-"""A full disk under the embedded servers (issue #13, item 4), on a small tmpfs data dir:
+"""A full disk under the embedded servers, on a small tmpfs data dir:
 one line naming the data dir and its free space, nothing printed as added is lost, no
 server is left running that nobody recorded, and `status` sees the failure."""
 

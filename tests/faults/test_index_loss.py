@@ -1,5 +1,5 @@
-"""An index that is not the library's: wiped, another build, short of postings (issue #13,
-item 1). Scans against it would find nothing and close real findings: they are refused
+"""An index that is not the library's: wiped, another build, short of postings.
+Scans against it would find nothing and close real findings: they are refused
 with one line, `copytrack reindex` then `copytrack rescan` recover, and a copy seen again
 reopens a finding copytrack itself had closed."""
 

@@ -1,5 +1,5 @@
 """Failures end in one line that names the input or the server and what to do, with a
-non-zero exit, and the rest still goes in (issue #13, item 7): bad files and lines in a
+non-zero exit, and the rest still goes in: bad files and lines in a
 library folder, a FIFO among them, a folder that cannot be read, a database or Redis that
 does not answer, a read-only data dir."""
 

@@ -113,11 +113,11 @@ def test_a_removal_between_the_two_counts_is_no_loss(
 def test_a_racing_add_giving_its_postings_back_between_the_two_counts_is_no_loss(
     ctx: Context, tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue #57 item 3, forced: an add indexes a text and counts its postings, another
-    add stores the same text first, so the first gives its postings back (discount, then
-    removal) exactly between the check's reading of the library's count and the index's.
-    Read once, the index's count is below the library's ("Redis lost recent writes"): the
-    check sees the give-back noted beside the postings and reads both counts again."""
+    """An add indexes a text and counts its postings, another add stores the same text
+    first, so the first gives its postings back (discount, then removal) exactly between
+    the check's reading of the library's count and the index's. Read once, the index's
+    count is below the library's ("Redis lost recent writes"): the check sees the
+    give-back noted beside the postings and reads both counts again."""
     add_texts(ctx, TEXTS[:2], "w")
     settings = Settings.from_env(tracker_env)
     racer, checker = open_context(settings), open_context(settings)

@@ -1,4 +1,4 @@
-"""Servers killed, restarted or wiped under a working installation (issue #13, item 2).
+"""Servers killed, restarted or wiped under a working installation.
 
 Every test runs on embedded servers of its own (a fresh data dir), since killing the
 session's servers would break the other tests, and feeds tasks to the queue through a

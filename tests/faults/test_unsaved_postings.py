@@ -1,4 +1,4 @@
-"""Postings Redis acknowledged but never wrote to disk (issue #13: nothing printed as added
+"""Postings Redis acknowledged but never wrote to disk (nothing printed as added
 is lost): `library add` and the admin store new works, and mark updated works indexed, only
 once the index has their postings on disk, so a disk that stops taking writes leaves new
 works unregistered and updated ones NOT INDEXED, scans allowed, and the next add finishes

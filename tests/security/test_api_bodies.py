@@ -1,4 +1,4 @@
-"""A token cannot make the admin allocate gigabytes or freeze (issue #55, item 3).
+"""A token cannot make the admin allocate gigabytes or freeze.
 
 The attack: `POST /api/v1/works` with a viewer token and `{"works": [{}, {}, …]}` of 60 MB
 grew the admin by 1.6 GB and stalled every other request for seconds: the JSON was parsed

@@ -1,5 +1,4 @@
-"""Request bodies are read only from an authenticated client, up to a size, at a pace
-(issue #14, item 3).
+"""Request bodies are read only from an authenticated client, up to a size, at a pace.
 
 The attack: an unauthenticated 200 MB JSON to /api/v1/check grew the admin by 550 MB
 before the 401, a 286 MB upload to /works/new was spooled to disk before the redirect to

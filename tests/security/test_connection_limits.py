@@ -1,4 +1,4 @@
-"""Sockets that send nothing cannot take the admin offline (issue #55, item 2).
+"""Sockets that send nothing cannot take the admin offline.
 
 The attack: 210 connections that never sent a request line (or half of one) held uvicorn's
 `limit_concurrency=200`, and `/healthz` answered 503 to everybody for the whole 40 s test.

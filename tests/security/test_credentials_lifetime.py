@@ -1,4 +1,4 @@
-"""Credentials end when they should (issue #14, item 5): a removed user's sessions do not
+"""Credentials end when they should: a removed user's sessions do not
 come back when the name is reused, API tokens expire, and a password change revokes the
 user's tokens unless told to keep them."""
 

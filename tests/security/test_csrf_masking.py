@@ -1,4 +1,4 @@
-"""No response carries the CSRF token as it is (issue #55, item 10: BREACH).
+"""No response carries the CSRF token as it is (BREACH).
 
 The conditions: pages are gzip-compressed, reflect the request's input (the findings
 search ``q``) and carried the session's CSRF token unchanged, so an attacker who can make

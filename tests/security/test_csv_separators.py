@@ -1,5 +1,4 @@
-"""No CSV cell becomes a formula, whatever separator the spreadsheet splits on (issue #55,
-item 10).
+"""No CSV cell becomes a formula, whatever separator the spreadsheet splits on.
 
 The attack: a work titled ``a;=HYPERLINK(…)`` was exported unchanged: the file's cells are
 separated by commas, but a spreadsheet in a locale that splits on semicolons (or a tab

@@ -1,4 +1,4 @@
-"""Issue #14, item 2: the private-network rule holds when a pirate controls its own DNS.
+"""The private-network rule holds when a pirate controls its own DNS.
 
 The attack: a name whose first look-up fails (SERVFAIL) was allowed, and Scrapy (or
 urllib, for `copytrack check URL`) resolved it again on its own, to 127.0.0.1; DNS

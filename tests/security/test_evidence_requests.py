@@ -1,5 +1,4 @@
-"""Viewing the evidence of a hostile page makes no request outside the admin (issue #55,
-item 9).
+"""Viewing the evidence of a hostile page makes no request outside the admin.
 
 The attack: an ``<iframe src=http://host:port/>`` in a captured page made the reviewer's
 browser open a connection to the pirate's server on every view of the evidence, despite

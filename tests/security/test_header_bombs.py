@@ -1,4 +1,4 @@
-"""Issue #55, item 1: a crawled site drove the crawler out of memory through its headers.
+"""A crawled site drove the crawler out of memory through its headers.
 
 The attack: a server answered ``HTTP/1.1 200 OK`` and then sent ``X-Pad: <8,000 bytes>``
 header lines for 25 s; the size cap counts bodies only, the crawl process grew to 18.7 GB

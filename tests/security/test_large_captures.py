@@ -1,4 +1,4 @@
-"""A whole-book capture does not hang the finding's page (issue #55, item 10).
+"""A whole-book capture does not hang the finding's page.
 
 The attack: the marked copy of a 60 MB book capture was made and inlined in one piece, and
 the finding's page hung in the browser (20 MB here: 43 s to load). A capture over

@@ -1,5 +1,5 @@
-"""The login throttle counts before it checks and believes no forged address (issue #14,
-item 4). The attack: 30 concurrent wrong passwords were all checked (limit 5), and a forged
+"""The login throttle counts before it checks and believes no forged address.
+The attack: 30 concurrent wrong passwords were all checked (limit 5), and a forged
 X-Forwarded-For from loopback let the right password in while the user was locked out.
 Against the admin served by uvicorn with `copytrack admin`'s own server options."""
 

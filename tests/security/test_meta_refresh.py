@@ -1,4 +1,4 @@
-"""Issue #14, item 6: a pirate cannot hide a copy behind a ``<meta http-equiv="refresh">``.
+"""A pirate cannot hide a copy behind a ``<meta http-equiv="refresh">``.
 
 The attack: a page holding a whole library work and a refresh after 90 s to
 ``javascript:void(0)`` ended ``failed``; with a refresh to another domain,

@@ -1,4 +1,4 @@
-"""Out-of-range and odd parameters answer 4xx, never 500 (issue #14, item 5): huge integer
+"""Out-of-range and odd parameters answer 4xx, never 500: huge integer
 ids and pages, and non-ASCII digits as a work key (which also cut the CSV export off after
 its header); dates at the calendar's ends are answered."""
 

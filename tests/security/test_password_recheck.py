@@ -1,4 +1,4 @@
-"""Asking for the password again is throttled like a login (issue #55, item 4).
+"""Asking for the password again is throttled like a login.
 
 The attack: with a session, 40 wrong passwords to `POST /account/tokens` (all 400, no 429)
 and 20 wrong `current` passwords to `/account/password` went through, and the 41st, right

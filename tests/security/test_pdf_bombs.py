@@ -1,4 +1,4 @@
-"""Issue #55, item 10: a PDF bomb held an extraction worker about 90 s.
+"""A PDF bomb held an extraction worker about 90 s.
 
 A few kilobytes of PDF can hold drawing instructions that take pypdf minutes to work
 through: one page of megabytes of them (inflated from a small stream), or one stream of

@@ -1,4 +1,4 @@
-"""Issue #55, item 5: WebRTC escaped the rendering sandbox.
+"""WebRTC escaped the rendering sandbox.
 
 With a campaign's ``render`` on, a page's ``RTCPeerConnection`` sent STUN/TURN datagrams
 to an address the page chose: every HTTP-style request goes through the route or meets a

@@ -1,4 +1,4 @@
-"""Long search input is refused with its limit, not a 500 (issue #55, item 8).
+"""Long search input is refused with its limit, not a 500.
 
 The attack: `/findings?q=<5,000 characters>`, `/findings?domain=…` and
 `/api/v1/findings?domain=…` answered 500 (the embedded MongoDB takes at most 1,000

@@ -1,4 +1,4 @@
-"""COPYTRACK_SECURE_COOKIES (issue #14, item 5): behind a TLS proxy that is not listed in
+"""COPYTRACK_SECURE_COOKIES: behind a TLS proxy that is not listed in
 COPYTRACK_TRUSTED_PROXIES the admin sees plain HTTP, so without the setting its session
 cookie loses ``Secure``. With it, every cookie is ``Secure`` and ``__Host-`` prefixed."""
 

@@ -1,4 +1,4 @@
-"""Issue #55, item 10: the address rule let site-local IPv6 (fec0::/10), 6to4 (2002::/16,
+"""The address rule let site-local IPv6 (fec0::/10), 6to4 (2002::/16,
 which embeds an IPv4 address a relay would reach: 2002:c0a8:101:: is 192.168.1.1) and
 192.0.0.8 (with the rest of 192.0.0.0/24, IETF protocol assignments) through, because
 Python's ``ipaddress`` counts them as global.

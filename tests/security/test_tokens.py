@@ -1,4 +1,4 @@
-"""A leaked API token never grants more than its own role (issue #14, item 1).
+"""A leaked API token never grants more than its own role.
 
 The attack: an admin's read-only integration token, sent as a bearer token to the web
 routes, minted an admin token (`POST /account/tokens role=admin`), then used it on

@@ -1,4 +1,4 @@
-"""Tokens made before tokens expired expire too (issue #55, item 7).
+"""Tokens made before tokens expired expire too.
 
 The attack: a token stored without ``expires_at`` (made by a copytrack from before token
 expiry) was never checked for expiry, and `copytrack token list` said "expires never".
