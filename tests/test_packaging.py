@@ -63,7 +63,7 @@ def _in_range(requirements: list[str], locked: dict[str, tuple[Version, list[str
 
 
 def test_every_lock_pins_every_package_with_hashes() -> None:
-    for lock in ("dev.lock", "image.lock", "build.lock"):
+    for lock in ("dev.lock", "image.lock", "build.lock", "installer.lock"):
         locked = _locked(lock)
         assert locked, lock
         unhashed = [name for name, (_, hashes) in locked.items() if not hashes]
@@ -74,11 +74,13 @@ def test_every_lock_pins_every_package_with_hashes() -> None:
 def test_the_locks_satisfy_pyproject_and_share_their_versions() -> None:
     project = PYPROJECT["project"]
     dev, image, build = _locked("dev.lock"), _locked("image.lock"), _locked("build.lock")
+    installer = _locked("installer.lock")
+    assert set(installer) == {"uv"}, "installer.lock holds uv alone: run `make lock`"
     extras = project["optional-dependencies"]
     _in_range([*project["dependencies"], *extras["dev"], *extras["embedded"]], dev)
     _in_range(project["dependencies"], image)
     _in_range(PYPROJECT["build-system"]["requires"], build)
-    for lock, pins in (("image.lock", image), ("build.lock", build)):
+    for lock, pins in (("image.lock", image), ("build.lock", build), ("installer.lock", installer)):
         differ = {n: (v, dev[n][0]) for n, (v, _) in pins.items() if n in dev and dev[n][0] != v}
         assert not differ, f"{lock} and dev.lock disagree: {differ}: run `make lock`"
 
@@ -103,7 +105,12 @@ def test_the_production_image_installs_no_embedded_server_nor_dev_tool() -> None
 def test_makefile_and_dockerfile_install_from_the_locks() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "LOCK := requirements/dev.lock" in makefile
-    assert "pip install -q --require-hashes -r $(LOCK)" in makefile
+    assert "INSTALLER_LOCK := requirements/installer.lock" in makefile
+    assert "pip install -q --require-hashes -r $(INSTALLER_LOCK)" in makefile
+    assert (
+        "uv pip install -q --python $(BIN)/python --compile-bytecode --require-hashes -r $(LOCK)"
+        in makefile
+    )
     assert "--no-deps" in makefile and "\nlock:" in makefile
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install --require-hashes -r requirements/build.lock" in dockerfile
