@@ -75,7 +75,8 @@ def page(server, browser):
     # test_a_chinese_browser_gets_the_chinese_admin covers the default.
     context.add_cookies([{"name": LANGUAGE_COOKIE, "value": "en", "url": base}])
     tab = context.new_page()
-    tab.set_default_timeout(15_000)
+    # Six test workers on two cores can hold a page's answer for well over 15 s.
+    tab.set_default_timeout(30_000)
     yield tab
     context.close()
 
