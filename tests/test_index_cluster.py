@@ -32,7 +32,8 @@ SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
     where: Path = tmp_path_factory.mktemp("cluster")
-    # The cluster bus defaults to port + 10000, which may not exist: give it its own.
+    # The cluster bus defaults to port + 10000, which may be taken or past 65535: give it
+    # its own, and tell MEET where it is.
     free: set[int] = set()
     while len(free) < 2 * len(SLOTS):
         free.add(free_port())
@@ -50,6 +51,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
                 str(port),
                 "--cluster-enabled",
                 "yes",
+                "--cluster-port",
+                str(bus),
                 "--cluster-config-file",
                 f"nodes-{port}.conf",
                 "--dir",
@@ -68,6 +71,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
     try:
 
         def answering() -> bool:
+            for port, proc in zip(ports, procs, strict=True):
+                if proc.poll() is not None:
+                    log = (where / f"valkey-{port}.log").read_text(errors="replace")
+                    pytest.fail(f"cluster node on port {port} exited:\n{log[-4000:]}")
             try:
                 return all(node.ping() for node in nodes)
             except redis.ConnectionError:
@@ -77,7 +84,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
         for node, (first, last) in zip(nodes, SLOTS, strict=True):
             node.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
         for node in nodes[1:]:
-            node.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0])
+            node.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0], buses[0])
         wait_until(
             lambda: all(
                 b"cluster_state:ok" in node.execute_command("CLUSTER", "INFO")
