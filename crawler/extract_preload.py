@@ -1,17 +1,19 @@
-"""What the extraction workers' forkserver imports once for all of them (its preload, set
-by `crawler.pipelines.EvidencePipeline`): the pipeline module, and the data trafilatura
-loads lazily, on a worker's first pages otherwise (the list of top-level domains, for
-hosts given as addresses; jusText's stop words of every language). Workers forked from
-the server start warm. (dateparser's locales are not loaded: the crawl reads a page's date
-from its markup only, and htmldate asks dateparser only when it searches a page's text,
-which the scans do for pages with findings, `tracker.scanning.pages.text_date`.)
+"""What the extraction workers' forkserver imports once for all of them (its preload, set by
+`crawler.pipelines.EvidencePipeline`): what a worker runs (`crawler.storing`, without
+Scrapy), and the data trafilatura loads lazily, on a worker's first pages otherwise (the
+list of top-level domains, for hosts given as addresses; jusText's stop words of every
+language). Workers forked from the server start warm. (dateparser's locales are not loaded:
+the crawl reads a page's date from its markup only, and htmldate asks dateparser only when
+it searches a page's text, which the scans do for pages with findings,
+`tracker.scanning.pages.text_date`.)
 
 Importing it elsewhere only fills those caches.
 """
 
 from trafilatura.external import jt_stoplist_init
 
-from .pipelines import digest
+from .digest import digest
+from .storing import store_fetched as store_fetched  # what the workers run
 
 _PAGE = (
     b"<html><head><title>Warm-up</title><meta name='author' content='Copytrack'></head>"

@@ -2,15 +2,14 @@
 
 For every fetched page, in worker processes (the crawl's process keeps to the network):
 decode (extractor.decoding) and extract (extractor.extraction), store the page with its raw
-bytes, headers and metadata (tracker.scanning.pages.store_page), and queue a scan
-(tracker.tasks.enqueue_scan) when its text changed; an unchanged text is not scanned
-again. Pages without usable text (binary, empty, undecodable, no main text, not HTML,
-over ``COPYTRACK_EXTRACT_CPU_SECONDS`` of extraction) are stored too, with
-``skip_reason``, and counted; so is every URL that gave no page (``PageProblem``). A
-page that had text and now answers 404/410 is stored empty: its rescan marks its
-findings ``removed``. A page served from the store (fetched recently, or a 304) whose
-text was never scanned (its run died first) is scanned as this run's.
-The counts reach the run document every few seconds and at the end.
+bytes, headers and metadata, and queue a scan when its text changed (crawler.storing); an
+unchanged text is not scanned again. Pages without usable text (binary, empty, undecodable,
+no main text, not HTML, over ``COPYTRACK_EXTRACT_CPU_SECONDS`` of extraction) are stored
+too, with ``skip_reason``, and counted; so is every URL that gave no page
+(``PageProblem``). A page that had text and now answers 404/410 is stored empty: its rescan
+marks its findings ``removed``. A page served from the store (fetched recently, or a 304)
+whose text was never scanned (its run died first) is scanned as this run's. The counts
+reach the run document every few seconds and at the end.
 
 Back-pressure: while the scan queue holds ``COPYTRACK_SCAN_QUEUE_MAX`` tasks, the crawl
 is paused (`ScanBackoff`) instead of filling Redis faster than the workers empty it.
@@ -33,9 +32,8 @@ import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -43,23 +41,22 @@ from typing import Any
 import redis
 from bson import ObjectId
 from kombu.exceptions import OperationalError
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import PyMongoError
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 
-from extractor.ocr import OcrLimits
 from tracker.campaigns import claim_unscanned, reason_key, record_progress
 from tracker.campaigns.outcomes import KEPT_PER_CRAWLER, Problem, record_problems
 from tracker.celery_app import ROUTES
 from tracker.context import Context, follow_servers, process_context
 from tracker.core.config import Settings
-from tracker.core.failures import CONNECTION_ERRORS, describe, storage_failed
+from tracker.core.failures import describe, storage_failed
 from tracker.runtime.servers import ServerStartError
-from tracker.scanning.chains import join_chain, join_run_chains
-from tracker.scanning.pages import PageInput, header, store_page
+from tracker.scanning.chains import join_run_chains
+from tracker.scanning.pages import PageInput
 from tracker.tasks import enqueue_scan
 
-from .digest import GONE_STATUSES, digest, image_page, with_images
+from .digest import GONE_STATUSES
 from .extraction_server import start_extraction_server
 from .image_downloads import fetch_images
 from .images import ocr_limits
@@ -73,6 +70,7 @@ from .items import (
     PageProblem,
 )
 from .lookup import PageLookup, stored_pages
+from .storing import save_page, store_fetched
 from .urls import canonicalize
 
 #: The Celery queue of the scans this pipeline sends.
@@ -91,76 +89,6 @@ STORE_PAUSES = (1.0, 2.0, 4.0, 8.0, 15.0)
 NOT_STORED_STAT = "copytrack/not_stored"
 
 log = logging.getLogger(__name__)
-
-
-def store_fetched(
-    item: FetchedPage,
-    campaign: str,
-    run_id: ObjectId,
-    cpu_seconds: float,
-    images: Sequence[FetchedImage] = (),
-    ocr: OcrLimits | None = None,
-) -> list[str | Problem]:
-    """Digest a downloaded page, with the text of its article's ``images`` read by OCR, and
-    store it (queueing its scan); returns the run's counts, and a `Problem` for each image
-    not read.
-
-    Runs in a worker process (with connections of its own), so that all of a page's CPU
-    work, storing included (hashes, compression, BSON, the task message), stays off the
-    crawl's process: the reactor's thread would wait for the GIL meanwhile.
-    """
-    content_type = header(item.headers, "content-type")
-    found = digest(item.body, content_type, item.final_url, cpu_seconds, book=item.book,
-                   rendered=item.rendered)  # fmt: skip
-    refused: list[str | Problem] = []
-    if ocr is not None:
-        # A link to a picture (chapter-3.png) is a page read by OCR; a page's images are too.
-        found, not_read = image_page(found, item.body, content_type, item.final_url, ocr)
-        if images:
-            found, more = with_images(found, images, ocr)
-            not_read += more
-        refused = [Problem(url, "skipped", reason, why) for url, reason, why in not_read]
-    page = found.page(item.url, item.body, item.final_url, item.status, item.headers,
-                      campaign=campaign, run_id=run_id, next_url=item.next_url)  # fmt: skip
-    # A page of a chapter cut into several; the pages of a listing ("第1页…第N页") are not.
-    chained = bool(item.next_url or item.previous_url) and not found.listing
-    page = replace(page, rendered=item.rendered, chained=chained, ip=item.ip_address)
-    page = replace(page, redirected_from=tuple(item.redirected_from))
-    counts: list[str | Problem] = ["pages.fetched", *refused]
-    if found.skip:
-        counts.append(f"skipped.{found.skip}")
-    if found.images:
-        counts.append("pages.read_by_ocr")
-    try:
-        ctx = process_context()
-        counts += save_page(ctx, page)
-        if chained:
-            joined = join_chain(ctx, item.url)
-            if joined is not None and joined[1]:
-                enqueue_scan(joined[0])
-                counts.append("scans_enqueued")
-    except (*CONNECTION_ERRORS, OperationalError):
-        # This process's servers are found again for the next try (the pipeline's).
-        with contextlib.suppress(ServerStartError):
-            follow_servers()
-        raise
-    return counts
-
-
-def save_page(ctx: Context, page: PageInput) -> list[str]:
-    """Store a page and queue its scan if its text changed; returns the run's counts."""
-    try:
-        page_id, changed = store_page(ctx, page)
-    except DuplicateKeyError:
-        # Two responses for one URL (a redirect and its target) raced to insert it.
-        page_id, changed = store_page(ctx, page)
-    counts = []
-    if changed:
-        enqueue_scan(page_id)
-        counts.append("scans_enqueued")
-    if not page.skip_reason:
-        counts.append("pages.changed" if changed else "pages.unchanged")
-    return counts
 
 
 def _failure(err: BaseException) -> str:

@@ -17,7 +17,7 @@ from bson import ObjectId
 
 from crawler.digest import digest
 from crawler.items import FetchedPage
-from crawler.pipelines import store_fetched
+from crawler.storing import store_fetched
 from extractor.cpucap import CpuTimeExceeded, cpu_cap
 from tracker.celery_app import app, configure
 from tracker.context import Context, process_context
