@@ -59,7 +59,7 @@ CRAWL_STOP_TIMEOUT = 30.0
 _POLL = 0.1
 #: Runs the copytrack CLI with this interpreter, wherever the console script is (or isn't).
 COPYTRACK_COMMAND = [
-    sys.executable, "-c", "from copytrack.cli import main; main(prog_name='copytrack')"
+    sys.executable, "-c", "from copytrack.cli import run; run()"
 ]  # fmt: skip
 
 
