@@ -109,6 +109,38 @@ def _batch(rng: random.Random, masters: range, pool: list[int]) -> list:
     return [(m, sorted(set(rng.sample(pool, rng.randrange(20, 200))))) for m in masters]
 
 
+def test_a_merge_holds_each_posting_once_and_in_key_order() -> None:
+    """What a compaction merges: a delta with postings given twice (an add retried) and
+    postings the snapshot holds already (a compaction killed after its switch), on keys
+    that many works share, and fresh postings of new ids."""
+    rng = np.random.default_rng(5)
+    common = rng.integers(0, 2**60, 40, dtype=np.uint64)  # keys held by many postings
+
+    def postings(n: int, first_id: int) -> set[tuple[int, int]]:
+        keys = np.where(rng.random(n) < 0.5, rng.choice(common, n),
+                        rng.integers(0, 2**60, n, dtype=np.uint64))  # fmt: skip
+        ids = rng.integers(first_id, first_id + 300, n)
+        return set(zip(keys.tolist(), ids.tolist(), strict=True))
+
+    def arrays(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        keys = np.array([k for k, _ in pairs], dtype=np.uint64)
+        ids = np.array([i for _, i in pairs], dtype=np.uint32)
+        return keys, ids, (ids % 251).astype(np.uint8)
+
+    held, new, fresh = postings(20_000, 0), postings(10_000, 200), postings(5_000, 1000)
+    keys, ids, places = arrays(sorted(held))
+    order = np.argsort(keys)
+    old = SnapshotArrays(keys[order], ids[order], places[order])
+    given = list(new) + list(new)[::3] + list(held)[::4]  # repeats, and postings old holds
+    rng.shuffle(given)
+    result = snapshot.merged(old, *arrays(given), fresh=arrays(list(fresh)))
+    pairs = list(zip(result.keys.tolist(), result.ids.tolist(), strict=True))
+    assert len(pairs) == len(set(pairs))
+    assert set(pairs) == held | new | fresh
+    assert (result.keys[1:] >= result.keys[:-1]).all()
+    assert (result.places == (result.ids % 251)).all()
+
+
 def test_a_batch_larger_than_the_snapshot_goes_straight_into_a_new_one(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:

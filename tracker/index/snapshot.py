@@ -226,33 +226,53 @@ def merged(
 ) -> SnapshotArrays:
     """``old`` (sorted) with the postings given added, each (key, id) once: the new ones
     sorted and inserted, O(old + new log new). ``fresh``: more postings (keys, ids,
-    places) of ids nothing holds yet, so neither repeated nor in ``old``: only sorted."""
-    order = np.lexsort((ids, keys))
-    keys, ids, places = keys[order], ids[order], places[order]
-    distinct = np.ones(len(keys), dtype=bool)
-    distinct[1:] = (keys[1:] != keys[:-1]) | (ids[1:] != ids[:-1])
-    keys, ids, places = keys[distinct], ids[distinct], places[distinct]
-    # Those already in old (an interrupted compaction's) are left out.
-    query, master, _, _ = find(old, keys, 0)
-    held = np.zeros(len(keys), dtype=bool)
-    held[query[master == ids[query]]] = True
-    keys, ids, places = keys[~held], ids[~held], places[~held]
+    places) of ids nothing holds yet."""
     if fresh is not None and len(fresh[0]):
-        # A plain sort of the keys: lexsort's second key cost 4x (7.5 M postings: 7.6 s
-        # against 1.9 s), and the order of a key's postings does not matter to `find`.
         keys, ids, places = (
             np.concatenate((a, b)) for a, b in zip((keys, ids, places), fresh, strict=True)
         )
-        order = np.argsort(keys)
-        keys, ids, places = keys[order], ids[order], places[order]
+    # One plain sort of the keys: lexsort's second key cost 4x (7.5 M postings: 7.6 s
+    # against 1.9 s), and the order of a key's postings does not matter to `find`.
+    order = np.argsort(keys)
+    keys, ids, places = keys[order], ids[order], places[order]
+    keep = ~_repeated(keys, ids)
+    # Those already in old (an interrupted compaction's): only ids old holds can be.
+    if len(old) and len(keys):
+        held_ids = np.zeros(int(max(old.ids.max(), ids.max())) + 1, dtype=bool)
+        held_ids[old.ids] = True
+        rows = np.flatnonzero(held_ids[ids] & keep)
+        if len(rows):
+            query, master, _, _ = find(old, keys[rows], 0)
+            keep[rows[query[master == ids[rows][query]]]] = False
+    if not keep.all():
+        keys, ids, places = keys[keep], ids[keep], places[keep]
     if not len(old):
         return SnapshotArrays(keys, ids, places)
-    at = np.searchsorted(old.keys, keys, side="left")
-    return SnapshotArrays(
-        np.insert(old.keys, at, keys),
-        np.insert(old.ids, at, ids),
-        np.insert(old.places, at, places),
-    )
+    # Where each new posting lands: np.insert would sort these (sorted already) for each
+    # of the three arrays (24 M into 24 M postings: 6.7 s, this 1.5 s).
+    at = np.searchsorted(old.keys, keys, side="left") + np.arange(len(keys))
+    olds = np.ones(len(old) + len(keys), dtype=bool)
+    olds[at] = False
+    arrays = []
+    for before, added in ((old.keys, keys), (old.ids, ids), (old.places, places)):
+        both = np.empty(len(olds), dtype=before.dtype)
+        both[olds], both[at] = before, added
+        arrays.append(both)
+    return SnapshotArrays(*arrays)
+
+
+def _repeated(keys: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """For postings sorted by key: True where a (key, id) comes a second time. Only the
+    runs of a key shared by several postings are sorted by id to find them."""
+    repeated = np.zeros(len(keys), dtype=bool)
+    shared = keys[1:] == keys[:-1]
+    if not shared.any():
+        return repeated
+    rows = np.flatnonzero(np.concatenate(([False], shared)) | np.concatenate((shared, [False])))
+    rows = rows[np.lexsort((ids[rows], keys[rows]))]
+    again = (keys[rows[1:]] == keys[rows[:-1]]) & (ids[rows[1:]] == ids[rows[:-1]])
+    repeated[rows[1:][again]] = True
+    return repeated
 
 
 class CompactionLost(Exception):
