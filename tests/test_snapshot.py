@@ -244,6 +244,21 @@ def test_a_process_of_the_blocks_layout_refuses_a_snapshot_index(
         old.ensure_version("v1")
 
 
+def test_a_library_built_into_a_snapshot_refuses_other_fingerprint_parameters(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    # A first batch goes straight into a snapshot: the delta holds none of its postings.
+    index = snapshot_index(redis_client, tmp_path)
+    index.ensure_version("v1")
+    index.add_many([(1, [5, 6]), (2, [6, 8])], fresh=True)
+    assert index.delta.generation()[1] == 0
+    other = snapshot_index(redis_client, tmp_path / "other")
+    with pytest.raises(IndexVersionMismatch, match="copytrack reindex"):
+        other.ensure_version("v2")
+    index.ensure_version("v1")  # its own version still opens it
+    assert index.lookup([5, 6, 8]) == [(1,), (1, 2), (2,)]
+
+
 def test_a_snapshot_process_refuses_an_index_of_blocks_and_reindex_migrates_it(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:

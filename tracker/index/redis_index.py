@@ -832,14 +832,17 @@ class RedisIndex(InvertedIndex):
             self.client.hdel(self._meta, *expired)  # ended by a process that died midway
         return int(meta.get(b"removals", 0)), len(under_way) - len(expired)
 
-    def ensure_version(self, version: str) -> None:
+    def ensure_version(self, version: str, held_elsewhere: int = 0) -> None:
+        """Refuse an index built with another fingerprint version or layout, unless it holds
+        no posting: then it takes this one. ``held_elsewhere``: postings of this index kept
+        outside these blocks (a `SnapshotIndex`'s snapshot), which count as held."""
         built, layout = (
             _text(v) if v else None for v in self.client.hmget(self._meta, "version", "layout")
         )
         if (built, layout) == (version, self.layout):
             self._layout_checked = True
             return
-        if self.generation()[1] == 0:
+        if self.generation()[1] + held_elsewhere == 0:
             self.client.hset(self._meta, mapping={"version": version, "layout": self.layout})
             self._layout_checked = True
             return

@@ -614,7 +614,10 @@ class SnapshotIndex(InvertedIndex):
             path.unlink(missing_ok=True)
 
     def ensure_version(self, version: str) -> None:
-        self.delta.ensure_version(version)
+        # A library built straight into a snapshot leaves the delta empty: its postings
+        # count, or a process with other parameters would take the index as its own.
+        live = int(self.client.hget(self._state_key, "live") or 0)
+        self.delta.ensure_version(version, held_elsewhere=live)
 
     def generation(self) -> tuple[str | None, int]:
         generation, recent = self.delta.generation()
