@@ -32,11 +32,13 @@ def _works_file(tmp_path: Path, count: int = len(WORKS)) -> Path:
     return works_file(tmp_path, WORKS[:count])
 
 
+# Both index layouts: the snapshot's file is written into the data dir too.
+@pytest.mark.parametrize("snapshot", ["false", "true"])
 def test_a_disk_filling_up_midway_loses_nothing_printed_and_leaves_no_server(
-    small_disk: Path, tmp_path: Path
+    small_disk: Path, tmp_path: Path, snapshot: str
 ) -> None:
     works = _works_file(tmp_path)
-    env = data_dir_env(small_disk)
+    env = {**data_dir_env(small_disk), "COPYTRACK_INDEX_SNAPSHOT": snapshot}
     with adding(works, env, 1000, tmp_path) as (run, first):
         filler = fill_disk(small_disk)  # the disk fills up after the first batch went in
         # Read through the pipe's own buffer (communicate() would skip what readline read).

@@ -116,11 +116,16 @@ def write_file(path: Path, pieces: Iterable[bytes]) -> None:
     """Write the file whole, then give it its name (a reader never meets half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f"{path.name}.{secrets.token_hex(4)}.part")
-    with open(part, "wb") as out:
-        for piece in pieces:
-            out.write(piece)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with open(part, "wb") as out:
+            for piece in pieces:
+                out.write(piece)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as err:
+        part.unlink(missing_ok=True)  # half a file would hold the disk's last bytes
+        # A write's error names no file: this one says which (a full disk, in one line).
+        raise OSError(err.errno, err.strerror, str(path)) from err
     os.replace(part, path)
 
 
