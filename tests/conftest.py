@@ -109,6 +109,17 @@ def ctx(tracker_env: dict[str, str]) -> Iterator[Context]:
 
 
 @pytest.fixture
+def blocks_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
+    """`ctx` with every posting in Redis's blocks (``COPYTRACK_INDEX_SNAPSHOT=false``), for
+    tests of that layout's own failures."""
+    tracker_env["COPYTRACK_INDEX_SNAPSHOT"] = "false"
+    monkeypatch.setenv("COPYTRACK_INDEX_SNAPSHOT", "false")
+    context = open_ready(Settings.from_env(tracker_env))
+    yield context
+    context.close()
+
+
+@pytest.fixture
 def synonyms_ctx(tracker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Context]:
     """A context on an empty installation with the synonym stream on (COPYTRACK_SYNONYMS)."""
     monkeypatch.setenv("COPYTRACK_SYNONYMS", "true")  # and the CLI commands it runs

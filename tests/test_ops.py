@@ -149,10 +149,9 @@ def test_status_reports_servers_queues_and_counts(
     mongo_db.index_state.insert_one({"_id": "index", "generation": "build-1", "postings": 3})
     try:
         # The session's embedded servers, found through their data dir.
-        code, output = _status(embedded_data_dir, COPYTRACK_MONGO_DB=mongo_db.name)
-        json_code, json_output = _status(
-            embedded_data_dir, "--json", COPYTRACK_MONGO_DB=mongo_db.name
-        )
+        blocks = {"COPYTRACK_MONGO_DB": mongo_db.name, "COPYTRACK_INDEX_SNAPSHOT": "false"}
+        code, output = _status(embedded_data_dir, **blocks)
+        json_code, json_output = _status(embedded_data_dir, "--json", **blocks)
     finally:
         redis_client.flushdb()
     assert code == 0, output

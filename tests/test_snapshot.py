@@ -448,6 +448,7 @@ def test_a_library_on_the_snapshot_index_matches_before_and_after_reindex(
     no longer matches."""
     works = texts("zh_news", 12)
     runner = CliRunner()
+    monkeypatch.setenv("COPYTRACK_INDEX_SNAPSHOT", "false")  # first an index of blocks
     added = runner.invoke(main, ["library", "add", _works_file(works, tmp_path)])
     assert added.exit_code == 0, added.output
     monkeypatch.setenv("COPYTRACK_INDEX_SNAPSHOT", "true")

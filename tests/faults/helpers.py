@@ -35,7 +35,10 @@ def embedded_env(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment of a process on the embedded servers of settings' data dir: no URLs,
     so it finds them (and follows them) through the data dir, as a user's processes do."""
     return clean_env(
-        COPYTRACK_DATA_DIR=str(settings.data_dir), COPYTRACK_MONGO_DB=settings.mongo_db, **extra
+        COPYTRACK_DATA_DIR=str(settings.data_dir),
+        COPYTRACK_MONGO_DB=settings.mongo_db,
+        COPYTRACK_INDEX_SNAPSHOT=str(settings.index_snapshot).lower(),
+        **extra,
     )
 
 

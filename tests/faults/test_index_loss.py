@@ -183,6 +183,7 @@ def test_blocks_lost_with_their_counters_kept_close_nothing(own: Settings, tmp_p
     eviction or a bad restore: the counts agree, the postings are not there. Works' postings
     looked up from their texts show it: `status`, `check` and `rescan` refuse, nothing is
     closed, and `reindex` then `rescan` recover."""
+    own = replace(own, index_snapshot=False)  # the blocks layout's own recovery
     env = embedded_env(own)
     ctx = open_ready(own)
     try:
@@ -210,10 +211,11 @@ def test_blocks_lost_with_their_counters_kept_close_nothing(own: Settings, tmp_p
         ctx.close()
 
 
-def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(ctx: Context) -> None:
+def test_a_scan_closes_a_finding_only_once_its_work_is_looked_up(blocks_ctx: Context) -> None:
     """The blocks vanish after a process last took its sample: its scan that would close
     the findings looks their works up first, refuses, and records the loss for every
     process. (A process that keeps no index blocks: one that does still has them.)"""
+    ctx = blocks_ctx
     works = texts("zh_news", 2)
     add_all(ctx, [Work(text=text, external_id=f"news-{n}") for n, text in enumerate(works)])
     pages = store_pages(ctx, pirate_copies(works, 1), "pirate")
@@ -241,6 +243,7 @@ def test_one_block_lost_of_a_work_no_sample_meets_is_found(own: Settings, tmp_pa
     blocks, kept with the blocks, show it whatever the sampled lookups meet
     (the commands' message is the counts', not a work's). `status`, `check` and `rescan`
     refuse; nothing is closed; `reindex` recovers."""
+    own = replace(own, index_snapshot=False)  # the blocks layout's own recovery
     env = embedded_env(own)
     ctx = open_ready(own)
     try:

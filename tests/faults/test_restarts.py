@@ -13,6 +13,7 @@ import random
 import signal
 import socket
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ def test_killed_servers_come_back_on_their_ports(own: Settings) -> None:
 
 
 def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_path: Path) -> None:
+    own = replace(own, index_snapshot=False)  # the blocks layout's own recovery
     works = texts("zh_news", 4)
     ctx = open_ready(own)
     try:
@@ -210,6 +212,7 @@ def test_a_worker_stopped_by_sigterm_mid_scan_leaves_every_scan_done_once(
 
 
 def test_reindex_after_flushall_restores_identical_results(own: Settings) -> None:
+    own = replace(own, index_snapshot=False)  # the blocks layout's own recovery
     library = texts("zh_news", 20)
     unrelated = texts("zh_news", 103)[100:]
     rng = random.Random(5)
