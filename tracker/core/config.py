@@ -349,9 +349,10 @@ SETTINGS: tuple[Setting, ...] = (
             "keeping cost more than it saved (at 100,000 works, 128 MB: p50 0.2–1.4 ms "
             "slower). About 1 GB holds the index of 100,000 works (76 M postings). Count it "
             "per pool process like the work texts. `0`: none.")),
-    Setting("COPYTRACK_INDEX_SNAPSHOT", "index_snapshot", _boolean, "false", "false",
+    Setting("COPYTRACK_INDEX_SNAPSHOT", "index_snapshot", _boolean, "true", "true",
             "keep the index's postings in a mapped snapshot (copied to each host's data dir) "
-            "plus a small delta in Redis; `copytrack reindex` after changing it",
+            "plus a small delta in Redis (`false`: all in Redis's blocks); `copytrack "
+            "reindex` after changing it",
             detail=(
             "Keep the index's postings as of the last compaction in a read-only snapshot "
             "file (sorted arrays, 13 bytes a posting, kept in Redis too and copied to each "
@@ -361,7 +362,9 @@ SETTINGS: tuple[Setting, ...] = (
             "follows `copytrack reindex`, and `library add` or a `maintenance` worker (works "
             "added through the API or the admin) once the recent postings pass a tenth of the "
             "snapshot; the first batches of a library are written straight into a snapshot. "
-            "Each process maps the snapshot (the OS shares its pages). "
+            "Each process maps the snapshot (the OS shares its pages). `false` keeps every "
+            "posting in Redis's blocks: a page then reads ~1,000 times the bytes of its "
+            "postings, and an add rewrites blocks in proportion to the library. "
             "The index's layout differs: run `copytrack reindex` after changing this.")),
     Setting("COPYTRACK_SYNONYMS", "synonyms", _boolean, "false", "false",
             "also fingerprint Chinese texts by their skeleton and English ones by their "
