@@ -243,9 +243,8 @@ def merged(
     keep = ~_repeated(keys, ids)
     # Those already in old (an interrupted compaction's): only ids old holds can be.
     if len(old) and len(keys):
-        held_ids = np.zeros(int(max(old.ids.max(), ids.max())) + 1, dtype=bool)
-        held_ids[old.ids] = True
-        rows = np.flatnonzero(held_ids[ids] & keep)
+        # np.isin looks the ids up in a table over their range (or sorts, were it huge).
+        rows = np.flatnonzero(np.isin(ids, old.ids) & keep)
         if len(rows):
             query, master, _, _ = find(old, keys[rows], 0)
             keep[rows[query[master == ids[rows][query]]]] = False
