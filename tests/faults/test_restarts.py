@@ -36,9 +36,10 @@ from tests.faults.helpers import (
 from tests.processes import installation_env, process_group, wait_until
 from tracker.context import Context, reconnected
 from tracker.core.config import Settings
+from tracker.index.snapshot import SnapshotIndex
 from tracker.masters.durability import wait_durable
 from tracker.masters.generation import open_ready
-from tracker.masters.library import Work, add_work
+from tracker.masters.library import Work, add_work, fingerprint_values
 from tracker.matching.matcher import match_text
 from tracker.runtime.servers import MONGO, VALKEY, ensure_servers
 
@@ -47,11 +48,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 VISIBILITY = "20"
 
 
-def _index_content(ctx: Context) -> dict[bytes, Any]:
-    """Every key of the index (under ``ctx.keys.index``) with its value: what must survive. The
-    generation is left out: it names the build, and a rebuild is a new one by design; so are
-    a shard's ``born`` and ``writes``, which say when and how often it changed. A block is a
-    set of fixed-size records in the order they were added: compared as a set."""
+def _index_content(ctx: Context) -> Any:
+    """What of the index must survive. Blocks: every key (under ``ctx.keys.index``) with its
+    value; the generation is left out: it names the build, and a rebuild is a new one by
+    design; so are a shard's ``born`` and ``writes``, which say when and how often it
+    changed. A block is a set of fixed-size records in the order they were added: compared
+    as a set. A snapshot (named anew by each compaction): every posting the index gives
+    for every fingerprint of every work in the library."""
+    if isinstance(ctx.index, SnapshotIndex):
+        postings = set()
+        for master in ctx.db.masters.find({}, {"text": 1}):
+            found = ctx.index.postings(fingerprint_values(ctx, master["text"]).values)
+            postings |= set(zip(found.master.tolist(), found.place.tolist(),
+                                found.exact.tolist(), strict=True))  # fmt: skip
+        return sorted(postings)
     content: dict[bytes, Any] = {}
     record = ctx.index.record_bytes
     for key in ctx.redis.scan_iter(match=f"{ctx.keys.index}*", count=1000):
@@ -93,8 +103,11 @@ def test_killed_servers_come_back_on_their_ports(own: Settings) -> None:
     assert endpoints.redis_url == before[VALKEY].url
 
 
-def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_path: Path) -> None:
-    own = replace(own, index_snapshot=False)  # the blocks layout's own recovery
+@pytest.mark.parametrize("snapshot", [False, True], ids=["blocks", "snapshot"])
+def test_redis_restart_keeps_the_index_and_the_queued_tasks(
+    own: Settings, tmp_path: Path, snapshot: bool
+) -> None:
+    own = replace(own, index_snapshot=snapshot)
     works = texts("zh_news", 4)
     ctx = open_ready(own)
     try:
@@ -103,6 +116,7 @@ def test_redis_restart_keeps_the_index_and_the_queued_tasks(own: Settings, tmp_p
         pages = store_pages(ctx, copies + texts("zh_news", 10)[5:8], "pirate")
         before = [match_text(ctx, text) for text in copies]
         index = _index_content(ctx)
+        assert index  # something to lose
         send_scans(ctx.endpoints.redis_url, pages[:3])
     finally:
         ctx.close()
@@ -211,8 +225,9 @@ def test_a_worker_stopped_by_sigterm_mid_scan_leaves_every_scan_done_once(
         ctx.close()
 
 
-def test_reindex_after_flushall_restores_identical_results(own: Settings) -> None:
-    own = replace(own, index_snapshot=False)  # the blocks layout's own recovery
+@pytest.mark.parametrize("snapshot", [False, True], ids=["blocks", "snapshot"])
+def test_reindex_after_flushall_restores_identical_results(own: Settings, snapshot: bool) -> None:
+    own = replace(own, index_snapshot=snapshot)
     library = texts("zh_news", 20)
     unrelated = texts("zh_news", 103)[100:]
     rng = random.Random(5)
@@ -225,6 +240,7 @@ def test_reindex_after_flushall_restores_identical_results(own: Settings) -> Non
     try:
         _library(ctx, library)
         index = _index_content(ctx)
+        assert index  # something to lose
         before = [match_text(ctx, text) for text in suspects]
         assert [len(found) for found in before] == [1] * 6 + [0] * 3
 
