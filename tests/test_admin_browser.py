@@ -464,11 +464,14 @@ def test_d_opens_a_dialog_where_the_keyboard_chooses_the_reason(server, page, ct
     page.on("dialog", lambda dialog: (native.append(dialog.message), dialog.dismiss()))
     _log_in(page, base, "rui")
     page.goto(f"{base}/findings/{new[-1]}")
-    page.keyboard.press("d")
     dialog = page.locator("#dismiss-dialog")
-    assert dialog.is_visible() and "Quotation or fair use" in dialog.inner_text()
-    page.keyboard.press("Escape")  # changed its mind: the finding stays open
-    assert not dialog.is_visible()
+    # Changes its mind a few times: each Esc keeps the finding open, each d opens the dialog
+    # again (Chromium may leave the focus inside the closed dialog, which must not eat the d).
+    for _ in range(5):
+        page.keyboard.press("d")
+        assert dialog.is_visible() and "Quotation or fair use" in dialog.inner_text()
+        page.keyboard.press("Escape")
+        assert not dialog.is_visible()
     assert ctx.db.findings.find_one({"_id": new[-1]})["status"] == "new"
     page.keyboard.press("d")
     page.keyboard.press("3")

@@ -55,6 +55,7 @@ document.addEventListener("DOMContentLoaded", () => {
       choice.addEventListener("click", () => dismissAs(choice.dataset.dismissReason));
     });
     dismissDialog.addEventListener("keydown", (event) => {
+      if (!dismissDialog.open) return;
       const choices = dismissDialog.querySelectorAll("[data-dismiss-reason]");
       const n = Number.parseInt(event.key, 10);
       if (n >= 1 && n <= choices.length) {
@@ -68,7 +69,9 @@ document.addEventListener("DOMContentLoaded", () => {
   const keys = { j: "#next-finding", k: "#prev-finding", c: "#to-confirmed", d: "#to-dismissed" };
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.target.closest("input, textarea, select, [contenteditable], dialog")) return;
+    // A closed dialog can keep the focus on one of its buttons (Chromium after Esc, now and
+    // then), so only an open one holds the keys back.
+    if (event.target.closest("input, textarea, select, [contenteditable], dialog[open]")) return;
     if (event.key === "d" && dismissDialog) {
       event.preventDefault();
       dismissDialog.showModal();
