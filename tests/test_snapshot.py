@@ -385,6 +385,57 @@ _BUILDING_CHILD = textwrap.dedent(
 )
 
 
+def test_large_batches_are_runs_of_their_own_and_leave_the_base_alone(
+    redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of RUN_MIN_POSTINGS or more into a library: each is sorted into a run of
+    its own, merged only with runs no larger than it gathers, so the base is rewritten
+    only when they reach its size and a lookup reads few parts. Every posting is answered
+    throughout, a removal masks a work in any run, other hosts copy every part, and a
+    compaction merges them all into one."""
+    monkeypatch.setattr(snapshot, "RUN_MIN_POSTINGS", 2_000)
+    rng = random.Random(8)
+    pool = [rng.getrandbits(BITS) | rng.getrandbits(CHECK_BITS) << BITS for _ in range(6000)]
+    index, memory = snapshot_index(redis_client, tmp_path / "a"), MemoryIndex(BITS, CHECK_BITS)
+    index.ensure_version("v1")
+    asked = pool[:2500] + [fp ^ 1 << BITS for fp in pool[:50]]
+
+    def state() -> dict[str, str]:
+        raw = redis_client.hgetall("test:snap:{snap}:state")
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    bases, most_runs = set(), 0
+    for n in range(9):
+        batch = _batch(rng, range(100 * n, 100 * n + 100), pool)
+        assert index.add_many(batch, fresh=True) == memory.add_many(batch, fresh=True)
+        assert index.delta.generation()[1] == 0  # nothing went through the delta's blocks
+        bases.add(state()["name"])
+        most_runs = max(most_runs, len(json.loads(state().get("runs") or "[]")))
+        assert_same_postings(index, memory, asked)
+        assert index.generation()[1] == memory.generation()[1]
+    assert len(bases) <= 4  # the base rewritten as it doubles, not at every batch
+    assert 1 <= most_runs <= 4  # about log2 of 9 batches (their sizes vary)
+    assert len(json.loads(state()["runs"])) >= 1  # 9 batches: a base of 8 and a run of 1
+
+    # A work in the newest run removed, one in the base partly: masked where they are.
+    assert index.remove(850, pool) == memory.remove(850, pool)
+    some = _batch(random.Random(1), range(5, 6), pool)[0][1][:7]
+    assert index.remove(5, some) == memory.remove(5, some)
+    assert_same_postings(index, memory, asked)
+    other = snapshot_index(redis_client, tmp_path / "b")  # another host copies every part
+    assert_same_postings(other, memory, asked)
+    assert len(list((tmp_path / "b").glob("*.ctsnap"))) == 1 + len(json.loads(state()["runs"]))
+
+    assert index.compact()
+    assert json.loads(state()["runs"]) == []
+    assert_same_postings(index, memory, asked)
+    assert_same_postings(other, memory, asked)
+    assert len(list((tmp_path / "b").glob("*.ctsnap"))) == 1  # the merged parts' files go
+    index.drop_strays()
+    chunks = {k.decode() for k in redis_client.scan_iter(match="test:snap:snap:*")}
+    assert chunks and all(k.startswith(f"test:snap:snap:{state()['name']}:") for k in chunks)
+
+
 def test_a_batch_built_into_a_snapshot_killed_at_any_point_loses_no_posting(
     redis_client: redis.Redis, endpoints: Endpoints, tmp_path: Path
 ) -> None:
