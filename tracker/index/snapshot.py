@@ -178,27 +178,35 @@ def find(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(position in ``keys``, master id, exact, place) of every posting of the keys (as
     `SnapshotArrays` keys them: check bits low), found by the key above the check bits;
-    exact: the check bits agree too. No loop over the keys: their bounds are searched at
-    once (in ascending order: the searches then walk the arrays forward), and every
-    posting of every range gathered by one index."""
-    checks = np.uint64((1 << check_bits) - 1)
-    order = np.argsort(keys)
-    low = keys[order] & ~checks
-    starts, stops = _bounds(arrays, low, low | checks)
-    counts = stops - starts
-    query = np.repeat(order, counts)
-    offsets = np.cumsum(counts) - counts
-    at = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
-    found = arrays.keys[at]
-    exact = (found & checks) == (keys[query] & checks)
-    return query, arrays.ids[at].astype(np.int64), exact, arrays.places[at].copy()
+    exact: the check bits agree too."""
+    return find_all([arrays], keys, check_bits)
 
 
 def find_all(
     parts: Sequence[SnapshotArrays], keys: np.ndarray, check_bits: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`find` in each part, the postings of all of them."""
-    found = [find(part, keys, check_bits) for part in parts or [_empty()]]
+    """`find` in each part, the postings of all of them. No loop over the keys: they are
+    sorted once (the searches then walk each part forward), their bounds in a part searched
+    at once, and every posting of every range gathered by one index."""
+    checks = np.uint64((1 << check_bits) - 1)
+    order = np.argsort(keys)
+    low = np.ascontiguousarray(keys[order] & ~checks)
+    high = low | checks
+    found = []
+    for part in parts:
+        starts, stops = _bounds(part, low, high)
+        counts = stops - starts
+        total = int(counts.sum())
+        if not total:
+            continue
+        offsets = np.cumsum(counts) - counts
+        at = np.repeat(starts - offsets, counts) + np.arange(total)
+        query = np.repeat(order, counts)
+        exact = (part.keys[at] & checks) == (keys[query] & checks)
+        found.append((query, part.ids[at].astype(np.int64), exact, part.places[at]))
+    if not found:
+        nothing = np.empty(0, np.int64)
+        return nothing, nothing, np.empty(0, bool), np.empty(0, np.uint8)
     if len(found) == 1:
         return found[0]
     query, master, exact, place = (np.concatenate(column) for column in zip(*found, strict=True))
@@ -237,8 +245,7 @@ def _bounds(
         return (np.searchsorted(keys, low, side="left"),
                 np.searchsorted(keys, high, side="right"))  # fmt: skip
     if _compiled_bounds is not None:
-        return _compiled_bounds(keys, sample, np.ascontiguousarray(low, np.uint64),
-                                np.ascontiguousarray(high, np.uint64), STEP)  # fmt: skip
+        return _compiled_bounds(keys, sample, low, high, STEP)
     compiled.fallback_runs(BOUNDS_LOOP)
     # The first key >= low lies within the STEP + 1 keys from the sampled key before it,
     # and within the SUB + 1 from the last SUB-th of those below low.
