@@ -424,7 +424,7 @@ class SnapshotIndex(InvertedIndex):
             pipe.smembers(self._removed_key)
             *counts, state, members = pipe.execute()
             recent = sum(int(c or 0) for c in counts) if delta_counts else -1
-        fields = {_text(k): _text(v) for k, v in state.items()}
+        fields = _fields(state)
         return self._parts(fields), {int(m) for m in members}, fields, int(recent)
 
     def postings(
@@ -518,7 +518,7 @@ class SnapshotIndex(InvertedIndex):
                     # Counted whether or not the snapshot holds the master: a compaction
                     # that read its postings from the delta must not switch after this.
                     pipe.watch(self._state_key, self._removed_key)
-                    state = {_text(k): _text(v) for k, v in pipe.hgetall(self._state_key).items()}
+                    state = _fields(pipe.hgetall(self._state_key))
                     held = [_empty()]
                     if not pipe.sismember(self._removed_key, str(master_id)):
                         held += [
@@ -555,7 +555,7 @@ class SnapshotIndex(InvertedIndex):
     def compaction_due(self) -> bool:
         """Whether the delta holds COMPACT_SHARE of the snapshot's postings (and
         COMPACT_MIN_POSTINGS)."""
-        state = {_text(k): _text(v) for k, v in self.client.hgetall(self._state_key).items()}
+        state = _fields(self.client.hgetall(self._state_key))
         _, recent = self.delta.generation()
         return recent >= max(COMPACT_MIN_POSTINGS, COMPACT_SHARE * int(state.get("live", 0)))
 
@@ -584,33 +584,23 @@ class SnapshotIndex(InvertedIndex):
         renew()
         new = merged(old, *self._split(x, tag), fresh=_joined(news))
         renew()
-        generation = self.delta.generation()[0] or "none"
-        name = f"{generation}.{int(state.get('compactions', 0)) + 1}.{secrets.token_hex(3)}"
-        path = self._path(name)
-        write_file(path, snapshot_bytes(self.layout, name, new))
-        chunks = self._upload(path, name, renew)
-        with self.client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(self._state_key, self._removed_key, *lease_keys(lease))
-                now = {_text(k): _text(v) for k, v in pipe.hgetall(self._state_key).items()}
-                if lease is not None and not lease.held_in(pipe):
-                    self._drop(name, chunks)
-                    raise CompactionLost(f"index {self.prefix}: compaction lease lost")
-                if (now.get("name") != old_name or (now.get("runs") or "[]") != old_runs
-                        or now.get("removes", "0") != removes):  # fmt: skip
-                    raise redis.WatchError
-                pipe.multi()
-                pipe.hset(self._state_key, mapping={
-                    "name": name, "layout": self.layout, "chunks": chunks, "runs": "[]",
-                    "postings": len(new), "live": len(new),
-                    "compactions": int(state.get("compactions", 0)) + 1,
-                })  # fmt: skip
-                if removed:
-                    pipe.srem(self._removed_key, *removed)
-                pipe.execute()
-            except redis.WatchError:
-                self._drop(name, chunks)
-                return False
+        name, chunks = self._store(new, str(int(state.get("compactions", 0)) + 1), renew)
+
+        def unchanged(now: dict[str, str]) -> bool:
+            return (now.get("name") == old_name and (now.get("runs") or "[]") == old_runs
+                    and now.get("removes", "0") == removes)  # fmt: skip
+
+        def switch(pipe: redis.client.Pipeline) -> None:
+            pipe.hset(self._state_key, mapping={
+                "name": name, "layout": self.layout, "chunks": chunks, "runs": "[]",
+                "postings": len(new), "live": len(new),
+                "compactions": int(state.get("compactions", 0)) + 1,
+            })  # fmt: skip
+            if removed:
+                pipe.srem(self._removed_key, *removed)
+
+        if not self._switch(name, chunks, lease, unchanged, switch, [self._removed_key]):
+            return False
         # Switched: the merged postings leave the delta (a kill here leaves them in both).
         for shard, version, shard_x, shard_tag in parts:
             if len(shard_x) and not self.delta.emptied(shard, version):
@@ -640,30 +630,59 @@ class SnapshotIndex(InvertedIndex):
         runs_merged = [(p.keys, p.ids, p.places) for p in parts[1 + len(kept) :]]
         new = merged(_empty(), *self._split(*fresh), fresh=_joined(runs_merged))
         renew()
-        generation = self.delta.generation()[0] or "none"
-        name = f"{generation}.{int(state.get('compactions', 0))}.run.{secrets.token_hex(3)}"
-        write_file(self._path(name), snapshot_bytes(self.layout, name, new))
-        chunks = self._upload(self._path(name), name, renew)
+        name, chunks = self._store(new, f"{int(state.get('compactions', 0))}.run", renew)
         added = len(new) - sum(postings for _, _, postings in runs[len(kept) :])
+
+        def unchanged(now: dict[str, str]) -> bool:
+            return now.get("name") == state.get("name") and now.get("runs") == state.get("runs")
+
+        def switch(pipe: redis.client.Pipeline) -> None:
+            pipe.hset(self._state_key, "runs", json.dumps([*kept, (name, chunks, len(new))]))
+            pipe.hincrby(self._state_key, "postings", added)
+            pipe.hincrby(self._state_key, "live", added)
+
+        if not self._switch(name, chunks, lease, unchanged, switch):
+            return False
+        for merged_name, merged_chunks, _ in runs[len(kept) :]:
+            self._drop(merged_name, merged_chunks)
+        return True
+
+    def _store(
+        self, arrays: SnapshotArrays, label: str, renew: Callable[[], None]
+    ) -> tuple[str, int]:
+        """A new part's file of ``arrays``, named by the index generation and ``label``,
+        written and copied into Redis; its (name, chunks)."""
+        name = f"{self.delta.generation()[0] or 'none'}.{label}.{secrets.token_hex(3)}"
+        write_file(self._path(name), snapshot_bytes(self.layout, name, arrays))
+        return name, self._upload(self._path(name), name, renew)
+
+    def _switch(
+        self,
+        name: str,
+        chunks: int,
+        lease: Lease | None,
+        unchanged: Callable[[dict[str, str]], bool],
+        switch: Callable[[redis.client.Pipeline], None],
+        watched: Sequence[str] = (),
+    ) -> bool:
+        """Name the new part ``name`` in one transaction (``switch``'s commands) while the
+        lease is held and the state is ``unchanged``; else drop the part: False when the
+        state changed meanwhile, `CompactionLost` when the lease was lost."""
         with self.client.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(self._state_key, *lease_keys(lease))
-                now = {_text(k): _text(v) for k, v in pipe.hgetall(self._state_key).items()}
+                pipe.watch(self._state_key, *watched, *lease_keys(lease))
+                now = _fields(pipe.hgetall(self._state_key))
                 if lease is not None and not lease.held_in(pipe):
                     self._drop(name, chunks)
                     raise CompactionLost(f"index {self.prefix}: compaction lease lost")
-                if now.get("name") != state.get("name") or now.get("runs") != state.get("runs"):
+                if not unchanged(now):
                     raise redis.WatchError
                 pipe.multi()
-                pipe.hset(self._state_key, "runs", json.dumps([*kept, (name, chunks, len(new))]))
-                pipe.hincrby(self._state_key, "postings", added)
-                pipe.hincrby(self._state_key, "live", added)
+                switch(pipe)
                 pipe.execute()
             except redis.WatchError:
                 self._drop(name, chunks)
                 return False
-        for merged_name, merged_chunks, _ in runs[len(kept) :]:
-            self._drop(merged_name, merged_chunks)
         return True
 
     def _split(self, x: np.ndarray, tag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -684,7 +703,7 @@ class SnapshotIndex(InvertedIndex):
     def drop_strays(self) -> None:
         """Delete the chunks of snapshots not named now (a compaction killed before its
         switch leaves them); only while no other compaction runs."""
-        state = {_text(k): _text(v) for k, v in self.client.hgetall(self._state_key).items()}
+        state = _fields(self.client.hgetall(self._state_key))
         current = tuple(f"{self.prefix}:snap:{name}:" for name, _ in _named_parts(state))
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.prefix) + ":snap:*"
         for key in self.client.scan_iter(match=pattern, count=1000):
@@ -700,7 +719,7 @@ class SnapshotIndex(InvertedIndex):
 
     def stats(self) -> IndexStats:
         recent = self.delta.stats()
-        state = {_text(k): _text(v) for k, v in self.client.hgetall(self._state_key).items()}
+        state = _fields(self.client.hgetall(self._state_key))
         held = int(state.get("postings", 0))
         postings = recent.postings + int(state.get("live", 0))
         memory = recent.memory_bytes + SNAPSHOT_POSTING_BYTES * held
@@ -774,6 +793,11 @@ def _joined(
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _fields(mapping: dict) -> dict[str, str]:
+    """A Redis hash's fields and values as text."""
+    return {_text(k): _text(v) for k, v in mapping.items()}
 
 
 def _text(value: bytes | str) -> str:
