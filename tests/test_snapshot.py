@@ -46,9 +46,11 @@ from tracker.runtime.servers import Endpoints
 BITS = 54
 
 
-def snapshot_index(client: redis.Redis, data_dir: Path, prefix: str = "test:snap") -> SnapshotIndex:
+def snapshot_index(
+    client: redis.Redis, data_dir: Path, prefix: str = "test:snap", copies_in_redis: bool = True
+) -> SnapshotIndex:
     delta = RedisIndex(client, prefix, BITS, CHECK_BITS, layout_tag=SNAPSHOT_LAYOUT)
-    return SnapshotIndex(delta, data_dir)
+    return SnapshotIndex(delta, data_dir, copies_in_redis)
 
 
 def assert_same_postings(
@@ -434,6 +436,45 @@ def test_large_batches_are_runs_of_their_own_and_leave_the_base_alone(
     index.drop_strays()
     chunks = {k.decode() for k in redis_client.scan_iter(match="test:snap:snap:*")}
     assert chunks and all(k.startswith(f"test:snap:snap:{state()['name']}:") for k in chunks)
+
+
+def test_without_copies_in_redis_the_data_dir_holds_the_only_copy(
+    redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COPYTRACK_INDEX_SNAPSHOT_IN_REDIS=false: a base, its runs and a compaction leave no
+    byte of the snapshot in Redis; every posting is answered from the files of the data dir
+    the processes share, and a process with another data dir stops with a line saying what
+    to do."""
+    monkeypatch.setattr(snapshot, "RUN_MIN_POSTINGS", 2_000)
+    rng = random.Random(9)
+    pool = [rng.getrandbits(BITS) | rng.getrandbits(CHECK_BITS) << BITS for _ in range(6000)]
+    index = snapshot_index(redis_client, tmp_path / "a", copies_in_redis=False)
+    memory = MemoryIndex(BITS, CHECK_BITS)
+    index.ensure_version("v1")
+    asked = pool[:2500]
+
+    def copies() -> list[bytes]:
+        return list(redis_client.scan_iter(match="test:snap:snap:*"))
+
+    for n in range(3):
+        batch = _batch(rng, range(100 * n, 100 * n + 100), pool)
+        assert index.add_many(batch, fresh=True) == memory.add_many(batch, fresh=True)
+    assert redis_client.hget("test:snap:{snap}:state", "runs") not in (None, b"[]")
+    few = _batch(rng, range(300, 310), pool)  # into the delta's blocks
+    assert index.add_many(few) == memory.add_many(few)
+    assert_same_postings(index, memory, asked)
+    assert copies() == []
+    assert index.compact()
+    assert copies() == []
+    assert_same_postings(index, memory, asked)
+    same_dir = snapshot_index(redis_client, tmp_path / "a")  # another process, same data dir
+    assert_same_postings(same_dir, memory, asked)
+    elsewhere = snapshot_index(redis_client, tmp_path / "b")
+    with pytest.raises(IndexVersionMismatch) as refused:
+        elsewhere.postings(asked)
+    assert "not in this data dir" in str(refused.value)
+    assert "COPYTRACK_INDEX_SNAPSHOT_IN_REDIS=false" in str(refused.value)
+    assert "copytrack reindex" in str(refused.value)
 
 
 def test_a_batch_built_into_a_snapshot_killed_at_any_point_loses_no_posting(

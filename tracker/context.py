@@ -89,7 +89,9 @@ def open_index(
         layout_tag=SNAPSHOT_LAYOUT if settings.index_snapshot else "",
     )
     if settings.index_snapshot:
-        return SnapshotIndex(blocks, settings.data_dir / "index-snapshot")
+        return SnapshotIndex(
+            blocks, settings.data_dir / "index-snapshot", settings.index_snapshot_in_redis
+        )
     return blocks
 
 

@@ -366,6 +366,19 @@ SETTINGS: tuple[Setting, ...] = (
             "posting in Redis's blocks: a page then reads ~1,000 times the bytes of its "
             "postings, and an add rewrites blocks in proportion to the library. "
             "The index's layout differs: run `copytrack reindex` after changing this.")),
+    Setting("COPYTRACK_INDEX_SNAPSHOT_IN_REDIS", "index_snapshot_in_redis", _boolean, "true",
+            "true",
+            "keep a copy of the index snapshot's files in Redis, for processes on other hosts "
+            "(`false`: every process shares one data dir, and Redis holds none of it)",
+            detail=(
+            "Keep each snapshot file's bytes in Redis too (16 MB keys), from which a process "
+            "whose data dir lacks the file copies it: workers on several hosts need this. "
+            "The copy costs Redis as much memory as the files (13 bytes a posting: ~1 GB at "
+            "100,000 works, ~10 GB at 1,000,000), twice that while a compaction uploads the "
+            "next one. `false` on one host, or where every process mounts the same data "
+            "dir: the files are the only copy (written and fsynced before the index names "
+            "them; `copytrack reindex` rebuilds them), and a process without them stops "
+            "with a line saying so. Takes effect at the next compaction.")),
     Setting("COPYTRACK_SYNONYMS", "synonyms", _boolean, "false", "false",
             "also fingerprint Chinese texts by their skeleton and English ones by their "
             "function words, to find rewrites (洗稿, heavy revisions); ~2.4× the CPU of "
@@ -588,6 +601,7 @@ class Settings:
     master_cache_mb: int = _DEFAULTS["master_cache_mb"]
     index_cache_mb: int = _DEFAULTS["index_cache_mb"]
     index_snapshot: bool = _DEFAULTS["index_snapshot"]
+    index_snapshot_in_redis: bool = _DEFAULTS["index_snapshot_in_redis"]
     synonyms: bool = _DEFAULTS["synonyms"]
     time_zone: str = _DEFAULTS["time_zone"]
     tsa_url: str | None = None

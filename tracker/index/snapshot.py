@@ -321,6 +321,19 @@ def _repeated(keys: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return repeated
 
 
+class SnapshotUnreachable(IndexVersionMismatch):
+    """A part of the snapshot this host has no file of, and Redis keeps no copy of."""
+
+    def __init__(self, path: Path) -> None:
+        RuntimeError.__init__(
+            self,
+            f"index snapshot {path} is not in this data dir, and Redis keeps no copy of it "
+            "(COPYTRACK_INDEX_SNAPSHOT_IN_REDIS=false): give every process the data dir the "
+            "index was built in, or run `copytrack reindex` here",
+        )
+        self.built, self.current = None, SNAPSHOT_LAYOUT
+
+
 class CompactionLost(Exception):
     """The compaction's lease went to another process (it expired, or the index was
     cleared): this one must not switch."""
@@ -330,9 +343,11 @@ class SnapshotIndex(InvertedIndex):
     """The index as a mapped snapshot and a delta in Redis; see the module docstring.
 
     delta: a `RedisIndex` made with ``layout_tag=SNAPSHOT_LAYOUT``; data_dir: where this
-    process keeps the snapshot's file."""
+    process keeps the snapshot's file; copies_in_redis: keep each file's bytes in Redis too,
+    for processes on other hosts (False: every process shares ``data_dir``, and Redis holds
+    none of the snapshot's ~13 bytes a posting)."""
 
-    def __init__(self, delta: RedisIndex, data_dir: Path) -> None:
+    def __init__(self, delta: RedisIndex, data_dir: Path, copies_in_redis: bool = True) -> None:
         if not delta.layout.startswith(SNAPSHOT_LAYOUT + "+"):
             raise ValueError(f"the delta's layout must be tagged {SNAPSHOT_LAYOUT}")
         self.delta = delta
@@ -340,6 +355,7 @@ class SnapshotIndex(InvertedIndex):
         self.prefix = delta.prefix
         self.layout = delta.layout
         self.data_dir = Path(data_dir)
+        self.copies_in_redis = copies_in_redis
         self._check_bits = delta.check_bits
         # One hash tag: the state and the removed ids change in one transaction.
         self._state_key = f"{delta.prefix}:{{snap}}:state"
@@ -391,6 +407,8 @@ class SnapshotIndex(InvertedIndex):
     def _map(self, name: str, chunks: int) -> MappedSnapshot:
         path = self._path(name)
         if not path.exists():
+            if not chunks:
+                raise SnapshotUnreachable(path)
             write_file(path, self._chunks(name, chunks))
         return MappedSnapshot(path, self.layout, name)
 
@@ -651,10 +669,12 @@ class SnapshotIndex(InvertedIndex):
         self, arrays: SnapshotArrays, label: str, renew: Callable[[], None]
     ) -> tuple[str, int]:
         """A new part's file of ``arrays``, named by the index generation and ``label``,
-        written and copied into Redis; its (name, chunks)."""
+        written and copied into Redis (unless `copies_in_redis` is off: 0 chunks); its
+        (name, chunks)."""
         name = f"{self.delta.generation()[0] or 'none'}.{label}.{secrets.token_hex(3)}"
         write_file(self._path(name), snapshot_bytes(self.layout, name, arrays))
-        return name, self._upload(self._path(name), name, renew)
+        copied = self._upload(self._path(name), name, renew) if self.copies_in_redis else 0
+        return name, copied
 
     def _switch(
         self,
