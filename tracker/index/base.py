@@ -30,9 +30,12 @@ def places_of(first_letters: np.ndarray) -> np.ndarray:
 class IndexVersionMismatch(RuntimeError):
     """The index was built with other fingerprint parameters or another layout."""
 
-    def __init__(self, where: str, built: str | None, current: str) -> None:
+    def __init__(
+        self, where: str, built: str | None, current: str, message: str | None = None
+    ) -> None:
         super().__init__(
-            f"{where} was built with version {built or '(none)'}, current parameters are "
+            message
+            or f"{where} was built with version {built or '(none)'}, current parameters are "
             f"{current}: run `copytrack reindex` to rebuild it"
         )
         self.built = built

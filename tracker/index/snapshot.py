@@ -321,19 +321,6 @@ def _repeated(keys: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return repeated
 
 
-class SnapshotUnreachable(IndexVersionMismatch):
-    """A part of the snapshot this host has no file of, and Redis keeps no copy of."""
-
-    def __init__(self, path: Path) -> None:
-        RuntimeError.__init__(
-            self,
-            f"index snapshot {path} is not in this data dir, and Redis keeps no copy of it "
-            "(COPYTRACK_INDEX_SNAPSHOT_IN_REDIS=false): give every process the data dir the "
-            "index was built in, or run `copytrack reindex` here",
-        )
-        self.built, self.current = None, SNAPSHOT_LAYOUT
-
-
 class CompactionLost(Exception):
     """The compaction's lease went to another process (it expired, or the index was
     cleared): this one must not switch."""
@@ -407,8 +394,13 @@ class SnapshotIndex(InvertedIndex):
     def _map(self, name: str, chunks: int) -> MappedSnapshot:
         path = self._path(name)
         if not path.exists():
-            if not chunks:
-                raise SnapshotUnreachable(path)
+            if not chunks:  # written with COPYTRACK_INDEX_SNAPSHOT_IN_REDIS=false
+                raise IndexVersionMismatch(
+                    f"index snapshot {path}", None, self.layout,
+                    f"index snapshot {path} is not in this data dir, and Redis keeps no copy "
+                    "of it (COPYTRACK_INDEX_SNAPSHOT_IN_REDIS=false): give every process the "
+                    "data dir the index was built in, or run `copytrack reindex` here",
+                )  # fmt: skip
             write_file(path, self._chunks(name, chunks))
         return MappedSnapshot(path, self.layout, name)
 
