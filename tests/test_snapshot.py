@@ -28,7 +28,6 @@ from tracker.core.config import Settings
 from tracker.index import IndexVersionMismatch, MemoryIndex, RedisIndex, snapshot
 from tracker.index.snapshot import (
     SNAPSHOT_LAYOUT,
-    STEP,
     CompactionLost,
     Lease,
     SnapshotArrays,
@@ -37,6 +36,7 @@ from tracker.index.snapshot import (
     compact_queued,
     compact_when_due,
     find,
+    key_sample,
 )
 from tracker.masters.generation import open_ready
 from tracker.masters.library import Work, add_work
@@ -575,21 +575,25 @@ def test_the_install_builds_the_compiled_search_of_bounds() -> None:
 
 @pytest.mark.parametrize("way", ["compiled loop", "numpy passes"])
 @pytest.mark.parametrize("size", [0, 10, 1000, 50_000])
+@pytest.mark.parametrize("top", [2**40, 2**64])
 def test_the_sampled_search_finds_what_a_binary_search_of_all_keys_finds(
-    size: int, way: str, monkeypatch: pytest.MonkeyPatch
+    size: int, top: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if way == "numpy passes":
         monkeypatch.setattr(snapshot, "_compiled_bounds", None)
     rng = np.random.default_rng(size)
-    # Few distinct keys (runs far longer than a sample's step) and many, ends included.
-    keys = np.sort(
-        np.concatenate((rng.integers(0, 50, size // 2), rng.integers(0, 2**40, size - size // 2)))
-    ).astype(np.uint64)
+    # Few distinct keys (runs far longer than a sample's step, all in the directory's first
+    # prefix) and many, ends included, up to the top of 64 bits.
+    keys = np.sort(np.concatenate((
+        rng.integers(0, 50, size // 2, dtype=np.uint64),
+        rng.integers(0, top, size - size // 2, dtype=np.uint64, endpoint=top < 2**64),
+    )))  # fmt: skip
     arrays = SnapshotArrays(
-        keys, np.arange(size, dtype=np.uint32), np.zeros(size, np.uint8), keys[::STEP].copy()
+        keys, np.arange(size, dtype=np.uint32), np.zeros(size, np.uint8), key_sample(keys)
     )
-    asked = np.concatenate((rng.choice(keys, 300) if size else [], rng.integers(0, 2**40, 300),
-                            [0, 2**63], keys[-1:] + 1)).astype(np.uint64)  # fmt: skip
+    asked = np.concatenate((rng.choice(keys, 300) if size else np.empty(0, np.uint64),
+                            rng.integers(0, top, 300, dtype=np.uint64, endpoint=top < 2**64),
+                            np.array([0, 2**63, 2**64 - 1], np.uint64), keys[-1:] + 1))  # fmt: skip
     asked &= ~np.uint64(2**CHECK_BITS - 1)
     query, master, _, _ = find(arrays, asked, CHECK_BITS)
     plain = SnapshotArrays(keys, arrays.ids, arrays.places)  # searched whole
