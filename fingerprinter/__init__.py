@@ -10,7 +10,6 @@ from .align import (
     Span,
     align,
     align_letters,
-    kgram_codes,
     kgrams_within,
 )
 from .english import (
@@ -31,6 +30,7 @@ from .fingerprint import (
 )
 from .granule_check import CHECK_BITS
 from .initials import Letters, to_letters
+from .kgrams import kgram_codes
 from .params import DEFAULT_PARAMS, FingerprintParams
 from .reference import ReferenceFrame, fit_reference, load_reference
 from .skeleton import Skeleton, kept_numbers, kept_share

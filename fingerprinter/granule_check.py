@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import compiled
-from .align import kgram_codes
+from .kgrams import kgram_codes
 from .winnowing import mix64
 
 # The compiled loop (_granule_check.pyx), or None: the numpy passes below, the same checks.

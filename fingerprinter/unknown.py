@@ -26,18 +26,25 @@ from __future__ import annotations
 import numpy as np
 
 from .initials import CJK_FLAG, UNKNOWN, Letters
+from .kgrams import kgram_codes
 from .params import ALPHABET_SIZE, FingerprintParams
 from .quantize import level_table
 from .reference import ReferenceFrame
 from .sliding import sliding_values
+from .winnowing import HASH_BITS, kgram_hashes, mix64, sliding_min, winnow
 
 #: Most unknown letters a queried granule may hold: readings grow as 23**w / w!.
 MAX_UNKNOWN = 2
 #: Most query values made by completing granules for one text; past it, granules with
-#: fewer unknown letters only (46,000 values take ~30 ms in the embedded Valkey index).
-MAX_COMPLETIONS = 150_000
+#: fewer unknown letters only. Each value is a key the lookup searches in every part of
+#: the index: bench_scale's pages with a fifth of their characters hidden made up to
+#: 93,000 at 150,000 (before `_Anchors`), and were the slowest lookups of a 100k-work
+#: library (34 ms at p99 of 171 pages; 15 ms with up to 48,000 here).
+MAX_COMPLETIONS = 80_000
 # Letters a Chinese character's reading can start with (not i, u, v).
 _READABLE = np.array([c for c in range(ALPHABET_SIZE) if chr(c + ord("a")) not in "iuv"])
+#: A k-gram hash no hash exceeds: an unknown one's placeholder.
+_ANY_HASH = np.uint64((1 << HASH_BITS) - 1)
 
 
 def has_unknown(letters: Letters) -> bool:
@@ -66,6 +73,89 @@ def _granule_counts(codes: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray
     return cumulative[starts + n] - cumulative[starts]
 
 
+class _Anchors:
+    """Where, and with which readings of its unknown letters, a granule of the text may hold
+    the value of one a master indexes: a granule at a winnowing anchor of the master's
+    letters, which agree with the text's except where the text's are unknown.
+
+    A k-gram holding an unknown letter has an unknown hash. A start may be an anchor when
+    its own k-gram has one, when it is one with every unknown hash taken as the largest (a
+    true hash is no larger, so no anchor of any reading is lost), or within a window of
+    either end (the master's letters beyond the text may make it one). Where its own k-gram
+    holds the unknown letter, a reading is kept when it makes that k-gram's hash small
+    enough to be a window's least. Granule values change slowly along a text, so a copy's
+    granule next to the master's anchor often has the anchor's value: the starts next to
+    a possible anchor are completed too (without them, `copytrack eval` lost a copy of a
+    120-letter news item with a fifth of its characters hidden).
+    """
+
+    def __init__(self, letters: Letters, params: FingerprintParams) -> None:
+        k, w = params.anchor_k, params.stride
+        self.k, self.letters = k, letters.letters
+        self.unknown = np.flatnonzero(letters.codes == UNKNOWN)
+        self.codes = kgram_codes(letters.letters, k).astype(np.int64)
+        count = len(self.codes)
+        #: Starts whose granules are completed: a possible anchor or next to one.
+        self.completed = np.ones(len(letters), dtype=bool)
+        #: Starts whose own k-gram holds an unknown letter, and not next to a possible
+        #: anchor whose own k-gram is known (those keep every reading).
+        self.tested = np.zeros(len(letters), dtype=bool)
+        #: The largest hash a tested start's own k-gram may have and still be the least of
+        #: a window holding it.
+        self.most = np.full(len(letters), _ANY_HASH, dtype=np.uint64)
+        if params.anchoring != "content" or count < 2 * w:
+            return
+        held = np.concatenate(([0], np.cumsum(letters.codes == UNKNOWN)))
+        hidden = np.zeros(len(letters), dtype=bool)
+        hidden[:count] = held[k : k + count] > held[:count]
+        hashes = kgram_hashes(letters.letters, k)
+        hashes[hidden[:count]] = _ANY_HASH
+        known = np.ones(len(letters), dtype=bool)
+        known[w : count - w] = False
+        known[winnow(hashes, w)] = True
+        known &= ~hidden
+        self.completed = _with_neighbours(known | hidden)
+        self.tested = hidden & ~_with_neighbours(known)
+        # A hidden hash is a window's least when it is at most the least of the others: the
+        # largest of the minima of the windows holding it (its own placeholder is the
+        # largest, so it never is the minimum it is measured against).
+        flipped = _ANY_HASH - sliding_min(hashes, w)
+        self.most[w - 1 : count - w + 1] = _ANY_HASH - sliding_min(flipped, w)
+
+    def readings_ok(self, starts: np.ndarray, places: int) -> np.ndarray:
+        """For each start, whether each reading (``places`` 1: each of `_READABLE` for the
+        first unknown letter at or after it; 2: each pair, the first's reading first) may
+        make it an anchor."""
+        shape = (len(starts),) + (len(_READABLE),) * places
+        ok = np.ones(shape, dtype=bool)
+        tested = np.flatnonzero(self.tested[starts])
+        if not len(tested):
+            return ok
+        at = starts[tested]
+        first = np.searchsorted(self.unknown, at)
+        code = self.codes[at]
+        for place in range(places):
+            unknown = self.unknown[np.minimum(first + place, len(self.unknown) - 1)]
+            inside = (unknown - at < self.k) & (first + place < len(self.unknown))
+            power = np.clip(self.k - 1 - (unknown - at), 0, None)
+            weight = np.where(inside, ALPHABET_SIZE**power, 0)
+            change = _READABLE[None, :] - self.letters[unknown][:, None].astype(np.int64)
+            code = code[..., None] + (weight[:, None] * change).reshape(
+                (len(at),) + (1,) * place + (len(_READABLE),)
+            )
+        hashes = mix64(code.astype(np.uint64)) >> np.uint64(64 - HASH_BITS)
+        ok[tested] = hashes <= self.most[at].reshape((-1,) + (1,) * places)
+        return ok
+
+
+def _with_neighbours(marked: np.ndarray) -> np.ndarray:
+    """The marked positions and those next to one."""
+    out = marked.copy()
+    out[1:] |= marked[:-1]
+    out[:-1] |= marked[1:]
+    return out
+
+
 def completed_values(
     letters: Letters, params: FingerprintParams, frame: ReferenceFrame
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -73,8 +163,9 @@ def completed_values(
 
     Every granule at every offset gives its own value (unknown letters as they are: a copy
     of a text that has them, as the index has it) and, holding at most ``MAX_UNKNOWN``
-    unknown letters, the values of every reading of them, within ``MAX_COMPLETIONS`` values
-    for the text; None for a text with more offsets than that (queried as any other).
+    unknown letters where a master may have an anchor (`_Anchors`), the values of every
+    reading of them that may make it one, within ``MAX_COMPLETIONS`` values for the text;
+    None for a text with more offsets than that (queried as any other).
     """
     n = params.granule
     total = len(letters) - n + 1
@@ -85,18 +176,23 @@ def completed_values(
     codes = letters.codes
     unknown = np.concatenate(([0], np.cumsum(codes == UNKNOWN)))
     held = unknown[n : n + total] - unknown[:total]
+    anchors = _Anchors(letters, params)
+    held[~anchors.completed[:total]] = 0
     own = sliding_values(letters, params, frame)
     # Sums of table entries below 2**63: int64 throughout (uint64 with int64 makes float).
     values, firsts = [own.astype(np.int64)], [np.arange(total, dtype=np.int64)]
-    most = MAX_UNKNOWN
-    per_granule = [0, len(_READABLE), len(_READABLE) * (len(_READABLE) + 1) // 2]
-    while most > 0:
-        made = total + sum(int(np.count_nonzero(held == w)) * per_granule[w]
-                           for w in range(1, most + 1))  # fmt: skip
-        if made <= MAX_COMPLETIONS:
-            break
-        most -= 1
-    starts = np.flatnonzero((held >= 1) & (held <= most))
+    one, two = np.flatnonzero(held == 1), np.flatnonzero(held == 2)
+    ok_one = anchors.readings_ok(one, 1)
+    # A pair of letters reads the two unknowns either way round; one letter twice, one way.
+    a, b = np.triu_indices(len(_READABLE), k=1)
+    both = anchors.readings_ok(two, 2) if MAX_UNKNOWN >= 2 else np.empty((0, 0, 0), bool)
+    ok_pairs = both[:, a, b] | both[:, b, a]
+    ok_same = both[:, np.arange(len(_READABLE)), np.arange(len(_READABLE))]
+    if total + ok_one.sum() + ok_pairs.sum() + ok_same.sum() > MAX_COMPLETIONS:
+        two = two[:0]
+        if total + ok_one.sum() > MAX_COMPLETIONS:
+            one = one[:0]
+    starts = np.concatenate((one, two))
     if not len(starts):
         return own, firsts[0]
     counts = _granule_counts(codes, starts, n)
@@ -109,19 +205,19 @@ def completed_values(
     base = entries.sum(axis=1)
     # What one more of each letter adds (counts stay below n: the granule has unknowns).
     step = (table[rows, letter, np.minimum(counts + 1, n)] - entries)[:, _READABLE]
-    one = held[starts] == 1
-    if one.any():
-        values.append((base[one, None] + step[one]).reshape(-1))
-        firsts.append(np.repeat(starts[one], len(_READABLE)))
-    two = held[starts] == 2
-    if two.any():
-        twice = table[rows[two], letter, np.minimum(counts[two] + 2, n)]
-        double = (twice - entries[two])[:, _READABLE]
-        a, b = np.triu_indices(len(_READABLE), k=1)
-        pairs = base[two, None] + step[two][:, a] + step[two][:, b]
-        same = base[two, None] + double
-        values += [pairs.reshape(-1), same.reshape(-1)]
-        firsts += [np.repeat(starts[two], len(a)), np.repeat(starts[two], len(_READABLE))]
+    ones = slice(0, len(one))
+    if len(one):
+        values.append((base[ones, None] + step[ones])[ok_one])
+        firsts.append(np.broadcast_to(one[:, None], ok_one.shape)[ok_one])
+    twos = slice(len(one), len(starts))
+    if len(two):
+        twice = table[rows[twos], letter, np.minimum(counts[twos] + 2, n)]
+        double = (twice - entries[twos])[:, _READABLE]
+        pairs = base[twos, None] + step[twos][:, a] + step[twos][:, b]
+        same = base[twos, None] + double
+        values += [pairs[ok_pairs], same[ok_same]]
+        firsts += [np.broadcast_to(two[:, None], ok_pairs.shape)[ok_pairs],
+                   np.broadcast_to(two[:, None], ok_same.shape)[ok_same]]  # fmt: skip
     return np.concatenate(values).astype(np.uint64), np.concatenate(firsts)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import compiled
-from .align import kgram_codes
+from .kgrams import kgram_codes
 
 # The compiled loop (_winnowing.pyx), or None: the numpy passes below, the same positions.
 _loop = compiled.load(compiled.WINNOWING)
@@ -37,7 +37,7 @@ _CHUNK = (1 << _POSITION_BITS) - (1 << 16)  # positions per chunk; leaves room f
 HASH_BITS = 64 - _POSITION_BITS
 
 
-def _sliding_min(keys: np.ndarray, w: int) -> np.ndarray:
+def sliding_min(keys: np.ndarray, w: int) -> np.ndarray:
     """Minimum of every window of ``w`` keys, by doubling: O(n log w) whole-array passes.
 
     (Faster in numpy than van Herk's O(n) block scans, whose accumulations run along
@@ -72,7 +72,7 @@ def winnow(hashes: np.ndarray, w: int) -> np.ndarray:
         # minimal hash at its rightmost position.
         keys = chunk << np.uint64(_POSITION_BITS)
         keys |= np.arange(top, top - len(chunk), -1, dtype=np.int64).view(np.uint64)
-        minima = _sliding_min(keys, w)
+        minima = sliding_min(keys, w)
         # Window minima move only rightwards: a repeated minimum is the same position.
         minima = minima[np.concatenate(([True], minima[1:] != minima[:-1]))]
         selected.append((first + top) - (minima & np.uint64(top)).astype(np.int64))
@@ -86,4 +86,9 @@ def anchors(letters: np.ndarray, w: int, k: int) -> np.ndarray:
     if _compiled_anchors is not None:
         return _compiled_anchors(np.ascontiguousarray(letters, np.uint8), w, k, 64 - HASH_BITS)
     compiled.fallback_runs(compiled.WINNOWING)
-    return winnow(mix64(kgram_codes(letters, k)) >> np.uint64(64 - HASH_BITS), w)
+    return winnow(kgram_hashes(letters, k), w)
+
+
+def kgram_hashes(letters: np.ndarray, k: int) -> np.ndarray:
+    """The hashes `anchors` winnows: each letter k-gram's, below 2**HASH_BITS."""
+    return mix64(kgram_codes(letters, k)) >> np.uint64(64 - HASH_BITS)
