@@ -31,9 +31,10 @@ from .params import ALPHABET_SIZE, FingerprintParams
 from .quantize import level_table
 from .reference import ReferenceFrame
 from .sliding import sliding_values
-from .winnowing import HASH_BITS, kgram_hashes, mix64, sliding_min, winnow
+from .winnowing import HASH_BITS, kgram_hashes, sliding_min, winnow
 
-#: Most unknown letters a queried granule may hold: readings grow as 23**w / w!.
+#: Most unknown letters a queried granule may hold (`completed_values` reads one or two):
+#: readings grow as 23**w / w!.
 MAX_UNKNOWN = 2
 #: Most query values made by completing granules for one text; past it, granules with
 #: fewer unknown letters only. Each value is a key the lookup searches in every part of
@@ -112,7 +113,7 @@ class _Anchors:
         held = np.concatenate(([0], np.cumsum(letters.codes == UNKNOWN)))
         hidden = np.zeros(len(letters), dtype=bool)
         hidden[:count] = held[k : k + count] > held[:count]
-        hashes = kgram_hashes(letters.letters, k)
+        hashes = kgram_hashes(self.codes)
         hashes[hidden[:count]] = _ANY_HASH
         known = np.ones(len(letters), dtype=bool)
         known[w : count - w] = False
@@ -147,7 +148,7 @@ class _Anchors:
             code = code[..., None] + (weight[:, None] * change).reshape(
                 (len(at),) + (1,) * place + (len(_READABLE),)
             )
-        hashes = mix64(code.astype(np.uint64)) >> np.uint64(64 - HASH_BITS)
+        hashes = kgram_hashes(code)
         ok[tested] = hashes <= self.most[at].reshape((-1,) + (1,) * places)
         return ok
 
@@ -190,7 +191,7 @@ def completed_values(
     ok_one = anchors.readings_ok(one, 1)
     # A pair of letters reads the two unknowns either way round; one letter twice, one way.
     a, b = np.triu_indices(len(_READABLE), k=1)
-    both = anchors.readings_ok(two, 2) if MAX_UNKNOWN >= 2 else np.empty((0, 0, 0), bool)
+    both = anchors.readings_ok(two, 2)
     ok_pairs = both[:, a, b] | both[:, b, a]
     ok_same = both[:, np.arange(len(_READABLE)), np.arange(len(_READABLE))]
     if total + ok_one.sum() + ok_pairs.sum() + ok_same.sum() > MAX_COMPLETIONS:

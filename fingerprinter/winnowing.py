@@ -86,9 +86,9 @@ def anchors(letters: np.ndarray, w: int, k: int) -> np.ndarray:
     if _compiled_anchors is not None:
         return _compiled_anchors(np.ascontiguousarray(letters, np.uint8), w, k, 64 - HASH_BITS)
     compiled.fallback_runs(compiled.WINNOWING)
-    return winnow(kgram_hashes(letters, k), w)
+    return winnow(kgram_hashes(kgram_codes(letters, k)), w)
 
 
-def kgram_hashes(letters: np.ndarray, k: int) -> np.ndarray:
-    """The hashes `anchors` winnows: each letter k-gram's, below 2**HASH_BITS."""
-    return mix64(kgram_codes(letters, k)) >> np.uint64(64 - HASH_BITS)
+def kgram_hashes(codes: np.ndarray) -> np.ndarray:
+    """The hashes `anchors` winnows, below 2**HASH_BITS, of k-gram codes (`kgram_codes`)."""
+    return mix64(codes.astype(np.uint64, copy=False)) >> np.uint64(64 - HASH_BITS)
